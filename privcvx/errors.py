@@ -1,0 +1,81 @@
+"""Exceptions raised by privcvx.
+
+Every exception names what is at fault: the agent (when there is one) and the
+argument. Messages read ``[agent 'zone-1'] argument 'constraints': ...`` so a
+user can find the offending declaration at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PrivcvxError(Exception):
+    """Base class of all privcvx errors.
+
+    Attributes
+    ----------
+    agent:
+        Name of the agent at fault, or ``None`` when the error is not tied to one.
+    argument:
+        Name of the argument at fault, or ``None``.
+    """
+
+    def __init__(self, message: str, *, agent: str | None = None, argument: str | None = None) -> None:
+        self.agent = agent
+        self.argument = argument
+        prefix = ""
+        if agent is not None:
+            prefix += f"[agent {agent!r}] "
+        if argument is not None:
+            prefix += f"argument {argument!r}: "
+        super().__init__(prefix + message)
+
+
+class DeclarationError(PrivcvxError, ValueError):
+    """An agent or a distributed problem is declared wrongly (shapes, keys, types)."""
+
+
+class NotDCPError(DeclarationError):
+    """An objective or constraint does not follow CVXPY's DCP rules, or is not convex."""
+
+
+class InfeasibleLocalSetError(DeclarationError):
+    """An agent's public local set W_p is empty, found by a feasibility solve at set-up."""
+
+
+class ParameterError(PrivcvxError, ValueError):
+    """A run parameter (rounds, local_updates, rho, eta, tol, ...) is out of range."""
+
+
+class PrivacyError(PrivcvxError, ValueError):
+    """A privacy setting (epsilon, delta, sensitivity, mechanism) is invalid."""
+
+
+class SolverError(PrivcvxError, RuntimeError):
+    """Every solver in the fallback chain failed on an agent's local update."""
+
+
+class RunFailed(PrivcvxError, RuntimeError):
+    """A run failed part-way. ``.result`` holds everything recorded up to the failure."""
+
+    def __init__(self, message: str, *, result: Any, cause: BaseException | None = None,
+                 agent: str | None = None, argument: str | None = None) -> None:
+        super().__init__(message, agent=agent, argument=argument)
+        self.result = result
+        self.__cause__ = cause
+
+
+def require_positive(value: Any, *, argument: str, agent: str | None = None,
+                     error: type[PrivcvxError] = ParameterError, allow_zero: bool = False) -> float:
+    """Return ``value`` as a float, or raise ``error`` if it is not a finite positive number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise error(f"expected a number, got {value!r}", agent=agent, argument=argument) from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise error(f"must be finite, got {value!r}", agent=agent, argument=argument)
+    if number < 0 or (number == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise error(f"must be {bound}, got {value!r}", agent=agent, argument=argument)
+    return number

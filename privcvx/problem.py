@@ -1,0 +1,327 @@
+"""Problem declaration: agents, their public local sets W_p, and the consensus layout.
+
+A distributed problem is the paper's model (2) in general form:
+
+    min  sum_p f_p(z_p)   s.t.  z_p in W_p,   (z_p)_k = w_k  for every key k agent p shares.
+
+Each agent declares ``f_p`` (which may hold private data in ``cp.Parameter``s or
+constants) and ``W_p`` (public constraints) in CVXPY. Keys that several agents
+share are agreed on; the other variables of an agent stay private to it.
+
+The local vector ``z_p`` of an agent stacks all its variables, each vectorized
+column-major (``order="F"``, like ``cp.vec``), in the order of
+:attr:`Agent.variables`. The global vector ``w`` stacks the keys in the order of
+:attr:`DistributedProblem.keys`, each vectorized column-major.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import cvxpy as cp
+import numpy as np
+from cvxpy.atoms.affine.index import index, special_index
+
+from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError
+
+if TYPE_CHECKING:
+    from privcvx.privacy.mechanisms import Sensitivity
+    from privcvx.results import Result
+
+#: The key used when an agent passes one variable as ``shared`` (full consensus, model (2)).
+CONSENSUS_KEY = "w"
+
+Metric = Callable[[np.ndarray], float]
+
+
+def _label(name: str | None) -> str:
+    return name if name is not None else "<unnamed agent>"
+
+
+class Agent:
+    """One agent p: its local objective f_p, its public local set W_p, and what it shares.
+
+    Parameters
+    ----------
+    objective:
+        Convex scalar CVXPY expression, minimized. It may hold the agent's private data.
+    constraints:
+        CVXPY constraints over the agent's variables: the public local set W_p.
+    shared:
+        A ``cp.Variable`` (full consensus, model (2)) or a dict ``{key: variable or indexed
+        variable}`` (general-form consensus).
+    name:
+        Label used in messages, errors and results; ``DistributedProblem`` assigns
+        ``"agent-<i>"`` when it is ``None``.
+    gradient:
+        Optional numpy oracle ``gradient(*values)`` returning the (sub)gradient of the
+        objective with respect to :attr:`variables` (one array, or a tuple of arrays shaped
+        like the variables). By default privcvx derives a fast evaluator from the CVXPY
+        expression (:mod:`privcvx.gradients`).
+    sensitivity:
+        ``pc.Sensitivity`` bounding ``max ||f'_p(z; D) - f'_p(z; D')||`` over neighbouring
+        datasets (Eqs. (18), (21)), or a callable ``(*values) -> pc.Sensitivity`` for
+        data-dependent bounds such as Eq. (31). Required whenever privacy is on.
+    """
+
+    def __init__(self, objective: cp.Expression, constraints: Sequence[cp.Constraint] = (), *,
+                 shared: cp.Expression | Mapping[Hashable, cp.Expression],
+                 name: str | None = None,
+                 gradient: Callable[..., Any] | None = None,
+                 sensitivity: Sensitivity | Callable[..., Sensitivity] | None = None) -> None:
+        label = _label(name)
+        if not isinstance(objective, cp.Expression):
+            raise DeclarationError(f"must be a CVXPY expression, got {type(objective).__name__}",
+                                   agent=label, argument="objective")
+        if objective.size != 1:
+            raise DeclarationError(f"must be scalar, got shape {objective.shape}",
+                                   agent=label, argument="objective")
+        if not objective.is_dcp() or not objective.is_convex():
+            raise NotDCPError("is not a convex DCP expression (privcvx minimizes it)",
+                              agent=label, argument="objective")
+        constraints = list(constraints)
+        for i, constraint in enumerate(constraints):
+            if not isinstance(constraint, cp.Constraint):
+                raise DeclarationError(f"item {i} is not a CVXPY constraint: {constraint!r}",
+                                       agent=label, argument="constraints")
+            if not constraint.is_dcp():
+                raise NotDCPError(f"constraint {i} ({constraint}) is not DCP",
+                                  agent=label, argument="constraints")
+        if shared is None:
+            raise DeclarationError("is required: a cp.Variable or a dict {key: variable}",
+                                   agent=label, argument="shared")
+        shared_map: dict[Hashable, cp.Expression] = (
+            dict(shared) if isinstance(shared, Mapping) else {CONSENSUS_KEY: shared})
+        if not shared_map:
+            raise DeclarationError("shares nothing; an agent must share at least one key",
+                                   agent=label, argument="shared")
+        for key, expr in shared_map.items():
+            _shared_variable(expr, key=key, agent=label)
+        if gradient is not None and not callable(gradient):
+            raise DeclarationError("must be callable", agent=label, argument="gradient")
+        self.objective = objective
+        self.constraints = constraints
+        self.shared = shared_map
+        self.name = name
+        self.gradient = gradient
+        self.sensitivity = sensitivity
+        self.variables = self._collect_variables()
+        if not self.variables:
+            raise DeclarationError("the agent has no variables", agent=label, argument="objective")
+
+    def _collect_variables(self) -> list[cp.Variable]:
+        ordered: dict[int, cp.Variable] = {}
+        sources: list[cp.Expression] = [_shared_variable(e, key=k, agent=_label(self.name))
+                                        for k, e in self.shared.items()]
+        sources.append(self.objective)
+        sources.extend(self.constraints)
+        for source in sources:
+            for var in source.variables():
+                ordered.setdefault(var.id, var)
+        return list(ordered.values())
+
+    def __repr__(self) -> str:
+        return (f"Agent(name={self.name!r}, variables={len(self.variables)}, "
+                f"constraints={len(self.constraints)}, shared={list(self.shared)})")
+
+
+def _shared_variable(expr: Any, *, key: Hashable, agent: str) -> cp.Variable:
+    """Return the variable behind a shared expression, which must be a variable or an indexed variable."""
+    if isinstance(expr, cp.Variable):
+        return expr
+    if isinstance(expr, (index, special_index)) and isinstance(expr.args[0], cp.Variable):
+        return expr.args[0]
+    raise DeclarationError(
+        f"shared key {key!r} must be a cp.Variable or an indexed cp.Variable (like z[3] or z[idx]), "
+        f"got {type(expr).__name__}: {expr}", agent=agent, argument="shared")
+
+
+def _positions(expr: cp.Expression, var: cp.Variable) -> np.ndarray:
+    """Column-major positions within ``vec(var)`` that the shared expression selects."""
+    if expr is var:
+        return np.arange(var.size)
+    numbering = cp.Constant(np.arange(var.size, dtype=float).reshape(var.shape, order="F"))
+    return np.asarray(expr.copy([numbering]).value, dtype=float).reshape(-1, order="F").astype(int)
+
+
+@dataclass(frozen=True)
+class AgentLayout:
+    """Where an agent's variables and shared entries sit in its local vector z_p.
+
+    ``offsets[i]`` is where ``variables[i]`` starts in z_p. ``shared_local`` holds the
+    positions in z_p of the agent's shared entries, and ``shared_global`` their positions
+    in the global vector w, in the same order (the agent's block of the matrix A in the
+    paper's ``A w - z``).
+    """
+
+    name: str
+    shapes: tuple[tuple[int, ...], ...]
+    offsets: tuple[int, ...]
+    dim: int
+    shared_local: np.ndarray
+    shared_global: np.ndarray
+
+    @property
+    def shared_mask(self) -> np.ndarray:
+        mask = np.zeros(self.dim, dtype=bool)
+        mask[self.shared_local] = True
+        return mask
+
+    def split(self, z: np.ndarray) -> list[np.ndarray]:
+        """The variable values, shaped like the variables, of a flat local vector."""
+        return [z[o:o + int(np.prod(s, dtype=int))].reshape(s, order="F")
+                for o, s in zip(self.offsets, self.shapes, strict=True)]
+
+    def flatten(self, values: Sequence[Any]) -> np.ndarray:
+        """Stack values shaped like the variables into a flat local vector."""
+        return np.concatenate([np.asarray(v, dtype=float).reshape(-1, order="F") for v in values])
+
+
+@dataclass
+class CentralizedSolution:
+    """The centralized CVXPY optimum of the whole problem: the yardstick of every run."""
+
+    value: float
+    w: np.ndarray
+    z: list[np.ndarray]
+    status: str
+    solve_time: float = field(default=float("nan"))
+
+
+class DistributedProblem:
+    """A set of agents that agree on shared keys: the paper's model (2), in general form.
+
+    Validation happens here, at construction: every agent is DCP (checked by
+    :class:`Agent`), no variable belongs to two agents, every key has one shape
+    everywhere, and every local set W_p is non-empty (a feasibility solve per agent).
+    """
+
+    def __init__(self, agents: Sequence[Agent], metrics: Mapping[str, Metric] | None = None,
+                 info: Mapping[str, Any] | None = None) -> None:
+        agents = list(agents)
+        if not agents:
+            raise DeclarationError("a distributed problem needs at least one agent", argument="agents")
+        owners: dict[int, str] = {}
+        names: set[str] = set()
+        for i, agent in enumerate(agents):
+            if not isinstance(agent, Agent):
+                raise DeclarationError(f"item {i} is not a pc.Agent: {agent!r}", argument="agents")
+            if agent.name is None:
+                agent.name = f"agent-{i}"
+            if agent.name in names:
+                raise DeclarationError("two agents have this name", agent=agent.name, argument="name")
+            names.add(agent.name)
+            for var in agent.variables:
+                if var.id in owners:
+                    raise DeclarationError(
+                        f"variable {var.name()} also belongs to agent {owners[var.id]!r}; each agent "
+                        "needs its own variables (consensus is declared through `shared`)",
+                        agent=agent.name, argument="shared")
+                owners[var.id] = agent.name
+        self.agents = agents
+        self.metrics: dict[str, Metric] = dict(metrics or {})
+        for metric_name, metric in self.metrics.items():
+            if not callable(metric):
+                raise DeclarationError(f"metric {metric_name!r} is not callable", argument="metrics")
+        self.info: dict[str, Any] = dict(info or {})
+        self.key_shapes: dict[Hashable, tuple[int, ...]] = {}
+        key_owner: dict[Hashable, str] = {}
+        for agent in agents:
+            for key, expr in agent.shared.items():
+                shape = tuple(expr.shape)
+                if key in self.key_shapes and self.key_shapes[key] != shape:
+                    raise DeclarationError(
+                        f"shared key {key!r} has shape {shape} here but {self.key_shapes[key]} in agent "
+                        f"{key_owner[key]!r}", agent=agent.name, argument="shared")
+                self.key_shapes.setdefault(key, shape)
+                key_owner.setdefault(key, agent.name)
+        self.keys: list[Hashable] = list(self.key_shapes)
+        sizes = [int(np.prod(s, dtype=int)) for s in self.key_shapes.values()]
+        self.key_offsets: dict[Hashable, int] = dict(zip(self.keys, np.cumsum([0, *sizes[:-1]]).tolist(),
+                                                         strict=True))
+        self.dim = int(sum(sizes))
+        self.layouts = [self._layout(agent) for agent in agents]
+        #: How many agents share each global entry: the denominators of the server step (line 5).
+        self.multiplicity = np.zeros(self.dim)
+        for layout in self.layouts:
+            np.add.at(self.multiplicity, layout.shared_global, 1.0)
+        for agent in agents:
+            _check_feasible(agent)
+
+    def _layout(self, agent: Agent) -> AgentLayout:
+        shapes = tuple(tuple(v.shape) for v in agent.variables)
+        sizes = [int(np.prod(s, dtype=int)) for s in shapes]
+        offsets = tuple(np.cumsum([0, *sizes[:-1]]).tolist())
+        var_offset = {v.id: o for v, o in zip(agent.variables, offsets, strict=True)}
+        local, glob = [], []
+        for key, expr in agent.shared.items():
+            var = _shared_variable(expr, key=key, agent=agent.name)
+            local.append(var_offset[var.id] + _positions(expr, var))
+            glob.append(self.key_offsets[key] + np.arange(expr.size))
+        shared_local = np.concatenate(local)
+        if len(np.unique(shared_local)) != len(shared_local):
+            raise DeclarationError("two shared keys select the same entry of a variable",
+                                   agent=agent.name, argument="shared")
+        return AgentLayout(name=agent.name, shapes=shapes, offsets=offsets, dim=int(sum(sizes)),
+                           shared_local=shared_local, shared_global=np.concatenate(glob))
+
+    @property
+    def names(self) -> list[str]:
+        return [agent.name for agent in self.agents]
+
+    def unflatten(self, w: np.ndarray) -> dict[Hashable, np.ndarray]:
+        """The global vector as ``{key: array shaped like the key}``."""
+        w = np.asarray(w, dtype=float)
+        out = {}
+        for key, shape in self.key_shapes.items():
+            start = self.key_offsets[key]
+            out[key] = w[start:start + int(np.prod(shape, dtype=int))].reshape(shape, order="F")
+        return out
+
+    def solve_centralized(self, **solver_options: Any) -> CentralizedSolution:
+        """Solve the whole problem as one CVXPY model with the consensus equalities.
+
+        Returns the optimal value sum_p f_p(z_p*), the global vector w* and every agent's z_p*.
+        Keyword arguments go to ``cp.Problem.solve`` (e.g. ``solver=cp.CLARABEL``).
+        """
+        globals_ = {key: cp.Variable(shape if shape else ()) for key, shape in self.key_shapes.items()}
+        constraints: list[cp.Constraint] = []
+        for agent in self.agents:
+            constraints.extend(agent.constraints)
+            constraints.extend(expr == globals_[key] for key, expr in agent.shared.items())
+        problem = cp.Problem(cp.Minimize(cp.sum([agent.objective for agent in self.agents])), constraints)
+        problem.solve(**solver_options)
+        if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            raise DeclarationError(f"the centralized problem is {problem.status}", argument="agents")
+        w = np.concatenate([np.asarray(globals_[k].value, dtype=float).reshape(-1, order="F")
+                            for k in self.keys])
+        z = [layout.flatten([v.value for v in agent.variables])
+             for agent, layout in zip(self.agents, self.layouts, strict=True)]
+        return CentralizedSolution(value=float(problem.value), w=w, z=z, status=problem.status,
+                                   solve_time=float(problem.solver_stats.solve_time or float("nan")))
+
+    def solve(self, **options: Any) -> Result:
+        """Run Algorithm 1 (DP linearized ADMM with multiple local updates); see :func:`privcvx.solve`."""
+        from privcvx.orchestration import solve
+
+        return solve(self, **options)
+
+    def __repr__(self) -> str:
+        return f"DistributedProblem(agents={self.names}, keys={len(self.keys)}, dim={self.dim})"
+
+
+def _check_feasible(agent: Agent) -> None:
+    """Raise InfeasibleLocalSetError when W_p is empty (a feasibility solve at set-up)."""
+    if not agent.constraints:
+        return
+    problem = cp.Problem(cp.Minimize(0), agent.constraints)
+    try:
+        problem.solve()
+    except cp.error.SolverError as exc:
+        raise InfeasibleLocalSetError(f"the feasibility solve of W_p failed: {exc}",
+                                      agent=agent.name, argument="constraints") from exc
+    if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        raise InfeasibleLocalSetError("the local set W_p is empty (the constraints are infeasible)",
+                                      agent=agent.name, argument="constraints")
