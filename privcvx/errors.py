@@ -31,6 +31,17 @@ class PrivcvxError(Exception):
             prefix += f"argument {argument!r}: "
         super().__init__(prefix + message)
 
+    def __reduce__(self) -> tuple:
+        # Keep agent and argument when an error crosses a process boundary.
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(cls: type[PrivcvxError], args: tuple, state: dict) -> PrivcvxError:
+    error = Exception.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class DeclarationError(PrivcvxError, ValueError):
     """An agent or a distributed problem is declared wrongly (shapes, keys, types)."""

@@ -58,8 +58,10 @@ def inverse_sqrt(scale: float = 1.0) -> InverseSqrt:
 
 def paper_rho(c1: float = 2.0, c2: float = 5.0, epsilon: float = 1.0, period: int = 10_000) -> PaperRho:
     """The paper's rho schedule, Eq. (73). Defaults are the authors' MNIST constants."""
-    return PaperRho(require_positive(c1, argument="c1"), require_positive(c2, argument="c2", allow_zero=True),
-                    require_positive(epsilon, argument="epsilon"), int(require_positive(period, argument="period")))
+    return PaperRho(require_positive(c1, argument="c1"),
+                    require_positive(c2, argument="c2", allow_zero=True),
+                    require_positive(epsilon, argument="epsilon"),
+                    int(require_positive(period, argument="period")))
 
 
 def as_schedule(value: float | Schedule, *, argument: str) -> Schedule:

@@ -1,0 +1,125 @@
+"""How noise enters a local update: objective perturbation Eq. (10) and output perturbation Eq. (12).
+
+Both perturbations draw, per agent and per local update, one vector ``u`` of standard
+noise (unit Laplace or unit Gaussian) from the agent's own stream and scale it.
+
+* ObjPert (Eq. (10)): ``xi = scale_g * u`` with ``scale_g`` calibrated to the agent's
+  gradient sensitivity (Eqs. (18), (21)). Eq. (10) adds xi through the dual term, which
+  is the same as taking the projected step with the gradient perturbed by xi. privcvx
+  uses the gradient ``g - xi``; xi is symmetric, so this is Eq. (10) with the same
+  distribution, and it makes Remark 3.1 hold draw by draw. The release is a projection
+  onto W_p, so it is always feasible, and it is a post-processing of the noisy gradient.
+* OutPert (Eq. (12)): the noise ``scale_out * u`` is added after the projection. With
+  ``sensitivity="derived"`` the output sensitivity follows from the gradient one:
+  the projection in the metric M = diag(m) is nonexpansive in the M-norm, so
+  ``||z(D) - z(D')||_2 <= ||g(D) - g(D')||_2 / min(m)``, i.e. Delta_2 * eta / (1 + eta rho)
+  for a fully shared agent. In L1 the same bound holds for separable sets (R^n, boxes);
+  for other sets privcvx uses ``sqrt(n) * Delta_2 / min(m)``. See ``docs/privacy.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privcvx.errors import PrivacyError
+from privcvx.privacy.mechanisms import Budget, Mechanism, Sensitivity
+
+
+def _check_mechanism(mechanism: Any) -> Mechanism | Budget:
+    if not isinstance(mechanism, (Mechanism, Budget)):
+        raise PrivacyError(f"must be pc.Laplace, pc.Gaussian or pc.Budget, got {mechanism!r}",
+                           argument="mechanism")
+    return mechanism
+
+
+def _as_sensitivity(value: Any, *, agent: str, argument: str) -> Sensitivity:
+    if not isinstance(value, Sensitivity):
+        raise PrivacyError(f"must be a pc.Sensitivity, got {value!r}", agent=agent, argument=argument)
+    return value
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """Common part of ObjPert and OutPert: the mechanism, per local update."""
+
+    mechanism: Mechanism | Budget
+
+    kind = "none"
+
+    def __post_init__(self) -> None:
+        _check_mechanism(self.mechanism)
+
+    def resolve(self, steps: int) -> Perturbation:
+        """Replace a Budget by the per-update mechanism that spends it over ``steps`` updates."""
+        if isinstance(self.mechanism, Budget):
+            return type(self)(**{**self.__dict__, "mechanism": self.mechanism.per_update(steps)})
+        return self
+
+    def needs_gradient_sensitivity(self) -> bool:
+        return True
+
+    def gradient_sensitivity(self, agent: Any, values: list[np.ndarray]) -> Sensitivity:
+        """The agent's declared gradient sensitivity (Eqs. (18), (21)), evaluated at z if it is a callable."""
+        declared = agent.sensitivity
+        if declared is None:
+            raise PrivacyError("privacy is on but this agent declares no gradient sensitivity",
+                               agent=agent.name, argument="sensitivity")
+        if callable(declared) and not isinstance(declared, Sensitivity):
+            declared = declared(*values)
+        return _as_sensitivity(declared, agent=agent.name, argument="sensitivity")
+
+
+@dataclass(frozen=True)
+class ObjectivePerturbation(Perturbation):
+    """ObjPert, Eq. (10): noise in the linearized objective; every release lies in W_p."""
+
+    kind = "objective"
+
+    def noise_scale(self, gradient_sensitivity: Sensitivity, weights: np.ndarray, separable: bool) -> float:
+        return self.mechanism.scale(gradient_sensitivity)
+
+
+@dataclass(frozen=True)
+class OutputPerturbation(Perturbation):
+    """OutPert, Eq. (12): noise added to the solution of Eq. (9).
+
+    ``sensitivity="derived"`` computes the output sensitivity from the gradient
+    sensitivity and the step's metric; a ``pc.Sensitivity`` gives it explicitly
+    (the paper's power-flow setting uses beta).
+    """
+
+    sensitivity: str | Sensitivity = "derived"
+    kind = "output"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.sensitivity == "derived" or isinstance(self.sensitivity, Sensitivity)):
+            raise PrivacyError(f'must be "derived" or a pc.Sensitivity, got {self.sensitivity!r}',
+                               argument="sensitivity")
+
+    def noise_scale(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
+                    separable: bool) -> float:
+        if isinstance(self.sensitivity, Sensitivity):
+            return self.mechanism.scale(self.sensitivity)
+        return self.mechanism.scale(derived_output_sensitivity(gradient_sensitivity, weights, separable))
+
+    def needs_gradient_sensitivity(self) -> bool:
+        return self.sensitivity == "derived"
+
+
+def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separable: bool) -> Sensitivity:
+    """Output sensitivity of the projected step Eq. (9) from the gradient sensitivity.
+
+    ``weights`` is the metric m (1/eta on private coordinates, 1/eta + rho on shared ones).
+    L2: Delta_2 / min(m). L1: Delta_1 / min(m) when W_p is separable (R^n or a box),
+    otherwise sqrt(n) * Delta_2 / min(m).
+    """
+    m_min = float(np.min(weights))
+    l2 = gradient.get("l2") / m_min
+    l1 = gradient.get("l1") / m_min if separable and gradient.l1 is not None \
+        else math.sqrt(weights.size) * l2
+    return Sensitivity(l1=l1, l2=l2)

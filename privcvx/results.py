@@ -1,0 +1,101 @@
+"""Results of a run: final vectors, the per-round history, the privacy table; saving and plots."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: The history columns of the API contract, in order; problem metrics follow them.
+HISTORY_COLUMNS = ["round", "objective", "consensus_residual", "primal_residual", "dual_residual",
+                   "max_violation", "noise_magnitude", "epsilon", "time_s"]
+
+PLOT_COLUMNS = ("objective", "consensus_residual", "max_violation", "noise_magnitude")
+
+
+@dataclass
+class Result:
+    """What ``problem.solve()`` returns.
+
+    ``w`` is the final global vector, ``z`` each agent's last released local solution,
+    ``history`` one row per round, ``privacy`` one row per agent (``None`` without privacy),
+    ``reference`` the centralized solution when one was computed, ``info`` how the run
+    ended (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed").
+    """
+
+    w: np.ndarray
+    z: list[np.ndarray]
+    history: pd.DataFrame
+    privacy: pd.DataFrame | None = None
+    reference: Any = None
+    agents: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write everything to one ``.npz`` file; floats are stored exactly."""
+        arrays: dict[str, np.ndarray] = {"w": self.w}
+        for i, z in enumerate(self.z):
+            arrays[f"z{i}"] = z
+        for column in self.history.columns:
+            arrays[f"history:{column}"] = self.history[column].to_numpy()
+        meta: dict[str, Any] = {"agents": self.agents, "info": self.info, "history": list(self.history.columns),
+                                "z": len(self.z)}
+        if self.privacy is not None:
+            meta["privacy"] = json.loads(self.privacy.to_json(orient="split", double_precision=15))
+            for column in self.privacy.columns:
+                if column != "agent":
+                    arrays[f"privacy:{column}"] = self.privacy[column].to_numpy()
+        if self.reference is not None:
+            arrays["reference:w"] = self.reference.w
+            meta["reference_value"] = self.reference.value
+            meta["reference_status"] = self.reference.status
+            for i, z in enumerate(self.reference.z):
+                arrays[f"reference:z{i}"] = z
+        arrays["meta"] = np.array(json.dumps(meta, default=str))
+        with open(path, "wb") as handle:
+            np.savez(handle, **arrays)
+
+    def plot(self, columns: tuple[str, ...] = PLOT_COLUMNS, path: str | os.PathLike | None = None) -> Any:
+        """One log-scale panel per history column; saved to ``path`` when given."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(columns), figsize=(4 * len(columns), 3.2), squeeze=False)
+        for ax, column in zip(axes[0], columns, strict=True):
+            values = self.history[column].to_numpy(dtype=float)
+            ax.plot(self.history["round"], np.abs(values) + 1e-300)
+            ax.set_yscale("log")
+            ax.set_xlabel("round")
+            ax.set_title(column)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=120)
+        return fig
+
+
+def load_result(path: str | os.PathLike) -> Result:
+    """Read a result written by :meth:`Result.save`."""
+    from privcvx.problem import CentralizedSolution
+
+    with np.load(path, allow_pickle=False) as data:
+        meta = json.loads(str(data["meta"]))
+        history = pd.DataFrame({c: data[f"history:{c}"] for c in meta["history"]}, columns=meta["history"])
+        privacy = None
+        if "privacy" in meta:
+            privacy = pd.DataFrame(meta["privacy"]["data"], columns=meta["privacy"]["columns"])
+            for column in privacy.columns:
+                if column != "agent":
+                    privacy[column] = data[f"privacy:{column}"]
+        reference = None
+        if "reference_value" in meta:
+            reference = CentralizedSolution(value=meta["reference_value"], w=data["reference:w"],
+                                            z=[data[f"reference:z{i}"] for i in range(meta["z"])],
+                                            status=meta["reference_status"])
+        return Result(w=data["w"], z=[data[f"z{i}"] for i in range(meta["z"])], history=history,
+                      privacy=privacy, reference=reference, agents=meta["agents"], info=meta["info"])
