@@ -1,0 +1,214 @@
+"""Per-unit network data for the SOC model of Appendix D, extracted through pandapower.
+
+The data goes through pandapower's own conversion to its internal MATPOWER-like
+case (``to_ppc``), so lines and transformers (tap ratio, phase shift, charging,
+shunt conductance ``branch_g``), bus shunts and generator limits are exactly those
+pandapower itself uses in ``runpp`` and ``runopp``.
+
+Thermal-rating policy (constraint (71j))
+----------------------------------------
+A branch is *unrated*, and gets no (71j) constraint, when its rating in the ppc is
+zero, not finite, or at least :data:`UNRATED_MVA`. pandapower's MATPOWER importer
+turns MATPOWER's ``RATE_A = 0`` ("unlimited", e.g. every branch of case14 and
+case118) into 9900 MVA, and the PEGASE lines with the placeholder
+``max_i_ka = 99999`` give ratings of about 4e7 MVA; both are unlimited by intent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandapower as pp
+import pandapower.networks as pn
+from pandapower.converter.pypower.to_ppc import to_ppc
+from pandapower.pypower import idx_brch as B
+from pandapower.pypower import idx_bus as N
+from pandapower.pypower import idx_gen as G
+
+from privcvx.errors import DeclarationError
+
+#: Ratings at or above this value (MVA) mean "unrated"; see the module docstring.
+UNRATED_MVA = 9900.0
+#: Angle-difference limits at or beyond this value (degrees) mean "unlimited" (constraint (71k)).
+UNLIMITED_ANGLE_DEG = 90.0
+#: PEGASE transformers whose ``sn_mva`` is this placeholder have no real rating.
+PEGASE_PLACEHOLDER_SN_MVA = 99.999
+
+
+def _case_names() -> list[str]:
+    return sorted(name for name in dir(pn) if name.startswith("case") and callable(getattr(pn, name)))
+
+
+def load_case(name: str) -> pp.pandapowerNet:
+    """Return the pandapower network ``pandapower.networks.<name>()``.
+
+    Any ``pandapower.networks`` function that builds a network without arguments is
+    accepted (``"case14"``, ``"case118"``, ``"case1354pegase"``, ...). One data fix is
+    applied and recorded in ``net["privcvx_fixes"]``: PEGASE transformers whose
+    ``sn_mva`` is the placeholder 99.999 get ``max_loading_percent = 1e6``, which
+    makes them unrated under the policy of this module; as shipped they make the SOC
+    relaxation of Appendix D infeasible.
+
+    Raises
+    ------
+    DeclarationError
+        If ``name`` is not a network of ``pandapower.networks``.
+    """
+    builder = getattr(pn, name, None) if isinstance(name, str) and not name.startswith("_") else None
+    if builder is None or not callable(builder):
+        raise DeclarationError(f"unknown pandapower.networks case {name!r}; known cases: "
+                               f"{', '.join(_case_names())}", argument="name")
+    try:
+        net = builder()
+    except TypeError as exc:
+        raise DeclarationError(f"pandapower.networks.{name} needs arguments ({exc})", argument="name") from exc
+    if not isinstance(net, pp.pandapowerNet):
+        raise DeclarationError(f"pandapower.networks.{name}() is not a network", argument="name")
+    fixes = []
+    if "pegase" in name and len(net.trafo):
+        placeholder = np.isclose(net.trafo.sn_mva.to_numpy(float), PEGASE_PLACEHOLDER_SN_MVA)
+        if placeholder.any():
+            net.trafo.loc[placeholder, "max_loading_percent"] = 1e6
+            fixes.append(f"{int(placeholder.sum())} placeholder transformers (sn_mva=99.999) made unrated")
+    net["privcvx_fixes"] = fixes
+    net["privcvx_case"] = name
+    return net
+
+
+@dataclass(frozen=True)
+class NetworkData:
+    """Per-unit data of Appendix D, indexed like pandapower's internal ppc.
+
+    Buses are numbered ``0..nb-1`` in ppc order; ``bus_labels`` gives the pandapower
+    bus index of each. Only in-service branches and generators are kept. Branch
+    admittances follow MATPOWER with ``tau = TAP * exp(j SHIFT)``:
+    ``Yff = (y + (g_sh + j b_sh)/2)/|tau|^2``, ``Yft = -y/conj(tau)``,
+    ``Ytf = -y/tau``, ``Ytt = y + (g_sh + j b_sh)/2``.
+
+    Parallel branches share one bus pair: ``pair_of_branch[l]`` is the pair of branch
+    ``l`` and ``pair_sign[l]`` is +1 when the branch runs from ``pair_from`` to
+    ``pair_to`` and -1 otherwise (then ``V_f conj(V_t) = wr - j wi``).
+    """
+
+    name: str
+    base_mva: float
+    bus_labels: np.ndarray
+    pd: np.ndarray
+    qd: np.ndarray
+    gs: np.ndarray
+    bs: np.ndarray
+    vmin: np.ndarray
+    vmax: np.ndarray
+    branch_labels: tuple[str, ...]
+    f: np.ndarray
+    t: np.ndarray
+    yff: np.ndarray
+    yft: np.ndarray
+    ytf: np.ndarray
+    ytt: np.ndarray
+    rate: np.ndarray
+    angmin: np.ndarray
+    angmax: np.ndarray
+    pair_from: np.ndarray
+    pair_to: np.ndarray
+    pair_of_branch: np.ndarray
+    pair_sign: np.ndarray
+    gen_bus: np.ndarray
+    gen_rows: np.ndarray
+    pmin: np.ndarray
+    pmax: np.ndarray
+    qmin: np.ndarray
+    qmax: np.ndarray
+    cost: np.ndarray | None
+
+    @property
+    def nb(self) -> int:
+        return len(self.bus_labels)
+
+    @property
+    def rated(self) -> np.ndarray:
+        """Mask of the branches that get the thermal limit (71j)."""
+        return np.isfinite(self.rate)
+
+
+def _branch_labels(net: pp.pandapowerNet, nbranch: int) -> list[str]:
+    labels = [""] * nbranch
+    for element, (start, stop) in net._pd2ppc_lookups["branch"].items():
+        for offset, index in enumerate(net[element].index[: stop - start]):
+            labels[start + offset] = f"{element}{index}"
+    return labels
+
+
+def _pairs(f: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    lo, hi = np.minimum(f, t), np.maximum(f, t)
+    pairs, pair_of_branch = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
+    sign = np.where(f < t, 1.0, -1.0)
+    return pairs[:, 0], pairs[:, 1], pair_of_branch.ravel(), sign
+
+
+def _gencost(ppc: dict, rows: np.ndarray, base: float) -> np.ndarray | None:
+    """Quadratic cost coefficients ``(c2, c1, c0)`` per generator in p.u. of power."""
+    gencost = ppc.get("gencost")
+    if gencost is None or len(gencost) == 0:
+        return None
+    gencost = np.asarray(gencost, float)[rows]
+    if np.any(gencost[:, 0] != 2) or np.any(gencost[:, 3] > 3):
+        raise DeclarationError("only polynomial generation costs of degree <= 2 are supported", argument="net")
+    coef = np.zeros((len(rows), 3))
+    for k, row in enumerate(gencost):
+        ncost = int(row[3])
+        coef[k, 3 - ncost:] = row[4:4 + ncost]
+    return coef * np.array([base**2, base, 1.0])
+
+
+def network_data(net: pp.pandapowerNet) -> NetworkData:
+    """Extract :class:`NetworkData` from ``net`` with pandapower's ``to_ppc``."""
+    ppc = to_ppc(net, init="flat")
+    base = float(ppc["baseMVA"])
+    bus = np.asarray(ppc["bus"], float)
+    nb = len(bus)
+    ppc_index = net._pd2ppc_lookups["bus"][net.bus.index.to_numpy()]
+    if len(np.unique(ppc_index)) != nb:
+        raise DeclarationError("buses merged by pandapower (e.g. bus-bus switches) are not supported",
+                               argument="net")
+    bus_labels = np.empty(nb, dtype=np.int64)
+    bus_labels[ppc_index] = net.bus.index.to_numpy()
+
+    branch = np.asarray(ppc["branch"])
+    labels = _branch_labels(net, len(branch))
+    branch_g = np.asarray(ppc.get("branch_g", np.zeros(len(branch))), float).ravel()
+    keep = np.real(branch[:, B.BR_STATUS]) > 0
+    branch, branch_g = np.real(branch[keep]).astype(float), branch_g[keep]
+    labels = [label for label, k in zip(labels, keep, strict=True) if k]
+    f = branch[:, B.F_BUS].astype(np.int64)
+    t = branch[:, B.T_BUS].astype(np.int64)
+    y = 1.0 / (branch[:, B.BR_R] + 1j * branch[:, B.BR_X])
+    tap = np.where(branch[:, B.TAP] == 0, 1.0, branch[:, B.TAP])
+    tau = tap * np.exp(1j * np.deg2rad(branch[:, B.SHIFT]))
+    ysh = (branch_g + 1j * branch[:, B.BR_B]) / 2
+    rate = branch[:, B.RATE_A] / base
+    unrated = ~np.isfinite(rate) | (rate <= 0) | (branch[:, B.RATE_A] >= UNRATED_MVA - 1e-6)
+    angmin = np.where(branch[:, B.ANGMIN] <= -UNLIMITED_ANGLE_DEG, np.nan, np.deg2rad(branch[:, B.ANGMIN]))
+    angmax = np.where(branch[:, B.ANGMAX] >= UNLIMITED_ANGLE_DEG, np.nan, np.deg2rad(branch[:, B.ANGMAX]))
+    pair_from, pair_to, pair_of_branch, pair_sign = _pairs(f, t)
+
+    gen = np.asarray(ppc["gen"], float)
+    rows = np.flatnonzero(gen[:, G.GEN_STATUS] > 0)
+    gen = gen[rows]
+    return NetworkData(
+        name=str(net.get("privcvx_case", net.name or "net")),
+        base_mva=base,
+        bus_labels=bus_labels,
+        pd=bus[:, N.PD] / base, qd=bus[:, N.QD] / base,
+        gs=bus[:, N.GS] / base, bs=bus[:, N.BS] / base,
+        vmin=bus[:, N.VMIN], vmax=bus[:, N.VMAX],
+        branch_labels=tuple(labels), f=f, t=t,
+        yff=(y + ysh) / np.abs(tau) ** 2, yft=-y / np.conj(tau), ytf=-y / tau, ytt=y + ysh,
+        rate=np.where(unrated, np.inf, rate), angmin=angmin, angmax=angmax,
+        pair_from=pair_from, pair_to=pair_to, pair_of_branch=pair_of_branch, pair_sign=pair_sign,
+        gen_bus=gen[:, G.GEN_BUS].astype(np.int64), gen_rows=rows,
+        pmin=gen[:, G.PMIN] / base, pmax=gen[:, G.PMAX] / base,
+        qmin=gen[:, G.QMIN] / base, qmax=gen[:, G.QMAX] / base,
+        cost=_gencost(ppc, rows, base),
+    )

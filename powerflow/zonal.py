@@ -1,0 +1,107 @@
+"""The zonal decomposition (72) of the SOC relaxation as a ``pc.DistributedProblem``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+
+import cvxpy as cp
+import numpy as np
+import pandapower as pp
+
+from privcvx.errors import PrivacyError, require_positive
+from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.problem import Agent, DistributedProblem
+
+from .data import NetworkData, network_data
+from .model import SocModel, as_net
+from .zones import check_zones, partition
+
+SENSITIVITIES = ("paper", "exact")
+
+
+def gradient_oracle(model: SocModel) -> Callable[[np.ndarray], np.ndarray]:
+    """Numpy gradient of Eq. (28), ``2 A^T (A x + d)``, reading the current load Parameters."""
+    a, at = model.mismatch_matrix, model.mismatch_matrix.T.tocsr()
+
+    def gradient(x: np.ndarray) -> np.ndarray:
+        return 2.0 * (at @ (a @ x + np.concatenate([model.pd.value, model.qd.value])))
+
+    return gradient
+
+
+def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> Sensitivity:
+    """Gradient sensitivity of Eq. (28) for loads that differ by at most ``beta`` in one entry.
+
+    The gradient is ``2 sum_i s_i a_i``; changing one load d_i by beta changes it by
+    ``2 beta a_i``. ``"exact"`` bounds its l1 / l2 norm by the largest l1 / l2 norm of a
+    mismatch row a_i of the zone, Eqs. (18) and (21). ``"paper"`` is Sec. 6.1.1's
+    ``Delta_1 = Delta_2 = 2 beta``.
+    """
+    if kind == "paper":
+        return Sensitivity(l1=2 * beta, l2=2 * beta)
+    l1, l2 = model.row_norms()
+    return Sensitivity(l1=2 * beta * l1, l2=2 * beta * l2)
+
+
+def _shared_keys(data: NetworkData, model: SocModel, zone_of_bus: np.ndarray,
+                 bus_zone_count: np.ndarray) -> dict[Hashable, cp.Expression]:
+    """Consensus keys of a zone (the y_z of (72)): boundary-bus and cut-line variables."""
+    label = data.bus_labels
+    shared: dict[Hashable, cp.Expression] = {}
+    for k in np.flatnonzero(bus_zone_count[model.buses] > 1):
+        shared[f"w:{label[model.buses[k]]}"] = model.x[int(model.index("w", k))]
+    for k, pair in enumerate(model.pairs):
+        a, b = data.pair_from[pair], data.pair_to[pair]
+        if zone_of_bus[a] != zone_of_bus[b]:
+            for block in ("wr", "wi"):
+                shared[f"{block}:{label[a]}-{label[b]}"] = model.x[int(model.index(block, k))]
+    for k, branch in enumerate(model.branches):
+        if zone_of_bus[data.f[branch]] != zone_of_bus[data.t[branch]]:
+            for block in ("pf", "qf", "pt", "qt"):
+                shared[f"{block}:{data.branch_labels[branch]}"] = model.x[int(model.index(block, k))]
+    return shared
+
+
+def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int, Hashable] = 3, *,
+                  beta: float = 0.01, sensitivity: str = "paper", seed: int = 0) -> DistributedProblem:
+    """Build the zonal problem (72) with one agent ``"zone-<k>"`` per zone.
+
+    Zone k's objective is Eq. (28), the squared active and reactive mismatches of its
+    own buses with the loads as ``cp.Parameter``s (the private data); its constraints
+    are F_z of (72): (71f)-(71l) over its lines L_z, (71d) over its extended node set
+    V_z and (71e) over its generators. Variables of cut lines (``"wr:<a>-<b>"``,
+    ``"wi:<a>-<b>"``, ``"pf:<branch>"``, ``"qf:..."``, ``"pt:..."``, ``"qt:..."``) and of
+    buses in more than one V_z (``"w:<bus>"``) are shared; bus labels are pandapower bus
+    indices and branch labels ``line<i>`` / ``trafo<i>``.
+
+    ``zones`` is a number (see :func:`powerflow.partition`, with ``seed``) or a mapping
+    ``{pandapower bus index: zone}``. ``beta`` (p.u.) is the adjacency of Sec. 6.1.1 and
+    ``sensitivity`` is ``"paper"`` or ``"exact"`` (see :func:`gradient_sensitivity`).
+
+    ``problem.info`` holds ``"zones"``, ``"output_sensitivity"`` (the paper's OutPert
+    sensitivity beta), ``"smoothness"`` (L_p per agent, see :meth:`SocModel.smoothness`),
+    ``"models"`` (the :class:`SocModel` of each zone), ``"cut_branches"``, ``"beta"``,
+    ``"sensitivity"`` and ``"case"``.
+    """
+    beta = require_positive(beta, argument="beta", error=PrivacyError)
+    if sensitivity not in SENSITIVITIES:
+        raise PrivacyError(f"expected one of {SENSITIVITIES}, got {sensitivity!r}", argument="sensitivity")
+    net = as_net(net_or_name)
+    data = network_data(net)
+    mapping = check_zones(data, partition(net, zones, seed=seed) if not isinstance(zones, Mapping) else zones)
+    names = sorted(set(mapping.values()), key=lambda z: (str(type(z)), z))
+    zone_of_bus = np.array([names.index(mapping[int(b)]) for b in data.bus_labels])
+    models = [SocModel(data, np.flatnonzero(zone_of_bus == k), name=f"zone_{zone}")
+              for k, zone in enumerate(names)]
+    bus_zone_count = np.zeros(data.nb, dtype=int)
+    for model in models:
+        bus_zone_count[model.buses] += 1
+    agents = [Agent(model.load_shedding(), model.constraint_list,
+                    shared=_shared_keys(data, model, zone_of_bus, bus_zone_count), name=f"zone-{zone}",
+                    gradient=gradient_oracle(model), sensitivity=gradient_sensitivity(model, beta, sensitivity))
+              for zone, model in zip(names, models, strict=True)]
+    cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
+    info = {"zones": mapping, "output_sensitivity": Sensitivity(l1=beta, l2=beta),
+            "smoothness": [model.smoothness() for model in models], "models": models,
+            "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name}
+    return DistributedProblem(agents, info=info)
