@@ -1,0 +1,44 @@
+"""Privacy building blocks: mechanisms (Thm. 4.8), noise sources, and the accountant (Sec. 4.3)."""
+
+from privcvx.privacy.accounting import (
+    DEFAULT_LAPLACE_DELTA,
+    PRIVACY_COLUMNS,
+    PrivacyLedger,
+    default_accounting_delta,
+    epsilon_report,
+    privacy_table,
+    tightest_epsilon,
+)
+from privcvx.privacy.mechanisms import (
+    NEIGHBOURING_RELATION,
+    PLD_DISCRETIZATION,
+    Budget,
+    Gaussian,
+    Laplace,
+    Mechanism,
+    Sensitivity,
+    mechanism_from_dict,
+)
+from privcvx.privacy.noise import NoiseSource, SecureNoise, SeededNoise, agent_noise_sources
+
+__all__ = [
+    "DEFAULT_LAPLACE_DELTA",
+    "NEIGHBOURING_RELATION",
+    "PLD_DISCRETIZATION",
+    "PRIVACY_COLUMNS",
+    "Budget",
+    "Gaussian",
+    "Laplace",
+    "Mechanism",
+    "NoiseSource",
+    "PrivacyLedger",
+    "SecureNoise",
+    "SeededNoise",
+    "Sensitivity",
+    "agent_noise_sources",
+    "default_accounting_delta",
+    "epsilon_report",
+    "mechanism_from_dict",
+    "privacy_table",
+    "tightest_epsilon",
+]

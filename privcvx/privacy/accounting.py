@@ -1,0 +1,192 @@
+"""Privacy accounting: each agent's ledger of releases, and its epsilon under five accountants.
+
+Algorithm 1 is a (T E)-fold adaptive composition per agent (Sec. 4.3 of the paper):
+every local update of agent p is one release of a mechanism on D_p. Agents hold
+disjoint datasets, so a record is protected by its owner's ledger alone, and the run's
+epsilon is that of the worst-off agent.
+
+For a ledger of releases (epsilon_i, delta_i, noise multiplier s_i) with counts c_i,
+k = sum c_i, :func:`epsilon_report` gives
+
+* ``epsilon_basic`` = sum c_i epsilon_i, valid at ``delta_basic`` = sum c_i delta_i
+  (Dwork & Roth, Thm. 3.16);
+* ``epsilon_advanced`` = sqrt(2 ln(1/delta) sum c_i epsilon_i^2) + sum c_i epsilon_i (e^epsilon_i - 1),
+  valid at ``delta_advanced`` = sum c_i delta_i + delta (Dwork & Roth, Thm. 3.20 with
+  delta' = delta; for equal epsilon_i this is exactly its statement);
+* ``epsilon_moments``: the paper's Thm. 4.9 bound, Gaussian ledgers only,
+  sqrt(2 ln(1/delta) sum c_i / s_i^2), which equals sqrt(T E ln(1/delta)/ln(1.25/delta)) epsilon
+  for T E classic Gaussian updates at delta. Thm. 4.9 does not follow from its proof
+  (see the erratum in docs/privacy.md): it is reported for comparison and is never used
+  by :func:`tightest_epsilon`;
+* ``epsilon_rdp``, ``epsilon_pld``: dp-accounting's ``RdpAccountant`` and
+  ``PLDAccountant`` composing each entry's ``dp_event()`` ``c_i`` times, at ``delta``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+import dp_accounting
+import pandas as pd
+from dp_accounting import pld, rdp
+
+from privcvx.errors import PrivacyError
+from privcvx.privacy.mechanisms import (
+    NEIGHBOURING_RELATION,
+    PLD_DISCRETIZATION,
+    Mechanism,
+    check_delta,
+    mechanism_from_dict,
+)
+
+#: The delta at which runs with Laplace noise only are accounted (Laplace is (epsilon, 0)-DP
+#: per update, but advanced, RDP and PLD composition need delta > 0).
+DEFAULT_LAPLACE_DELTA = 1e-6
+
+#: The columns of :func:`privacy_table`, in order.
+PRIVACY_COLUMNS = ("agent", "steps", "delta", "epsilon_basic", "epsilon_advanced", "epsilon_moments",
+                   "epsilon_rdp", "epsilon_pld")
+
+_EPSILON_KEYS = PRIVACY_COLUMNS[3:]
+
+
+class PrivacyLedger:
+    """Every release one agent makes: the mechanisms and how many times each was used."""
+
+    def __init__(self, agent: str) -> None:
+        self.agent = str(agent)
+        self._counts: dict[Mechanism, int] = {}
+
+    def record(self, mechanism: Mechanism, count: int = 1) -> None:
+        """Record ``count`` releases (local updates) made with ``mechanism``."""
+        if not isinstance(mechanism, Mechanism):
+            raise PrivacyError(f"must be a pc.Laplace or pc.Gaussian, got {mechanism!r}", agent=self.agent,
+                               argument="mechanism")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise PrivacyError(f"must be an int >= 1, got {count!r}", agent=self.agent, argument="count")
+        self._counts[mechanism] = self._counts.get(mechanism, 0) + count
+
+    @property
+    def steps(self) -> int:
+        """The number of releases recorded."""
+        return sum(self._counts.values())
+
+    @property
+    def entries(self) -> list[tuple[Mechanism, int]]:
+        """(mechanism, count) pairs in order of first use."""
+        return list(self._counts.items())
+
+    def signature(self) -> tuple:
+        """Hashable and order-free: composition does not depend on the order of releases."""
+        return tuple(sorted(((m.signature(), c) for m, c in self._counts.items()), key=repr))
+
+    def to_dict(self) -> dict:
+        return {"agent": self.agent,
+                "entries": [{"mechanism": m.to_dict(), "count": c} for m, c in self._counts.items()]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PrivacyLedger:
+        try:
+            ledger = cls(data["agent"])
+            for entry in data["entries"]:
+                ledger.record(mechanism_from_dict(entry["mechanism"]), int(entry["count"]))
+        except (KeyError, TypeError) as error:
+            raise PrivacyError(f"not a ledger description ({error})", argument="data") from None
+        return ledger
+
+    def __repr__(self) -> str:
+        return f"PrivacyLedger(agent={self.agent!r}, steps={self.steps})"
+
+
+def default_accounting_delta(mechanism: Mechanism) -> float:
+    """The run's delta: the budget's delta, else the Gaussian's delta-bar, else 1e-6 for Laplace."""
+    if not isinstance(mechanism, Mechanism):
+        raise PrivacyError(f"must be a pc.Laplace or pc.Gaussian, got {mechanism!r}", argument="mechanism")
+    if mechanism.budget is not None:
+        return mechanism.budget.delta
+    return mechanism.delta if mechanism.kind == "gaussian" else DEFAULT_LAPLACE_DELTA
+
+
+def epsilon_report(ledger: PrivacyLedger, delta: float) -> dict:
+    """The ledger's epsilon under every accountant, at ``delta`` (see the module docstring).
+
+    Keys: ``steps``, ``delta``, the five ``epsilon_*`` of :data:`PRIVACY_COLUMNS`, and
+    ``delta_basic``, ``delta_advanced``: the deltas at which those two hold. NaN where an
+    accountant does not apply. Results are cached by the ledger's signature.
+    """
+    if not isinstance(ledger, PrivacyLedger):
+        raise PrivacyError(f"must be a PrivacyLedger, got {ledger!r}", argument="ledger")
+    delta = check_delta(delta)
+    return {"steps": ledger.steps, "delta": delta, **_report(ledger.signature(), delta)}
+
+
+def tightest_epsilon(ledger: PrivacyLedger, delta: float) -> float:
+    """The smallest epsilon, over the accountants whose guarantee holds at ``delta``.
+
+    Basic and advanced composition count only when their own delta is <= ``delta``
+    (Laplace ledgers); RDP and PLD always hold at ``delta``; the paper's Thm. 4.9 bound
+    is excluded (erratum). 0 for an empty ledger.
+    """
+    report = epsilon_report(ledger, delta)
+    candidates = [report["epsilon_rdp"], report["epsilon_pld"]]
+    for name in ("basic", "advanced"):
+        if report[f"delta_{name}"] <= report["delta"]:
+            candidates.append(report[f"epsilon_{name}"])
+    return min(value for value in candidates if not math.isnan(value))
+
+
+def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFrame:
+    """One row per agent with the columns of :data:`PRIVACY_COLUMNS`."""
+    rows = [{"agent": ledger.agent, **epsilon_report(ledger, delta)} for ledger in ledgers]
+    return pd.DataFrame(rows, columns=list(PRIVACY_COLUMNS))
+
+
+@lru_cache(maxsize=8192)
+def _report(signature: tuple, delta: float) -> dict:
+    """Accountants' answers for a signature ((kind, calibration, eps, delta, s, budget), count)*."""
+    if not signature:
+        return {**dict.fromkeys(_EPSILON_KEYS, 0.0), "delta_basic": 0.0, "delta_advanced": 0.0}
+    epsilons = [math.nan if eps is None else eps for (_, _, eps, _, _, _), _ in signature]
+    counts = [count for _, count in signature]
+    # A budget-calibrated Gaussian has no per-update (epsilon, delta): its basic/advanced deltas are NaN too.
+    deltas = [0.0 if kind == "laplace" else math.nan if eps is None else d
+              for (kind, _, eps, d, _, _), _ in signature]
+    delta_basic = sum(c * d for c, d in zip(counts, deltas, strict=True))
+    report = {
+        "epsilon_basic": sum(c * e for c, e in zip(counts, epsilons, strict=True)),
+        "delta_basic": delta_basic,
+        "epsilon_advanced": math.sqrt(2.0 * math.log(1.0 / delta) * sum(
+            c * e * e for c, e in zip(counts, epsilons, strict=True)))
+        + sum(c * e * math.expm1(e) for c, e in zip(counts, epsilons, strict=True)),
+        "delta_advanced": delta_basic + delta,
+        "epsilon_moments": _paper_moments_epsilon(signature, delta),
+    }
+    events = [(_event(kind, s), count) for (kind, _, _, _, s, _), count in signature]
+    accountants = {"epsilon_rdp": rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION),
+                   "epsilon_pld": pld.PLDAccountant(NEIGHBOURING_RELATION,
+                                                    value_discretization_interval=PLD_DISCRETIZATION)}
+    for key, accountant in accountants.items():
+        for event, count in events:
+            accountant.compose(event, count)
+        report[key] = float(accountant.get_epsilon(delta))
+    return report
+
+
+def _event(kind: str, noise_multiplier: float) -> dp_accounting.DpEvent:
+    if kind == "gaussian":
+        return dp_accounting.GaussianDpEvent(noise_multiplier)
+    return dp_accounting.LaplaceDpEvent(noise_multiplier)
+
+
+def _paper_moments_epsilon(signature: tuple, delta: float) -> float:
+    """Thm. 4.9, sqrt(T E ln(1/delta) / ln(1.25/delta)) epsilon-bar, in noise-multiplier form.
+
+    With sigma^2 = 2 ln(1.25/delta-bar)(Delta_2/epsilon-bar)^2, epsilon-bar^2 / ln(1.25/delta-bar)
+    = 2 / s^2, so the bound is sqrt(2 ln(1/delta) sum_i c_i / s_i^2); it coincides with
+    Thm. 4.9 when delta = delta-bar. NaN unless every release is Gaussian.
+    """
+    if any(kind != "gaussian" for (kind, _, _, _, _, _), _ in signature):
+        return math.nan
+    return math.sqrt(2.0 * math.log(1.0 / delta) * sum(c / (s * s) for (_, _, _, _, s, _), c in signature))

@@ -1,0 +1,173 @@
+"""The accountant: ledgers and every epsilon, checked against dp-accounting and closed forms.
+
+PLD results here use value_discretization_interval = 1e-3 (privcvx's default, coarser than
+dp-accounting's 1e-4) to keep the file fast; the PLD estimate is pessimistic, so it stays
+an upper bound, and for the Gaussian it is within 1e-5 relative of the exact epsilon.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dp_accounting
+import pytest
+from dp_accounting import pld, rdp
+
+from privcvx.errors import PrivacyError
+from privcvx.privacy import (
+    PRIVACY_COLUMNS,
+    Budget,
+    Gaussian,
+    Laplace,
+    PrivacyLedger,
+    default_accounting_delta,
+    epsilon_report,
+    privacy_table,
+    tightest_epsilon,
+)
+
+ROUNDS, LOCAL_UPDATES = 40, 5
+STEPS = ROUNDS * LOCAL_UPDATES
+
+
+def _ledger(*entries: tuple) -> PrivacyLedger:
+    ledger = PrivacyLedger("agent-0")
+    for mechanism, count in entries:
+        for _ in range(count // LOCAL_UPDATES):
+            ledger.record(mechanism, LOCAL_UPDATES)      # one record per round, as the run loop does
+    return ledger
+
+
+def _independent(entries: list[tuple[dp_accounting.DpEvent, int]], delta: float) -> tuple[float, float]:
+    """RDP and PLD epsilon computed straight from dp-accounting."""
+    rdp_accountant = rdp.RdpAccountant()
+    pld_accountant = pld.PLDAccountant(value_discretization_interval=1e-3)
+    for event, count in entries:
+        rdp_accountant.compose(event, count)
+        pld_accountant.compose(event, count)
+    return rdp_accountant.get_epsilon(delta), pld_accountant.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("case", ["gaussian", "laplace", "mixed"])
+def test_rdp_and_pld_match_dp_accounting(case: str) -> None:
+    gaussian, laplace, other = Gaussian(0.6, 1e-5), Laplace(0.25), Gaussian(3.0, 1e-5, analytic=True)
+    entries = {"gaussian": [(gaussian, STEPS)], "laplace": [(laplace, STEPS)],
+               "mixed": [(gaussian, 100), (laplace, 50), (other, 50)]}[case]
+    delta = 1e-5
+    events = {"gaussian": [(dp_accounting.GaussianDpEvent(math.sqrt(2 * math.log(1.25e5)) / 0.6), STEPS)],
+              "laplace": [(dp_accounting.LaplaceDpEvent(4.0), STEPS)],
+              "mixed": [(dp_accounting.GaussianDpEvent(math.sqrt(2 * math.log(1.25e5)) / 0.6), 100),
+                        (dp_accounting.LaplaceDpEvent(4.0), 50),
+                        (dp_accounting.GaussianDpEvent(dp_accounting.get_sigma_gaussian(3.0, 1e-5)), 50)]}[case]
+    report = epsilon_report(_ledger(*entries), delta)
+    expected_rdp, expected_pld = _independent(events, delta)
+    assert report["steps"] == STEPS
+    assert report["epsilon_rdp"] == pytest.approx(expected_rdp, rel=1e-6)
+    assert report["epsilon_pld"] == pytest.approx(expected_pld, rel=1e-6)
+
+
+def test_pld_is_the_exact_gaussian_epsilon_for_one_sensitivity_unit() -> None:
+    # T E Gaussian releases whose means differ by one sensitivity (the neighbouring pair of
+    # the user's relation) are one Gaussian with multiplier s / sqrt(T E): Balle & Wang is exact.
+    mechanism = Gaussian(0.5, 1e-6)
+    exact = dp_accounting.get_epsilon_gaussian(mechanism.noise_multiplier / math.sqrt(STEPS), 1e-6)
+    pld_epsilon = epsilon_report(_ledger((mechanism, STEPS)), 1e-6)["epsilon_pld"]
+    assert exact <= pld_epsilon <= exact * (1 + 1e-5)
+
+
+def test_basic_advanced_and_paper_bounds() -> None:
+    epsilon, delta = 0.2, 1e-4
+    report = epsilon_report(_ledger((Gaussian(epsilon, delta), STEPS)), delta)
+    assert report["epsilon_basic"] == pytest.approx(ROUNDS * LOCAL_UPDATES * epsilon, rel=1e-12)
+    assert report["delta_basic"] == pytest.approx(ROUNDS * LOCAL_UPDATES * delta, rel=1e-12)
+    # Dwork & Roth Thm. 3.20 with delta' = delta.
+    advanced = epsilon * math.sqrt(2 * STEPS * math.log(1 / delta)) + STEPS * epsilon * math.expm1(epsilon)
+    assert report["epsilon_advanced"] == pytest.approx(advanced, rel=1e-12)
+    assert report["delta_advanced"] == pytest.approx(STEPS * delta + delta, rel=1e-12)
+    # Thm. 4.9 as stated in the paper.
+    paper = math.sqrt(ROUNDS * LOCAL_UPDATES * math.log(1 / delta) / math.log(1.25 / delta)) * epsilon
+    assert report["epsilon_moments"] == pytest.approx(paper, rel=1e-12)
+    assert math.isnan(epsilon_report(_ledger((Laplace(epsilon), STEPS)), delta)["epsilon_moments"])
+
+
+def test_paper_thm_4_9_is_below_the_exact_epsilon_and_never_reported_as_tightest() -> None:
+    # The erratum of docs/privacy.md: at the paper's power-flow setting (delta = 1e-2,
+    # epsilon-bar = 1) and T E = 100, Thm. 4.9 claims less than the exact epsilon.
+    mechanism = Gaussian(1.0, 1e-2)
+    ledger = _ledger((mechanism, 100))
+    exact = dp_accounting.get_epsilon_gaussian(mechanism.noise_multiplier / 10.0, 1e-2)
+    report = epsilon_report(ledger, 1e-2)
+    assert report["epsilon_moments"] < exact
+    tightest = tightest_epsilon(ledger, 1e-2)
+    assert tightest == min(report["epsilon_rdp"], report["epsilon_pld"])
+    assert tightest >= exact
+
+
+def test_tightest_epsilon_uses_only_accountants_valid_at_delta() -> None:
+    gaussian = _ledger((Gaussian(0.5, 1e-5), STEPS))
+    report = epsilon_report(gaussian, 1e-5)
+    assert report["delta_basic"] > 1e-5 and report["delta_advanced"] > 1e-5   # neither holds at delta
+    assert tightest_epsilon(gaussian, 1e-5) == min(report["epsilon_rdp"], report["epsilon_pld"])
+    # Laplace is pure DP: basic composition holds at any delta and wins for few, loud updates.
+    few = _ledger((Laplace(5.0), 5))
+    few_report = epsilon_report(few, 1e-6)
+    assert tightest_epsilon(few, 1e-6) == min(few_report[k] for k in
+                                              ("epsilon_basic", "epsilon_advanced", "epsilon_rdp", "epsilon_pld"))
+    assert tightest_epsilon(few, 1e-6) <= 25.0
+    assert tightest_epsilon(PrivacyLedger("idle"), 1e-6) == 0.0
+
+
+@pytest.mark.parametrize(("mechanism", "accountant"), [("gaussian", "pld"), ("gaussian", "rdp"),
+                                                       ("laplace", "pld")])
+def test_budget_hits_its_target(mechanism: str, accountant: str) -> None:
+    budget = Budget(2.0, 1e-5, mechanism=mechanism, accountant=accountant)
+    per_update = budget.per_update(STEPS)
+    assert per_update.kind == mechanism and budget.per_update(STEPS) is per_update
+    # Independent accountant of the same kind, composing the per-update event T E times.
+    if accountant == "pld":
+        independent = pld.PLDAccountant(value_discretization_interval=1e-3)
+    else:
+        independent = rdp.RdpAccountant()
+    event_type = dp_accounting.GaussianDpEvent if mechanism == "gaussian" else dp_accounting.LaplaceDpEvent
+    spent = independent.compose(event_type(per_update.noise_multiplier), STEPS).get_epsilon(1e-5)
+    assert 0.99 * budget.epsilon <= spent <= budget.epsilon
+    ledger = _ledger((per_update, STEPS))
+    assert default_accounting_delta(per_update) == budget.delta
+    assert tightest_epsilon(ledger, budget.delta) <= budget.epsilon
+
+
+def test_ledger_round_trips_through_json_and_merges_records() -> None:
+    ledger = _ledger((Gaussian(0.5, 1e-5), 20), (Budget(1.0, 1e-5).per_update(20), 20),
+                     (Laplace(1.0), 10))
+    assert len(ledger.entries) == 3 and ledger.steps == 50
+    restored = PrivacyLedger.from_dict(json.loads(json.dumps(ledger.to_dict())))
+    assert restored.agent == ledger.agent and restored.signature() == ledger.signature()
+    before, after = epsilon_report(ledger, 1e-5), epsilon_report(restored, 1e-5)
+    assert math.isnan(before["epsilon_basic"])                      # the budget entry has no per-update eps
+    assert all(before[k] == after[k] or (math.isnan(before[k]) and math.isnan(after[k])) for k in before)
+    assert tightest_epsilon(restored, 1e-5) == tightest_epsilon(ledger, 1e-5)
+
+
+def test_privacy_table_and_default_delta() -> None:
+    ledgers = [_ledger((Gaussian(0.5, 1e-5), 10)), _ledger((Laplace(0.5), 10))]
+    ledgers[1].agent = "agent-1"
+    table = privacy_table(ledgers, 1e-5)
+    assert list(table.columns) == list(PRIVACY_COLUMNS)
+    assert list(table["agent"]) == ["agent-0", "agent-1"] and list(table["steps"]) == [10, 10]
+    assert table["epsilon_basic"].tolist() == pytest.approx([5.0, 5.0])
+    assert default_accounting_delta(Gaussian(0.5, 1e-3)) == 1e-3
+    assert default_accounting_delta(Laplace(0.5)) == 1e-6
+
+
+def test_bad_ledger_input_names_agent_and_argument() -> None:
+    ledger = PrivacyLedger("zone-2")
+    for mechanism, count, argument in [(Laplace(1.0), 0, "count"), (Laplace(1.0), 1.5, "count"),
+                                       ("laplace", 1, "mechanism")]:
+        with pytest.raises(PrivacyError) as info:
+            ledger.record(mechanism, count)
+        assert (info.value.agent, info.value.argument) == ("zone-2", argument)
+    for delta in (0.0, 1.0, math.nan, -1e-5):
+        with pytest.raises(PrivacyError) as info:
+            epsilon_report(ledger, delta)
+        assert info.value.argument == "delta"
