@@ -8,13 +8,12 @@ import cvxpy as cp
 import numpy as np
 import pandapower as pp
 
+import privcvx as pc
 from privcvx.errors import PrivacyError, require_positive
-from privcvx.privacy.mechanisms import Sensitivity
-from privcvx.problem import Agent, DistributedProblem
 
 from .data import NetworkData, network_data
 from .model import SocModel, as_net
-from .zones import check_zones, partition
+from .zones import check_zones, partition_data
 
 SENSITIVITIES = ("paper", "exact")
 
@@ -29,7 +28,7 @@ def gradient_oracle(model: SocModel) -> Callable[[np.ndarray], np.ndarray]:
     return gradient
 
 
-def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> Sensitivity:
+def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> pc.Sensitivity:
     """Gradient sensitivity of Eq. (28) for loads that differ by at most ``beta`` in one entry.
 
     The gradient is ``2 sum_i s_i a_i``; changing one load d_i by beta changes it by
@@ -38,9 +37,9 @@ def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> Sensitivity
     ``Delta_1 = Delta_2 = 2 beta``.
     """
     if kind == "paper":
-        return Sensitivity(l1=2 * beta, l2=2 * beta)
+        return pc.Sensitivity(l1=2 * beta, l2=2 * beta)
     l1, l2 = model.row_norms()
-    return Sensitivity(l1=2 * beta * l1, l2=2 * beta * l2)
+    return pc.Sensitivity(l1=2 * beta * l1, l2=2 * beta * l2)
 
 
 def _shared_keys(data: NetworkData, model: SocModel, zone_of_bus: np.ndarray,
@@ -63,7 +62,7 @@ def _shared_keys(data: NetworkData, model: SocModel, zone_of_bus: np.ndarray,
 
 
 def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int, Hashable] = 3, *,
-                  beta: float = 0.01, sensitivity: str = "paper", seed: int = 0) -> DistributedProblem:
+                  beta: float = 0.01, sensitivity: str = "paper", seed: int = 0) -> pc.DistributedProblem:
     """Build the zonal problem (72) with one agent ``"zone-<k>"`` per zone.
 
     Zone k's objective is Eq. (28), the squared active and reactive mismatches of its
@@ -88,7 +87,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
         raise PrivacyError(f"expected one of {SENSITIVITIES}, got {sensitivity!r}", argument="sensitivity")
     net = as_net(net_or_name)
     data = network_data(net)
-    mapping = check_zones(data, partition(net, zones, seed=seed) if not isinstance(zones, Mapping) else zones)
+    mapping = check_zones(data, partition_data(data, zones, seed) if not isinstance(zones, Mapping) else zones)
     names = sorted(set(mapping.values()), key=lambda z: (str(type(z)), z))
     zone_of_bus = np.array([names.index(mapping[int(b)]) for b in data.bus_labels])
     models = [SocModel(data, np.flatnonzero(zone_of_bus == k), name=f"zone_{zone}")
@@ -96,12 +95,12 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
     bus_zone_count = np.zeros(data.nb, dtype=int)
     for model in models:
         bus_zone_count[model.buses] += 1
-    agents = [Agent(model.load_shedding(), model.constraint_list,
+    agents = [pc.Agent(model.load_shedding(), model.constraint_list,
                     shared=_shared_keys(data, model, zone_of_bus, bus_zone_count), name=f"zone-{zone}",
                     gradient=gradient_oracle(model), sensitivity=gradient_sensitivity(model, beta, sensitivity))
               for zone, model in zip(names, models, strict=True)]
     cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
-    info = {"zones": mapping, "output_sensitivity": Sensitivity(l1=beta, l2=beta),
+    info = {"zones": mapping, "output_sensitivity": pc.Sensitivity(l1=beta, l2=beta),
             "smoothness": [model.smoothness() for model in models], "models": models,
             "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name}
-    return DistributedProblem(agents, info=info)
+    return pc.DistributedProblem(agents, info=info)

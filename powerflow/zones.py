@@ -73,7 +73,11 @@ def partition(net: pp.pandapowerNet | str, zones: int, seed: int = 0) -> dict[in
     ``{pandapower bus index: zone}`` with zones numbered 1..zones in order of their
     smallest bus.
     """
-    data = network_data(as_net(net))
+    return partition_data(network_data(as_net(net)), zones, seed)
+
+
+def partition_data(data: NetworkData, zones: int, seed: int = 0) -> dict[int, int]:
+    """:func:`partition` of already extracted network data."""
     target = _number_of_zones(zones, data.nb)
     graph = bus_graph(data)
     resolution = 1.0
