@@ -1,0 +1,154 @@
+"""Zones and the zonal problem (72): structure, sensitivities, centralized agreement, ADMM, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse.linalg as spla
+
+import powerflow
+from powerflow.data import network_data
+from powerflow.zonal import gradient_oracle
+from privcvx.errors import DeclarationError, PrivacyError
+
+
+@pytest.fixture(scope="module")
+def case14_problem():
+    return powerflow.zonal_problem("case14", 3)
+
+
+@pytest.fixture(scope="module")
+def case118_problem():
+    return powerflow.zonal_problem("case118", 3)
+
+
+def test_partition_gives_connected_zones_with_few_cut_lines() -> None:
+    net = powerflow.load_case("case118")
+    zones = powerflow.partition(net, 3, seed=0)
+    data = network_data(net)
+    assert set(zones) == set(net.bus.index) and set(zones.values()) == {1, 2, 3}
+    cut = sum(zones[a] != zones[b] for a, b in zip(data.bus_labels[data.f], data.bus_labels[data.t], strict=True))
+    assert cut <= 12
+    assert powerflow.partition(net, 3, seed=0) == zones
+    # connectivity is checked by zonal_problem's validation, which raises otherwise
+    assert powerflow.zonal_problem(net, zones).info["zones"] == zones
+
+
+def test_case118_standin_zones_use_pandapower_indices() -> None:
+    net = powerflow.load_case("case118")
+    zones = powerflow.case118_zones(net)
+    by_number = {int(net.bus.at[index, "name"]): zone for index, zone in zones.items()}
+    assert by_number[24] == 3 and by_number[116] == 2 and by_number[117] == 1 and by_number[33] == 2
+    assert zones[23] == 3  # MATPOWER bus 24 is pandapower bus 23
+    assert sorted(zones) == list(net.bus.index)
+
+
+@pytest.mark.parametrize("fixture", ["case14_problem", "case118_problem"])
+def test_zonal_structure(fixture: str, request: pytest.FixtureRequest) -> None:
+    problem = request.getfixturevalue(fixture)
+    owners: dict[str, int] = {}
+    for agent in problem.agents:
+        assert agent.name.startswith("zone-")
+        assert all(not c.parameters() for c in agent.constraints)  # W_p is public
+        assert {p.name() for p in agent.objective.parameters()} == {f"zone_{agent.name[5:]}_{d}"
+                                                                    for d in ("pd", "qd")}
+        for key in agent.shared:
+            owners[key] = owners.get(key, 0) + 1
+    assert min(owners.values()) >= 2  # every key is really shared
+    assert problem.info["output_sensitivity"].l1 == problem.info["beta"] == 0.01
+
+
+@pytest.mark.parametrize("fixture", ["case14_problem", "case118_problem"])
+def test_smoothness_and_gradient(fixture: str, request: pytest.FixtureRequest) -> None:
+    problem = request.getfixturevalue(fixture)
+    rng = np.random.default_rng(0)
+    for agent, model, closed_form in zip(problem.agents, problem.info["models"], problem.info["smoothness"],
+                                         strict=True):
+        a = model.mismatch_matrix
+        numeric = 2 * spla.svds(a, k=1, return_singular_vectors=False)[0] ** 2
+        assert closed_form == pytest.approx(numeric, rel=1e-9)
+        x = rng.normal(size=model.x.size)
+        model.x.value = x
+        assert np.allclose(gradient_oracle(model)(x), agent.objective.grad[model.x].toarray().ravel())
+
+
+def test_sensitivities_bound_the_gradient_change(case118_problem) -> None:
+    beta = 0.01
+    exact = powerflow.zonal_problem("case118", 3, beta=beta, sensitivity="exact")
+    rng = np.random.default_rng(1)
+    for agent, paper_agent, model in zip(exact.agents, case118_problem.agents, exact.info["models"],
+                                         strict=True):
+        assert paper_agent.sensitivity.l2 == pytest.approx(2 * beta)
+        gradient = gradient_oracle(model)
+        x = rng.normal(size=model.x.size)
+        base = gradient(x)
+        changes = []
+        for parameter in (model.pd, model.qd):
+            for i in range(parameter.size):
+                original = parameter.value.copy()
+                parameter.value = original + beta * np.eye(parameter.size)[i]
+                changes.append(gradient(x) - base)
+                parameter.value = original
+        l1 = max(np.abs(c).sum() for c in changes)
+        l2 = max(np.linalg.norm(c) for c in changes)
+        assert l1 == pytest.approx(agent.sensitivity.l1) and l2 == pytest.approx(agent.sensitivity.l2)
+        assert agent.sensitivity.l2 > paper_agent.sensitivity.l2  # the paper's 2*beta understates it
+
+
+@pytest.mark.parametrize("fixture", ["case14_problem", "case118_problem"])
+def test_zonal_centralized_matches_socopf(fixture: str, request: pytest.FixtureRequest) -> None:
+    problem = request.getfixturevalue(fixture)
+    reference = powerflow.socopf(problem.info["case"])
+    assert abs(problem.solve_centralized().value - reference.value) <= 1e-6
+
+
+def test_zonal_centralized_matches_socopf_under_stress() -> None:
+    net = powerflow.load_case("case14")
+    net.load[["p_mw", "q_mvar"]] *= 4.0
+    reference = powerflow.socopf(net).value
+    zonal = powerflow.zonal_problem(net, 3).solve_centralized().value
+    assert reference > 1.0
+    assert zonal == pytest.approx(reference, rel=1e-6)
+
+
+def _converged(row: dict) -> bool:
+    return row["objective"] <= 1e-4 and row["consensus_residual"] <= 1e-3
+
+
+@pytest.mark.parametrize(("fixture", "rho", "rounds"), [("case14_problem", 10.0, 300),
+                                                        ("case118_problem", 30.0, 450)])
+def test_distributed_admm_converges(fixture: str, rho: float, rounds: int, request: pytest.FixtureRequest) -> None:
+    problem = request.getfixturevalue(fixture)
+    eta = 1.8 / max(problem.info["smoothness"])  # eta = c / L_p with the worst zone's L_p
+    result = problem.solve(rounds=rounds, local_updates=1, rho=rho, eta=eta,
+                           callback=lambda row: not _converged(row))
+    last = result.history.iloc[-1]
+    assert last["objective"] <= 1e-4 and last["consensus_residual"] <= 1e-3
+    assert last["round"] < rounds
+    assert last["max_violation"] <= 1e-5
+
+
+def test_bad_input_raises() -> None:
+    net = powerflow.load_case("case14")
+    with pytest.raises(DeclarationError, match="unknown pandapower.networks case"):
+        powerflow.zonal_problem("case_nope")
+    with pytest.raises(DeclarationError, match="zones must be in 1..14"):
+        powerflow.zonal_problem(net, 15)
+    with pytest.raises(DeclarationError, match="zones must be in 1..14"):
+        powerflow.partition(net, 0)
+    zones = powerflow.partition(net, 3)
+    missing = dict(zones)
+    missing.pop(5)
+    with pytest.raises(DeclarationError, match=r"1 buses have no zone, e.g. \[5\]"):
+        powerflow.zonal_problem(net, missing)
+    with pytest.raises(DeclarationError, match="not buses"):
+        powerflow.zonal_problem(net, {**zones, 99: 1})
+    # buses 0 and 13 (MATPOWER 1 and 14) are not adjacent and their zone has no other bus
+    split = {bus: ("a" if bus in (0, 13) else "b") for bus in net.bus.index}
+    with pytest.raises(DeclarationError, match="zone 'a' is not connected"):
+        powerflow.zonal_problem(net, split)
+    for beta in (0.0, -0.01):
+        with pytest.raises(PrivacyError, match="beta"):
+            powerflow.zonal_problem(net, 3, beta=beta)
+    with pytest.raises(PrivacyError, match="sensitivity"):
+        powerflow.zonal_problem(net, 3, sensitivity="loose")
