@@ -72,8 +72,9 @@ def test_pld_is_the_exact_gaussian_epsilon_for_one_sensitivity_unit() -> None:
     # the user's relation) are one Gaussian with multiplier s / sqrt(T E): Balle & Wang is exact.
     mechanism = Gaussian(0.5, 1e-6)
     exact = dp_accounting.get_epsilon_gaussian(mechanism.noise_multiplier / math.sqrt(STEPS), 1e-6)
-    pld_epsilon = epsilon_report(_ledger((mechanism, STEPS)), 1e-6)["epsilon_pld"]
-    assert exact <= pld_epsilon <= exact * (1 + 1e-5)
+    report = epsilon_report(_ledger((mechanism, STEPS)), 1e-6)
+    assert exact <= report["epsilon_pld"] <= exact * (1 + 1e-5)
+    assert report["epsilon_gdp"] == pytest.approx(exact, rel=1e-9)
 
 
 def test_basic_advanced_and_paper_bounds() -> None:
@@ -100,15 +101,20 @@ def test_paper_thm_4_9_is_below_the_exact_epsilon_and_never_reported_as_tightest
     report = epsilon_report(ledger, 1e-2)
     assert report["epsilon_moments"] < exact
     tightest = tightest_epsilon(ledger, 1e-2)
-    assert tightest == min(report["epsilon_rdp"], report["epsilon_pld"])
-    assert tightest >= exact
+    assert tightest == report["epsilon_gdp"] == pytest.approx(exact, rel=1e-9)
+    assert tightest <= min(report["epsilon_rdp"], report["epsilon_pld"])
 
 
 def test_tightest_epsilon_uses_only_accountants_valid_at_delta() -> None:
     gaussian = _ledger((Gaussian(0.5, 1e-5), STEPS))
     report = epsilon_report(gaussian, 1e-5)
     assert report["delta_basic"] > 1e-5 and report["delta_advanced"] > 1e-5   # neither holds at delta
-    assert tightest_epsilon(gaussian, 1e-5) == min(report["epsilon_rdp"], report["epsilon_pld"])
+    assert report["epsilon_gdp"] <= min(report["epsilon_rdp"], report["epsilon_pld"])
+    assert tightest_epsilon(gaussian, 1e-5) == report["epsilon_gdp"]
+    mixed = _ledger((Gaussian(0.5, 1e-5), 10), (Laplace(2.0), 5))
+    mixed_report = epsilon_report(mixed, 1e-5)
+    assert math.isnan(mixed_report["epsilon_gdp"])
+    assert tightest_epsilon(mixed, 1e-5) == min(mixed_report["epsilon_rdp"], mixed_report["epsilon_pld"])
     # Laplace is pure DP: basic composition holds at any delta and wins for few, loud updates.
     few = _ledger((Laplace(5.0), 5))
     few_report = epsilon_report(few, 1e-6)

@@ -19,7 +19,13 @@ k = sum c_i, :func:`epsilon_report` gives
   (see the erratum in docs/privacy.md): it is reported for comparison and is never used
   by :func:`tightest_epsilon`;
 * ``epsilon_rdp``, ``epsilon_pld``: dp-accounting's ``RdpAccountant`` and
-  ``PLDAccountant`` composing each entry's ``dp_event()`` ``c_i`` times, at ``delta``.
+  ``PLDAccountant`` composing each entry's ``dp_event()`` ``c_i`` times, at ``delta``;
+* ``epsilon_gdp`` (extra key, not a table column): Gaussian ledgers only, the exact
+  epsilon. Gaussian releases with noise multipliers s_i compose (adaptively) to
+  mu-GDP with mu^2 = sum c_i / s_i^2 (Dong, Roth & Su 2022, Cor. 3.3), whose epsilon at
+  ``delta`` is Balle & Wang's (``dp_accounting.get_epsilon_gaussian(1/mu, delta)``). It is
+  below every other valid bound, so :func:`tightest_epsilon` returns it for Gaussian
+  ledgers without building a PLD (about 1 ms instead of up to 0.1 s per call).
 """
 
 from __future__ import annotations
@@ -125,10 +131,14 @@ def epsilon_report(ledger: PrivacyLedger, delta: float) -> dict:
 def tightest_epsilon(ledger: PrivacyLedger, delta: float) -> float:
     """The smallest epsilon, over the accountants whose guarantee holds at ``delta``.
 
-    Basic and advanced composition count only when their own delta is <= ``delta``
-    (Laplace ledgers); RDP and PLD always hold at ``delta``; the paper's Thm. 4.9 bound
-    is excluded (erratum). 0 for an empty ledger.
+    Gaussian ledgers: the exact ``epsilon_gdp``, which no valid accountant can beat.
+    Otherwise the minimum of RDP, PLD, and basic and advanced composition when their own
+    delta is <= ``delta`` (Laplace releases). The paper's Thm. 4.9 bound is never used
+    (erratum in docs/privacy.md). 0 for an empty ledger.
     """
+    signature = ledger.signature()
+    if signature and _all_gaussian(signature):
+        return _gdp_epsilon(signature, check_delta(delta))
     report = epsilon_report(ledger, delta)
     candidates = [report["epsilon_rdp"], report["epsilon_pld"]]
     for name in ("basic", "advanced"):
@@ -147,7 +157,8 @@ def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFram
 def _report(signature: tuple, delta: float) -> dict:
     """Accountants' answers for a signature ((kind, calibration, eps, delta, s, budget), count)*."""
     if not signature:
-        return {**dict.fromkeys(_EPSILON_KEYS, 0.0), "delta_basic": 0.0, "delta_advanced": 0.0}
+        return {**dict.fromkeys(_EPSILON_KEYS, 0.0), "epsilon_gdp": 0.0, "delta_basic": 0.0,
+                "delta_advanced": 0.0}
     epsilons = [math.nan if eps is None else eps for (_, _, eps, _, _, _), _ in signature]
     counts = [count for _, count in signature]
     # A budget-calibrated Gaussian has no per-update (epsilon, delta): its basic/advanced deltas are NaN too.
@@ -162,6 +173,7 @@ def _report(signature: tuple, delta: float) -> dict:
         + sum(c * e * math.expm1(e) for c, e in zip(counts, epsilons, strict=True)),
         "delta_advanced": delta_basic + delta,
         "epsilon_moments": _paper_moments_epsilon(signature, delta),
+        "epsilon_gdp": _gdp_epsilon(signature, delta),
     }
     events = [(_event(kind, s), count) for (kind, _, _, _, s, _), count in signature]
     accountants = {"epsilon_rdp": rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION),
@@ -180,6 +192,23 @@ def _event(kind: str, noise_multiplier: float) -> dp_accounting.DpEvent:
     return dp_accounting.LaplaceDpEvent(noise_multiplier)
 
 
+def _all_gaussian(signature: tuple) -> bool:
+    return all(kind == "gaussian" for (kind, _, _, _, _, _), _ in signature)
+
+
+def _gaussian_mu_squared(signature: tuple) -> float:
+    """mu^2 = sum_i c_i / s_i^2 of a Gaussian ledger: the GDP parameter of its composition."""
+    return sum(c / (s * s) for (_, _, _, _, s, _), c in signature)
+
+
+@lru_cache(maxsize=8192)
+def _gdp_epsilon(signature: tuple, delta: float) -> float:
+    """Exact epsilon of a Gaussian ledger at ``delta`` (mu-GDP composition, Balle-Wang conversion)."""
+    if not _all_gaussian(signature):
+        return math.nan
+    return float(dp_accounting.get_epsilon_gaussian(1.0 / math.sqrt(_gaussian_mu_squared(signature)), delta))
+
+
 def _paper_moments_epsilon(signature: tuple, delta: float) -> float:
     """Thm. 4.9, sqrt(T E ln(1/delta) / ln(1.25/delta)) epsilon-bar, in noise-multiplier form.
 
@@ -187,6 +216,6 @@ def _paper_moments_epsilon(signature: tuple, delta: float) -> float:
     = 2 / s^2, so the bound is sqrt(2 ln(1/delta) sum_i c_i / s_i^2); it coincides with
     Thm. 4.9 when delta = delta-bar. NaN unless every release is Gaussian.
     """
-    if any(kind != "gaussian" for (kind, _, _, _, _, _), _ in signature):
+    if not _all_gaussian(signature):
         return math.nan
-    return math.sqrt(2.0 * math.log(1.0 / delta) * sum(c / (s * s) for (_, _, _, _, s, _), c in signature))
+    return math.sqrt(2.0 * math.log(1.0 / delta) * _gaussian_mu_squared(signature))
