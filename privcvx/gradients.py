@@ -260,8 +260,8 @@ def _compile(expr: cp.Expression, offsets: dict[int, int], dim: int) -> _Node:
     if name in elementwise:
         f, df = elementwise[name]
         return _Elementwise(shape, child(), f, df)
-    if name == "huber" and not kids[1].variables():
-        m = float(kids[1].value)
+    if name == "huber":
+        m = float(expr.M.value)
         return _Elementwise(shape, child(),
                             lambda x: np.where(np.abs(x) <= m, x ** 2, 2 * m * np.abs(x) - m ** 2),
                             lambda x: np.where(np.abs(x) <= m, 2 * x, 2 * m * np.sign(x)))

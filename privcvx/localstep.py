@@ -40,8 +40,9 @@ from privcvx.problem import Agent, AgentLayout
 #: Solver settings of the conic projection: accurate enough that a projected point matches
 #: a fresh solve to about 1e-7, and Clarabel's qdldl (its multithreaded default is slower on 2 cores).
 SOLVER_SETTINGS: dict[str, dict] = {
-    cp.OSQP: {"eps_abs": 1e-9, "eps_rel": 1e-9, "polish": True, "max_iter": 50000},
-    cp.CLARABEL: {"direct_solve_method": "qdldl", "tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9},
+    cp.OSQP: {"eps_abs": 1e-9, "eps_rel": 1e-9, "polishing": True, "max_iter": 50000},
+    cp.CLARABEL: {"direct_solve_method": "qdldl", "tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11,
+                  "accept_unknown": True},
     cp.SCS: {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 100000},
 }
 
@@ -114,8 +115,13 @@ class Projection:
         default = [cp.OSQP, cp.CLARABEL, cp.SCS] if self.problem.is_qp() else [cp.CLARABEL, cp.SCS]
         self.solvers = list(solvers) if solvers else default
 
-    def __call__(self, point: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """argmin over W_p of sum_i weights_i (z_i - point_i)^2."""
+    def __call__(self, point: np.ndarray, weights: np.ndarray, warm_start: bool = False) -> np.ndarray:
+        """argmin over W_p of sum_i weights_i (z_i - point_i)^2.
+
+        ``warm_start`` lets a first-order solver start from its previous solution. Agents
+        warm-start only within a round, so a run resumed at a round boundary from a
+        checkpoint repeats every solve exactly.
+        """
         if self.kind == "free":
             return point.copy()
         if self.kind == "box":
@@ -123,14 +129,14 @@ class Projection:
         scaled = weights / weights.max()
         self.s.value = np.sqrt(scaled)
         self.c.value = scaled * point
-        return self._solve()
+        return self._solve(warm_start)
 
-    def _solve(self) -> np.ndarray:
+    def _solve(self, warm_start: bool) -> np.ndarray:
         errors = []
         for attempt, solver in enumerate(self.solvers):
             start = time.perf_counter()
             try:
-                self.problem.solve(solver=solver, warm_start=True, enforce_dpp=True,
+                self.problem.solve(solver=solver, warm_start=warm_start, enforce_dpp=True,
                                    **SOLVER_SETTINGS.get(solver, {}))
             except cp.error.SolverError as exc:
                 errors.append(f"{solver}: {exc}")

@@ -83,10 +83,14 @@ class AgentRole:
     def _noise(self, scale: float) -> np.ndarray:
         return scale * self.privacy.mechanism.unit_noise(self.noise, self.layout.dim)
 
-    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float, eta: float) -> tuple[np.ndarray, float]:
+    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float, eta: float,
+                     warm_start: bool = False) -> tuple[np.ndarray, float]:
         """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|)."""
         weights = 1.0 / eta + rho * self.mask
         gradient = self.evaluator.gradient(z)
+        if not np.all(np.isfinite(gradient)):
+            raise PrivcvxError("the gradient is not finite at the current iterate (check the data, eta and rho)",
+                               agent=self.layout.name, argument="gradient")
         xi = None
         if self.privacy is not None:
             sensitivity = (self.privacy.gradient_sensitivity(self.agent, self.layout.split(z))
@@ -98,12 +102,9 @@ class AgentRole:
                 gradient = gradient - xi
         linear = z / eta - gradient
         linear[self.layout.shared_local] += rho * w_p + self.lam
-        z_next = self.projection(linear / weights, weights)
+        z_next = self.projection(linear / weights, weights, warm_start)
         if xi is not None and self.privacy.kind == "output":
             z_next = z_next + xi
-        if not np.all(np.isfinite(z_next)):
-            raise PrivcvxError("the local update produced a non-finite iterate (check eta, rho and the data)",
-                               agent=self.layout.name, argument="eta")
         return z_next, (float(np.abs(xi).sum()) if xi is not None else 0.0)
 
     def round(self, w_p: np.ndarray, rho: float, eta: float, local_updates: int) -> AgentReport:
@@ -111,8 +112,8 @@ class AgentRole:
         z = self.z
         total = np.zeros(self.layout.dim)
         noise = 0.0
-        for _ in range(local_updates):
-            z, magnitude = self.local_update(z, w_p, rho, eta)
+        for e in range(local_updates):
+            z, magnitude = self.local_update(z, w_p, rho, eta, warm_start=e > 0)
             total += z
             noise += magnitude
         self.z = z
@@ -275,49 +276,49 @@ def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int 
     bar = _progress(progress, config.rounds, start_round)
     t0 = time.perf_counter() - elapsed
     try:
-        for t in range(start_round, config.rounds + 1):
-            rho_t = checked_value(config.rho, t, argument="rho")
-            eta_t = checked_value(config.eta, t, argument="eta")
-            w = server.global_step(rho_t)                                        # line 5
-            reports = runtime.round([w[layout.shared_global] for layout in problem.layouts],
-                                    rho_t, eta_t)                                # lines 6-7, 15-22
-            residuals = server.dual_step([r.shared for r in reports], rho_t)     # line 8
-            row = {"round": t,
-                   "objective": float(sum(r.objective for r in reports)),
-                   "consensus_residual": residuals["primal_residual"],
-                   "primal_residual": residuals["primal_residual"],
-                   "dual_residual": residuals["dual_residual"],
-                   "max_violation": float(max(r.violation for r in reports)),
-                   "noise_magnitude": float(sum(r.noise_magnitude for r in reports)),
-                   "epsilon": float(max(r.epsilon for r in reports)),
-                   "rho": rho_t, "eta": eta_t,
-                   "time_s": time.perf_counter() - t0}
-            for name, metric in problem.metrics.items():
-                row[name] = float(metric(w))
-            rows.append(row)
-            if bar is not None:
-                bar.update(1)
-            if checkpoint is not None:
-                _write_checkpoint(checkpoint, server, runtime, rows, t + 1, row["time_s"])
-            reason = _stop_reason(config, residuals)
-            if callback is not None and callback(row) is False:
-                reason = "callback"
-            if reason is not None:
-                stop = reason
-                break
-    except KeyboardInterrupt:
-        stop = "interrupted"
-    except Exception as exc:
-        partial = _result(problem, config, server, runtime, rows, "failed", reference_solution)
-        agent = getattr(exc, "agent", None)
-        failed_round = rows[-1]["round"] + 1 if rows else start_round
-        raise RunFailed(f"the run failed in round {failed_round}: {exc}", result=partial, cause=exc,
-                        agent=agent) from exc
+        try:
+            for t in range(start_round, config.rounds + 1):
+                rho_t = checked_value(config.rho, t, argument="rho")
+                eta_t = checked_value(config.eta, t, argument="eta")
+                w = server.global_step(rho_t)                                        # line 5
+                reports = runtime.round([w[layout.shared_global] for layout in problem.layouts],
+                                        rho_t, eta_t)                                # lines 6-7, 15-22
+                residuals = server.dual_step([r.shared for r in reports], rho_t)     # line 8
+                row = {"round": t,
+                       "objective": float(sum(r.objective for r in reports)),
+                       "consensus_residual": residuals["primal_residual"],
+                       "primal_residual": residuals["primal_residual"],
+                       "dual_residual": residuals["dual_residual"],
+                       "max_violation": float(max(r.violation for r in reports)),
+                       "noise_magnitude": float(sum(r.noise_magnitude for r in reports)),
+                       "epsilon": float(max(r.epsilon for r in reports)),
+                       "rho": rho_t, "eta": eta_t,
+                       "time_s": time.perf_counter() - t0}
+                for name, metric in problem.metrics.items():
+                    row[name] = float(metric(w))
+                rows.append(row)
+                if bar is not None:
+                    bar.update(1)
+                if checkpoint is not None:
+                    _write_checkpoint(checkpoint, server, runtime, rows, t + 1, row["time_s"])
+                reason = _stop_reason(config, residuals)
+                if callback is not None and callback(row) is False:
+                    reason = "callback"
+                if reason is not None:
+                    stop = reason
+                    break
+        except KeyboardInterrupt:
+            stop = "interrupted"
+        except Exception as exc:
+            failed_round = rows[-1]["round"] + 1 if rows else start_round
+            raise RunFailed(f"the run failed in round {failed_round}: {exc}", cause=exc,
+                            result=_result(problem, config, server, runtime, rows, "failed", reference_solution),
+                            agent=getattr(exc, "agent", None)) from exc
+        return _result(problem, config, server, runtime, rows, stop, reference_solution)
     finally:
         if bar is not None:
             bar.close()
         runtime.close()
-    return _result(problem, config, server, runtime, rows, stop, reference_solution)
 
 
 def _progress(enabled: bool, total: int, start: int) -> Any:
