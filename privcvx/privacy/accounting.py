@@ -22,7 +22,7 @@ k = sum c_i, :func:`epsilon_report` gives
   ``PLDAccountant`` composing each entry's ``dp_event()`` ``c_i`` times, at ``delta``;
 * ``epsilon_gdp`` (extra key, not a table column): Gaussian ledgers only, the exact
   epsilon. Gaussian releases with noise multipliers s_i compose (adaptively) to
-  mu-GDP with mu^2 = sum c_i / s_i^2 (Dong, Roth & Su 2022, Cor. 3.3), whose epsilon at
+  mu-GDP with mu^2 = sum c_i / s_i^2 (Dong, Roth & Su 2022), whose epsilon at
   ``delta`` is Balle & Wang's (``dp_accounting.get_epsilon_gaussian(1/mu, delta)``). It is
   below every other valid bound, so :func:`tightest_epsilon` returns it for Gaussian
   ledgers without building a PLD (about 1 ms instead of up to 0.1 s per call).
