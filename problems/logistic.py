@@ -58,12 +58,12 @@ def split_indices(codes: np.ndarray, agents: int, split: Split = "iid", alpha: f
     if agents > n:
         raise ParameterError(f"{agents} agents but only {n} samples: every agent needs at least one sample",
                              argument="agents")
+    alpha = require_positive(alpha, argument="alpha")
     rng = np.random.default_rng(seed)
     if split == "iid":
         return [np.sort(share) for share in np.array_split(rng.permutation(n), agents)]
     if split != "dirichlet":
         raise ParameterError(f"must be 'iid' or 'dirichlet', got {split!r}", argument="split")
-    alpha = require_positive(alpha, argument="alpha")
     by_class = [np.flatnonzero(codes == c) for c in np.unique(codes)]
     for _ in range(_DIRICHLET_TRIES):
         parts: list[list[np.ndarray]] = [[] for _ in range(agents)]

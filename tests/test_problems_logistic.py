@@ -218,6 +218,7 @@ def test_test_error_metric_uses_the_global_layout(digits):
     ({"bound": -1.0}, ParameterError, "bound"),
     ({"split": "dirichlet", "alpha": 0.0}, ParameterError, "alpha"),
     ({"split": "dirichlet", "alpha": -2.0}, ParameterError, "alpha"),
+    ({"alpha": float("nan")}, ParameterError, "alpha"),
     ({"split": "shards"}, ParameterError, "split"),
     ({"sensitivity": "exact"}, ParameterError, "sensitivity"),
     ({"X": np.where(np.eye(10, 3) > 0, np.nan, 1.0)}, DeclarationError, "X"),
