@@ -120,7 +120,8 @@ class AgentRole:
         self.released = total / local_updates
         shared = self.released[self.layout.shared_local]
         self.lam = self.lam + rho * (w_p - shared)
-        epsilon = tightest_epsilon(self.ledger, self.accounting_delta) if self.privacy is not None else 0.0
+        epsilon = (tightest_epsilon(self.ledger, self.accounting_delta, with_pld=False)
+                   if self.privacy is not None else 0.0)
         return AgentReport(shared=shared, objective=self.evaluator.value(self.released),
                            violation=self.projection.violation(self.released), noise_magnitude=noise,
                            epsilon=epsilon)

@@ -128,21 +128,22 @@ def epsilon_report(ledger: PrivacyLedger, delta: float) -> dict:
     return {"steps": ledger.steps, "delta": delta, **_report(ledger.signature(), delta)}
 
 
-def tightest_epsilon(ledger: PrivacyLedger, delta: float) -> float:
+def tightest_epsilon(ledger: PrivacyLedger, delta: float, *, with_pld: bool = True) -> float:
     """The smallest epsilon, over the accountants whose guarantee holds at ``delta``.
 
     Gaussian ledgers: the exact ``epsilon_gdp``, which no valid accountant can beat.
-    Otherwise the minimum of RDP, PLD, and basic and advanced composition when their own
-    delta is <= ``delta`` (Laplace releases). The paper's Thm. 4.9 bound is never used
-    (erratum in docs/privacy.md). 0 for an empty ledger.
+    Otherwise the minimum of RDP, PLD (unless ``with_pld=False``: it costs tens of ms per
+    call, so the run's per-round history leaves it out), and basic and advanced composition
+    when their own delta is <= ``delta`` (Laplace releases). The paper's Thm. 4.9 bound is
+    never used (erratum in docs/privacy.md). 0 for an empty ledger.
     """
     signature = ledger.signature()
     if signature and _all_gaussian(signature):
         return _gdp_epsilon(signature, check_delta(delta))
-    report = epsilon_report(ledger, delta)
+    report = _report(signature, check_delta(delta), with_pld)
     candidates = [report["epsilon_rdp"], report["epsilon_pld"]]
     for name in ("basic", "advanced"):
-        if report[f"delta_{name}"] <= report["delta"]:
+        if report[f"delta_{name}"] <= delta:
             candidates.append(report[f"epsilon_{name}"])
     return min(value for value in candidates if not math.isnan(value))
 
@@ -154,7 +155,7 @@ def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFram
 
 
 @lru_cache(maxsize=8192)
-def _report(signature: tuple, delta: float) -> dict:
+def _report(signature: tuple, delta: float, with_pld: bool = True) -> dict:
     """Accountants' answers for a signature ((kind, calibration, eps, delta, s, budget), count)*."""
     if not signature:
         return {**dict.fromkeys(_EPSILON_KEYS, 0.0), "epsilon_gdp": 0.0, "delta_basic": 0.0,
@@ -170,20 +171,39 @@ def _report(signature: tuple, delta: float) -> dict:
         "delta_basic": delta_basic,
         "epsilon_advanced": math.sqrt(2.0 * math.log(1.0 / delta) * sum(
             c * e * e for c, e in zip(counts, epsilons, strict=True)))
-        + sum(c * e * math.expm1(e) for c, e in zip(counts, epsilons, strict=True)),
+        + sum(c * e * (math.expm1(e) if e < 700 else math.inf) for c, e in zip(counts, epsilons, strict=True)),
         "delta_advanced": delta_basic + delta,
         "epsilon_moments": _paper_moments_epsilon(signature, delta),
         "epsilon_gdp": _gdp_epsilon(signature, delta),
     }
-    events = [(_event(kind, s), count) for (kind, _, _, _, s, _), count in signature]
-    accountants = {"epsilon_rdp": rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION),
-                   "epsilon_pld": pld.PLDAccountant(NEIGHBOURING_RELATION,
-                                                    value_discretization_interval=PLD_DISCRETIZATION)}
-    for key, accountant in accountants.items():
-        for event, count in events:
-            accountant.compose(event, count)
-        report[key] = float(accountant.get_epsilon(delta))
+    report["epsilon_rdp"] = _accountant_epsilon("rdp", signature, delta)
+    report["epsilon_pld"] = _accountant_epsilon("pld", signature, delta) if with_pld else math.nan
     return report
+
+
+#: Below this noise multiplier (scale / sensitivity) the PLD accountant is not run.
+PLD_MIN_NOISE_MULTIPLIER = 0.05
+
+
+@lru_cache(maxsize=8192)
+def _accountant_epsilon(name: str, signature: tuple, delta: float) -> float:
+    """Epsilon at ``delta`` from dp-accounting's RDP or PLD accountant, composing every ledger entry.
+
+    NaN when the accountant cannot represent the ledger: PLD's discretized loss distribution
+    needs about 2 / (noise multiplier x 1e-3) points, so it is skipped below a noise multiplier
+    of :data:`PLD_MIN_NOISE_MULTIPLIER` (a Laplace per-update epsilon above 20), where it would
+    take minutes or fail.
+    """
+    if name == "pld" and min(s for (_, _, _, _, s, _), _ in signature) < PLD_MIN_NOISE_MULTIPLIER:
+        return math.nan
+    accountant = (rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION) if name == "rdp" else
+                  pld.PLDAccountant(NEIGHBOURING_RELATION, value_discretization_interval=PLD_DISCRETIZATION))
+    try:
+        for (kind, _, _, _, s, _), count in signature:
+            accountant.compose(_event(kind, s), count)
+        return float(accountant.get_epsilon(delta))
+    except (IndexError, ValueError, OverflowError, MemoryError):
+        return math.nan
 
 
 def _event(kind: str, noise_multiplier: float) -> dp_accounting.DpEvent:
