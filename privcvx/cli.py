@@ -1,0 +1,250 @@
+"""The ``privcvx`` command line: ObjPert against OutPert on power flow and federated learning.
+
+    privcvx demo
+    privcvx compare powerflow --case case14 --zones 3 --epsilons 0.05 0.1 0.5 1 --local-updates 1 5 \\
+                              --rounds 100 --seeds 5 --out DIR
+    privcvx compare logistic --dataset digits --agents 10 --split iid --out DIR
+    privcvx run CONFIG.toml
+
+Each comparison writes runs.csv, summary.csv and figure.png to its output folder (see
+:mod:`privcvx.experiments`). Dependency direction: ``powerflow`` and ``problems`` import
+privcvx, never the reverse. This module is the one place in privcvx allowed to use them, and
+only lazily, inside the builder and dataset functions below (never at module top level).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomllib
+
+from privcvx.errors import ParameterError, PrivcvxError
+from privcvx.experiments import Experiment, RhoSpec, check_claims, make_settings, run_experiment
+from privcvx.problem import DistributedProblem
+
+POWERFLOW_METHODS = ["ObjG", "ObjL", "OutG", "OutL", "OutG:derived", "OutL:derived"]
+LOGISTIC_METHODS = ["ObjG", "OutG:derived"]
+PAPER_EPSILONS = [0.05, 0.1, 0.5, 1.0]
+
+
+def build_powerflow(case: str, zones: str, beta: float, sensitivity: str,
+                    zone_seed: int) -> DistributedProblem:
+    """The zonal problem (72) of ``case`` (Sec. 6.1); ``zones`` is a count or ``"standin"`` (case118 only)."""
+    import powerflow  # lazy: powerflow depends on privcvx, see the module docstring
+
+    if zones == "standin":
+        if case != "case118":
+            raise ParameterError(f'"standin" zones exist only for case118, not {case!r}', argument="zones")
+        mapping: Any = powerflow.case118_zones()
+    else:
+        mapping = _integer(zones, "zones")
+    return powerflow.zonal_problem(case, mapping, beta=beta, sensitivity=sensitivity, seed=zone_seed)
+
+
+def load_dataset(dataset: str, data_path: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Features and labels: digits, breast_cancer (bundled) or mnist (IDX files in data_path)."""
+    from problems import datasets  # lazy: problems depends on privcvx, see the module docstring
+
+    if dataset == "digits":
+        return datasets.load_digits()
+    if dataset == "breast_cancer":
+        return datasets.load_breast_cancer()
+    if dataset == "mnist":
+        if data_path is None:
+            raise ParameterError("mnist needs --data-path, the folder of the IDX files", argument="data_path")
+        return datasets.load_mnist(data_path)
+    raise ParameterError(f"unknown dataset {dataset!r}; expected digits, breast_cancer or mnist",
+                         argument="dataset")
+
+
+def build_logistic(dataset: str, data_path: str | None, agents: int, split: str, alpha: float, bound: float,
+                   test_fraction: float, data_seed: int, sensitivity: str) -> DistributedProblem:
+    """Federated logistic regression Eq. (30) on a stratified train/test split of ``dataset`` (Sec. 6.2)."""
+    from sklearn.model_selection import train_test_split
+
+    import problems  # lazy: problems depends on privcvx, see the module docstring
+
+    X, y = load_dataset(dataset, data_path)
+    if not 0 < test_fraction < 1:
+        raise ParameterError(f"must be in (0, 1), got {test_fraction!r}", argument="test_fraction")
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=test_fraction, random_state=data_seed,
+                                                        stratify=y)
+    return problems.federated_logistic(X_train, y_train, agents=agents, split=split, alpha=alpha, bound=bound,
+                                       test=(X_test, y_test), seed=data_seed, sensitivity=sensitivity)
+
+
+def _integer(value: Any, argument: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"expected an integer, got {value!r}", argument=argument) from None
+
+
+def _common_options(parser: argparse.ArgumentParser, *, methods: list[str], rounds: int, seeds: int,
+                    delta: float) -> None:
+    parser.add_argument("--epsilons", type=float, nargs="+", default=PAPER_EPSILONS,
+                        help="per-update epsilon of each mechanism (Thm. 4.8)")
+    parser.add_argument("--local-updates", type=int, nargs="+", default=[1, 5], help="values of E")
+    parser.add_argument("--rounds", type=int, default=rounds, help="ADMM rounds T")
+    parser.add_argument("--seeds", type=int, default=seeds, help="noise seeds 0..N-1 per setting")
+    parser.add_argument("--delta", type=float, default=delta, help="delta of the Gaussian mechanism")
+    parser.add_argument("--methods", nargs="+", default=methods,
+                        help="ObjG ObjL OutG OutL; OutPert takes :paper or :derived (e.g. OutG:derived)")
+    parser.add_argument("--workers", type=int, default=1, help="processes; runs are independent")
+    parser.add_argument("--out", default=None, help="output folder (default out/<case or dataset>)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``privcvx``."""
+    parser = argparse.ArgumentParser(prog="privcvx", description="Differentially private distributed convex "
+                                     "optimization: ObjPert against OutPert (Ryu & Kim, Sec. 6).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="small comparison on case14 and digits (about a minute)")
+    demo.add_argument("--out", default="out/demo", help="output folder")
+    demo.add_argument("--workers", type=int, default=2, help="processes")
+    demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
+    compare = commands.add_parser("compare", help="run a comparison")
+    compare = compare.add_subparsers(dest="problem", required=True)
+
+    power = compare.add_parser("powerflow", help="Sec. 6.1: zonal power flow, Figures 3 and 4")
+    power.add_argument("--case", default="case14", help="a pandapower.networks case name")
+    power.add_argument("--zones", default="3", help='number of zones, or "standin" (case118)')
+    power.add_argument("--zone-seed", type=int, default=0, help="seed of the zone partition")
+    power.add_argument("--beta", type=float, default=0.01, help="load adjacency beta (p.u.), Sec. 6.1.1")
+    power.add_argument("--sensitivity", default="paper", choices=["paper", "exact"],
+                       help="gradient sensitivity of the zones: paper (2 beta) or exact")
+    power.add_argument("--rho", type=float, default=100.0, help="constant rho (Sec. 6.1.1)")
+    _common_options(power, methods=POWERFLOW_METHODS, rounds=100, seeds=5, delta=1e-2)
+
+    logistic = compare.add_parser("logistic", help="Sec. 6.2: federated logistic regression, Figures 5 and 6")
+    logistic.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer", "mnist"])
+    logistic.add_argument("--data-path", default=None, help="folder of the MNIST IDX files")
+    logistic.add_argument("--agents", type=int, default=10)
+    logistic.add_argument("--split", default="iid", choices=["iid", "dirichlet"])
+    logistic.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration (non-IID split)")
+    logistic.add_argument("--bound", type=float, default=0.1, help="u of W_p = [-u, u] (Sec. 6.2.1)")
+    logistic.add_argument("--test-fraction", type=float, default=0.25)
+    logistic.add_argument("--data-seed", type=int, default=0,
+                          help="seed of the train/test split and the shares")
+    logistic.add_argument("--sensitivity", default="paper", choices=["paper", "worst_case"],
+                          help="gradient sensitivity: paper (Eq. (31)) or worst_case")
+    logistic.add_argument("--c1", type=float, default=2.0, help="c1 of Eq. (73)")
+    logistic.add_argument("--c2", type=float, default=5.0, help="c2 of Eq. (73)")
+    logistic.add_argument("--period", type=int, default=10_000, help="T_c of Eq. (73)")
+    _common_options(logistic, methods=LOGISTIC_METHODS, rounds=100, seeds=3, delta=1e-6)
+
+    run = commands.add_parser("run", help="run the comparison described by a TOML file (see examples/)")
+    run.add_argument("config", help="TOML file: compare = powerflow|logistic, plus option names as keys")
+    return parser
+
+
+def powerflow_experiment(options: argparse.Namespace) -> Experiment:
+    """Sec. 6.1.1's setting: rho = 100, eta = 1/sqrt(t), delta = 1e-2, beta = 0.01."""
+    settings = make_settings(options.methods, options.epsilons, options.local_updates, options.seeds,
+                             objective_label=options.sensitivity, output_default="paper")
+    args = {"case": options.case, "zones": str(options.zones), "beta": options.beta,
+            "sensitivity": options.sensitivity, "zone_seed": options.zone_seed}
+    return Experiment(kind="powerflow", builder=build_powerflow, builder_args=args, settings=settings,
+                      rounds=options.rounds, delta=options.delta, rho=RhoSpec(constant=options.rho),
+                      title=f"{options.case}, {options.zones} zones")
+
+
+def logistic_experiment(options: argparse.Namespace) -> Experiment:
+    """Sec. 6.2.1's setting with rho^t from Eq. (73) and eta = 1/sqrt(t)."""
+    settings = make_settings(options.methods, options.epsilons, options.local_updates, options.seeds,
+                             objective_label=options.sensitivity, output_default="derived")
+    args = {"dataset": options.dataset, "data_path": options.data_path, "agents": options.agents,
+            "split": options.split, "alpha": options.alpha, "bound": options.bound,
+            "test_fraction": options.test_fraction, "data_seed": options.data_seed,
+            "sensitivity": options.sensitivity}
+    return Experiment(kind="logistic", builder=build_logistic, builder_args=args, settings=settings,
+                      rounds=options.rounds, delta=options.delta,
+                      rho=RhoSpec(constant=None, c1=options.c1, c2=options.c2, period=options.period),
+                      title=f"{options.dataset}, {options.agents} agents, {options.split}")
+
+
+def compare(options: argparse.Namespace) -> int:
+    """Run one comparison; print the checks and where the files are. Returns the exit status."""
+    if options.problem == "powerflow":
+        experiment = powerflow_experiment(options)
+        default_out = Path("out") / options.case
+    else:
+        experiment = logistic_experiment(options)
+        default_out = Path("out") / options.dataset
+    out = Path(options.out) if options.out else default_out
+    start = time.perf_counter()
+    outcome = run_experiment(experiment, out, workers=options.workers, progress=options.progress)
+    elapsed = time.perf_counter() - start
+    print(f"{experiment.title}: {outcome.completed} of {len(experiment.settings)} runs finished "
+          f"in {elapsed:.0f} s")
+    for line in check_claims(outcome.summary):
+        print("  " + line)
+    for path in outcome.files:
+        print(f"  wrote {path}")
+    for setting, error in outcome.failed:
+        print(f"  run {setting} {error}", file=sys.stderr)
+    if outcome.interrupted:
+        print("interrupted: the runs that finished are written above", file=sys.stderr)
+        return 130
+    return 1 if outcome.failed else 0
+
+
+def demo(options: argparse.Namespace) -> int:
+    """A small default comparison on case14 and digits (the paper's settings, fewer rounds and epsilons)."""
+    parser = make_parser()
+    root = Path(options.out)
+    common = ["--epsilons", "0.1", "1", "--local-updates", "1", "5", "--rounds", "30", "--seeds", "1",
+              "--workers", str(options.workers)] + ([] if options.progress else ["--no-progress"])
+    status = 0
+    for argv in (["compare", "powerflow", "--case", "case14", "--out", str(root / "case14"), *common],
+                 ["compare", "logistic", "--dataset", "digits", "--out", str(root / "digits"), *common]):
+        status = max(status, compare(parser.parse_args(argv)))
+        if status == 130:
+            return status
+    print(f"figures: {root / 'case14' / 'figure.png'} and {root / 'digits' / 'figure.png'}")
+    return status
+
+
+def run_config(path: str) -> int:
+    """``privcvx run CONFIG.toml``: keys are the option names of ``compare <problem>`` (- or _)."""
+    try:
+        with open(path, "rb") as handle:
+            config = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ParameterError(f"cannot read {path}: {exc}", argument="config") from None
+    problem = config.pop("compare", None)
+    if problem not in ("powerflow", "logistic"):
+        raise ParameterError(f'{path} must set compare = "powerflow" or "logistic", got {problem!r}',
+                             argument="compare")
+    options = make_parser().parse_args(["compare", problem])
+    for key, value in config.items():
+        name = key.replace("-", "_")
+        if name in ("command", "problem") or not hasattr(options, name):
+            raise ParameterError(f"{path}: unknown key {key!r} for compare {problem}", argument=key)
+        setattr(options, name, value)
+    return compare(options)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``privcvx`` command."""
+    options = make_parser().parse_args(argv)
+    try:
+        if options.command == "demo":
+            return demo(options)
+        if options.command == "run":
+            return run_config(options.config)
+        return compare(options)
+    except PrivcvxError as exc:
+        print(f"privcvx: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

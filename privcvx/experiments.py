@@ -1,0 +1,478 @@
+"""Experiment runner: ObjPert against OutPert over a grid of settings (Sec. 6 of the paper).
+
+An :class:`Experiment` is a problem builder plus a grid of :class:`Setting` s (method,
+calibration, epsilon, E, seed). :func:`run_experiment` runs every setting with
+:func:`privcvx.DistributedProblem.solve` (serially or in a process pool), and writes
+
+* ``runs.csv``: one row per setting and round, columns :data:`RUN_COLUMNS` plus one per problem metric;
+* ``summary.csv``: per setting (over seeds) the mean, std, min and max of the final-round values,
+  plus the worst W_p violation and the mean noise magnitude over all rounds and seeds;
+* ``figure.png``: the paper's Figure 3/4 layout (power flow) or Figure 5/6 layout (learning).
+
+Methods (Sec. 6): ObjG / ObjL are ObjPert (Eq. (10)) with the Gaussian / Laplace mechanism
+(Thm. 4.8), OutG / OutL are OutPert (Eq. (12)). The calibration of an OutPert method is
+``"paper"`` (the problem's explicit output sensitivity ``problem.info["output_sensitivity"]``,
+beta in Sec. 6.1.1) or ``"derived"`` (from the gradient sensitivity through the step's metric,
+see :func:`privcvx.privacy.perturbation.derived_output_sensitivity`). An ObjPert method always
+uses the agents' gradient sensitivity (Eqs. (18), (21)); its calibration label is the builder's
+``problem.info["sensitivity"]``.
+
+This module never imports ``powerflow`` or ``problems`` (they depend on privcvx, not the
+reverse): the builder is a picklable callable handed in by the caller, e.g. the command line.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import signal
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privcvx.errors import ParameterError, PrivacyError, RunFailed
+from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism
+from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation, Perturbation
+from privcvx.problem import DistributedProblem
+from privcvx.schedules import Schedule, paper_rho
+
+#: The columns of runs.csv, in order; problem metrics (e.g. ``test_error``) follow them.
+RUN_COLUMNS = ["method", "calibration", "epsilon", "local_updates", "seed", "round", "objective",
+               "consensus_residual", "max_violation", "noise_magnitude", "epsilon_spent"]
+SETTING_COLUMNS = ["method", "calibration", "epsilon", "local_updates"]
+#: Final-round values summarized over seeds in summary.csv.
+VALUE_COLUMNS = ["objective", "consensus_residual", "max_violation", "noise_magnitude", "epsilon_spent"]
+#: perturbation kind and mechanism of each method of Sec. 6.
+METHODS = {"ObjG": ("objective", "gaussian"), "ObjL": ("objective", "laplace"),
+           "OutG": ("output", "gaussian"), "OutL": ("output", "laplace")}
+CALIBRATIONS = ("paper", "derived")
+COLORS = {"ObjG": "tab:blue", "ObjL": "tab:green", "OutG": "tab:red", "OutL": "tab:orange"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One run: a method with its calibration, the per-update epsilon, E and the noise seed."""
+
+    method: str
+    calibration: str
+    epsilon: float
+    local_updates: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class RhoSpec:
+    """rho^t: a constant (Sec. 6.1.1, rho = 100) or the paper's schedule Eq. (73) (Sec. 6.2.1)."""
+
+    constant: float | None = 100.0
+    c1: float = 2.0
+    c2: float = 5.0
+    period: int = 10_000
+
+    def schedule(self, epsilon: float) -> float | Schedule:
+        """rho for a run at per-update ``epsilon``; Eq. (73) depends on it through c2 / epsilon."""
+        if self.constant is not None:
+            return self.constant
+        return paper_rho(self.c1, self.c2, epsilon, self.period)
+
+
+@dataclass
+class Experiment:
+    """A grid of settings on one problem.
+
+    ``builder(**builder_args)`` returns the ``pc.DistributedProblem``; it must be a module-level
+    function so that worker processes can rebuild the problem. ``kind`` ("powerflow" or
+    "logistic") selects the figure layout. ``delta`` is the Gaussian mechanism's delta.
+    """
+
+    kind: str
+    builder: Callable[..., DistributedProblem]
+    builder_args: dict[str, Any]
+    settings: list[Setting]
+    rounds: int
+    delta: float
+    rho: RhoSpec = field(default_factory=RhoSpec)
+    title: str = ""
+
+
+def parse_method(text: str) -> tuple[str, str | None]:
+    """``"OutG"`` -> ("OutG", None), ``"OutG:derived"`` -> ("OutG", "derived")."""
+    name, _, calibration = text.partition(":")
+    if name not in METHODS:
+        raise ParameterError(f"unknown method {name!r}; expected one of {sorted(METHODS)}",
+                             argument="methods")
+    if calibration and calibration not in CALIBRATIONS:
+        raise ParameterError(f"unknown calibration {calibration!r} in {text!r}; expected {CALIBRATIONS}",
+                             argument="methods")
+    if calibration == "derived" and METHODS[name][0] == "objective":
+        raise ParameterError(f"{text!r}: ObjPert always uses the gradient sensitivity; only OutPert methods "
+                             "take a calibration", argument="methods")
+    return name, calibration or None
+
+
+def make_settings(methods: Sequence[str], epsilons: Sequence[float], local_updates: Sequence[int],
+                  seeds: int, objective_label: str, output_default: str) -> list[Setting]:
+    """The full grid; ObjPert is labelled ``objective_label``, OutPert ``output_default`` unless given."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ParameterError(f"must be an integer >= 1, got {seeds!r}", argument="seeds")
+    if not methods or not epsilons or not local_updates:
+        raise ParameterError("methods, epsilons and local_updates must each be non-empty",
+                             argument="settings")
+    for e in local_updates:
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+            raise ParameterError(f"must be integers >= 1, got {e!r}", argument="local_updates")
+    settings = []
+    for text in methods:
+        name, calibration = parse_method(text)
+        label = objective_label if METHODS[name][0] == "objective" else calibration or output_default
+        for epsilon in epsilons:
+            for e in local_updates:
+                settings.extend(Setting(name, label, float(epsilon), int(e), seed) for seed in range(seeds))
+    return settings
+
+
+def mechanism(kind: str, epsilon: float, delta: float) -> Mechanism:
+    """Thm. 4.8: Laplace (epsilon, 0) or Gaussian (epsilon, delta) per local update."""
+    return Gaussian(epsilon, delta) if kind == "gaussian" else Laplace(epsilon)
+
+
+def perturbation(problem: DistributedProblem, setting: Setting, delta: float) -> Perturbation:
+    """The privacy argument of ``solve`` for ``setting`` (Sec. 6.1.1 / 6.2.1)."""
+    kind, mechanism_kind = METHODS[setting.method]
+    noise = mechanism(mechanism_kind, setting.epsilon, delta)
+    if kind == "objective":
+        return ObjectivePerturbation(noise)
+    if setting.calibration == "derived":
+        return OutputPerturbation(noise, sensitivity="derived")
+    explicit = problem.info.get("output_sensitivity")
+    if explicit is None:
+        raise PrivacyError(f"{setting.method} with calibration {setting.calibration!r} needs the problem's "
+                           'info["output_sensitivity"], which this problem does not declare; use "derived"',
+                           argument="calibration")
+    return OutputPerturbation(noise, sensitivity=explicit)
+
+
+def run_setting(problem: DistributedProblem, experiment: Experiment, setting: Setting,
+                on_round: Callable[[dict[str, Any]], Any] | None = None) -> tuple[pd.DataFrame, str]:
+    """Run one setting; return its rows of runs.csv and how the run ended (``result.info["stop"]``)."""
+    result = problem.solve(rounds=experiment.rounds, local_updates=setting.local_updates,
+                           rho=experiment.rho.schedule(setting.epsilon),
+                           privacy=perturbation(problem, setting, experiment.delta),
+                           seed=setting.seed, callback=on_round)
+    history = result.history
+    metrics = list(problem.metrics)
+    rows = pd.DataFrame({"method": setting.method, "calibration": setting.calibration,
+                         "epsilon": setting.epsilon, "local_updates": setting.local_updates,
+                         "seed": setting.seed, "round": history["round"].to_numpy(),
+                         **{c: history[c].to_numpy() for c in VALUE_COLUMNS[:-1]},
+                         "epsilon_spent": history["epsilon"].to_numpy(),
+                         **{m: history[m].to_numpy() for m in metrics}})
+    return rows, str(result.info.get("stop", "rounds"))
+
+
+# Worker processes build the problem once (the builder may hold closures that do not pickle).
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(experiment: Experiment) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the parent, which terminates the pool
+    warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+    _WORKER["experiment"] = experiment
+    _WORKER["problem"] = experiment.builder(**experiment.builder_args)
+
+
+def _run_in_worker(setting: Setting) -> tuple[Setting, pd.DataFrame | None, str]:
+    try:
+        rows, stop = run_setting(_WORKER["problem"], _WORKER["experiment"], setting)
+    except RunFailed as exc:
+        return setting, None, f"failed: {exc}"
+    return setting, rows, stop
+
+
+@dataclass
+class Outcome:
+    """What :func:`run_experiment` produced: the tables, the files, and what did not finish."""
+
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    files: list[Path]
+    failed: list[tuple[Setting, str]]
+    interrupted: bool
+    completed: int
+
+
+def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
+                   progress: bool = True) -> Outcome:
+    """Run every setting, then write runs.csv, summary.csv and figure.png to ``out``.
+
+    ``workers > 1`` runs settings in a process pool (settings are independent). A progress
+    bar counts finished runs with an ETA; in serial mode a second bar counts rounds. On
+    Ctrl-C the finished runs are kept and written, and ``Outcome.interrupted`` is True.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ParameterError(f"must be an integer >= 1, got {workers!r}", argument="workers")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    # Long runs (large E) first, so that the pool's last runs are short.
+    order = sorted(experiment.settings, key=lambda s: -s.local_updates)
+    finished: list[pd.DataFrame] = []
+    failed: list[tuple[Setting, str]] = []
+    interrupted = False
+    from tqdm.auto import tqdm
+
+    runs_bar = tqdm(total=len(order), desc=f"{experiment.title or experiment.kind} runs", unit="run",
+                    disable=not progress, position=0)
+    try:
+        if workers == 1:
+            interrupted = _run_serial(experiment, order, finished, failed, runs_bar, progress)
+        else:
+            interrupted = _run_pool(experiment, order, finished, failed, runs_bar, workers)
+    finally:
+        runs_bar.close()
+    runs = pd.concat(finished, ignore_index=True) if finished else pd.DataFrame(columns=RUN_COLUMNS)
+    runs = order_runs(runs)
+    summary = summarize(runs)
+    files = write_outputs(experiment, runs, summary, out)
+    if failed:
+        failures = pd.DataFrame([{**s.__dict__, "error": err} for s, err in failed])
+        failures.to_csv(out / "failures.csv", index=False)
+        files.append(out / "failures.csv")
+    return Outcome(runs=runs, summary=summary, files=files, failed=failed, interrupted=interrupted,
+                   completed=len(finished))
+
+
+def _run_serial(experiment: Experiment, order: list[Setting], finished: list[pd.DataFrame],
+                failed: list[tuple[Setting, str]], runs_bar: Any, progress: bool) -> bool:
+    from tqdm.auto import tqdm
+
+    problem = experiment.builder(**experiment.builder_args)
+    for setting in order:
+        rounds_bar = tqdm(total=experiment.rounds, desc=f"{setting.method} eps={setting.epsilon:g} "
+                          f"E={setting.local_updates} seed={setting.seed}", unit="round", leave=False,
+                          disable=not progress, position=1)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+                rows, stop = run_setting(problem, experiment, setting, on_round=_ticker(rounds_bar))
+        except RunFailed as exc:
+            failed.append((setting, f"failed: {exc}"))
+            continue
+        except KeyboardInterrupt:  # raised outside the round loop, e.g. while setting up
+            return True
+        finally:
+            rounds_bar.close()
+        if stop == "interrupted":  # solve() caught Ctrl-C: drop the partial run, keep the finished ones
+            return True
+        finished.append(rows)
+        runs_bar.update(1)
+    return False
+
+
+def _ticker(bar: Any) -> Callable[[dict[str, Any]], None]:
+    """A ``solve`` callback that advances ``bar`` by one round and never stops the run."""
+
+    def tick(_row: dict[str, Any]) -> None:
+        bar.update(1)
+
+    return tick
+
+
+def _run_pool(experiment: Experiment, order: list[Setting], finished: list[pd.DataFrame],
+              failed: list[tuple[Setting, str]], runs_bar: Any, workers: int) -> bool:
+    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(order)), initializer=_init_worker,
+                                                     initargs=(experiment,))
+    try:
+        for setting, rows, stop in pool.imap_unordered(_run_in_worker, order):
+            if rows is None:
+                failed.append((setting, stop))
+            else:
+                finished.append(rows)
+            runs_bar.update(1)
+    except KeyboardInterrupt:
+        pool.terminate()
+        pool.join()
+        return True
+    pool.close()
+    pool.join()
+    return False
+
+
+def order_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Sort runs.csv rows by setting, seed and round, with the fixed columns first."""
+    if runs.empty:
+        return runs
+    metrics = [c for c in runs.columns if c not in RUN_COLUMNS]
+    method_rank = runs["method"].map({m: i for i, m in enumerate(METHODS)})
+    runs = runs.assign(_rank=method_rank).sort_values(["_rank", "calibration", "epsilon", "local_updates",
+                                                        "seed", "round"])
+    return runs[RUN_COLUMNS + metrics].reset_index(drop=True)
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: seeds, rounds, and mean/std/min/max over seeds of each final-round value.
+
+    Also ``max_violation_worst`` (largest violation over all rounds and seeds) and
+    ``noise_magnitude_avg`` (Eq. (29) averaged over all rounds and seeds).
+    """
+    values = VALUE_COLUMNS + [c for c in runs.columns if c not in RUN_COLUMNS]
+    if runs.empty:
+        return pd.DataFrame(columns=SETTING_COLUMNS + ["seeds", "rounds"])
+    last = runs.loc[runs.groupby(SETTING_COLUMNS + ["seed"])["round"].idxmax()]
+    grouped = last.groupby(SETTING_COLUMNS, sort=False)
+    summary = grouped.agg(seeds=("seed", "nunique"), rounds=("round", "max"))
+    for column in values:
+        stats = grouped[column].agg(["mean", "std", "min", "max"])
+        stats.columns = [f"{column}_{s}" for s in stats.columns]
+        summary = summary.join(stats)
+    everything = runs.groupby(SETTING_COLUMNS, sort=False)
+    summary = summary.join(everything["max_violation"].max().rename("max_violation_worst"))
+    summary = summary.join(everything["noise_magnitude"].mean().rename("noise_magnitude_avg"))
+    return summary.reset_index()
+
+
+def check_claims(summary: pd.DataFrame, tolerance: float = 1e-6) -> list[str]:
+    """Two checks of Sec. 6.1.2 on summary.csv, as readable lines.
+
+    (a) ObjPert's releases are feasible: max_violation_worst <= ``tolerance`` in every setting.
+    (b) Table 1's order of noise, ObjG > OutG > ObjL > OutL, under the paper's calibration, for
+        every (epsilon, E) where all four methods ran (by ``noise_magnitude_avg``).
+    """
+    lines = []
+    objective = summary[summary["method"].isin(["ObjG", "ObjL"])]
+    if not objective.empty:
+        worst = float(objective["max_violation_worst"].max())
+        verdict = "holds" if worst <= tolerance else "DOES NOT HOLD"
+        lines.append(f"ObjPert max_violation <= {tolerance:g} in all {len(objective)} settings: {verdict} "
+                     f"(worst {worst:.2e})")
+    paper = summary[(summary["method"].isin(["ObjG", "ObjL"])) | (summary["calibration"] == "paper")]
+    order = ["ObjG", "OutG", "ObjL", "OutL"]
+    for (epsilon, e), group in paper.groupby(["epsilon", "local_updates"]):
+        noise = group.set_index("method")["noise_magnitude_avg"]
+        if not set(order) <= set(noise.index):
+            continue
+        ok = all(noise[a] > noise[b] for a, b in zip(order, order[1:], strict=False))
+        shown = " > ".join(f"{m} {noise[m]:.3g}" for m in sorted(order, key=lambda m: -noise[m]))
+        lines.append(f"noise order ObjG > OutG > ObjL > OutL at eps={epsilon:g}, E={e}: "
+                     f"{'holds' if ok else 'DOES NOT HOLD'} ({shown})")
+    return lines
+
+
+def write_outputs(experiment: Experiment, runs: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path]:
+    """Write runs.csv, summary.csv and (when there are runs) figure.png; return the paths."""
+    files = [out / "runs.csv", out / "summary.csv"]
+    runs.to_csv(files[0], index=False)
+    summary.to_csv(files[1], index=False)
+    if not runs.empty:
+        files.append(out / "figure.png")
+        plot(experiment.kind, runs, files[-1], title=experiment.title)
+    return files
+
+
+def _curve(runs: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per round: mean, min and max over seeds of ``column``."""
+    stats = runs.groupby("round")[column].agg(["mean", "min", "max"])
+    return stats.index.to_numpy(), stats["mean"].to_numpy(), stats["min"].to_numpy(), stats["max"].to_numpy()
+
+
+def _draw(ax: Any, runs: pd.DataFrame, column: str, label: str, color: str, style: str) -> None:
+    if runs.empty:
+        return
+    rounds, mean, low, high = _curve(runs, column)
+    floor = 1e-300  # log axes: a zero is drawn at the bottom of the axis
+    ax.plot(rounds, np.maximum(mean, floor), style, color=color, label=label, linewidth=1.2)
+    if runs["seed"].nunique() > 1:
+        ax.fill_between(rounds, np.maximum(low, floor), np.maximum(high, floor), color=color, alpha=0.15,
+                        linewidth=0)
+
+
+def _method_curves(ax: Any, runs: pd.DataFrame, column: str) -> None:
+    for (method, calibration), group in runs.groupby(["method", "calibration"], sort=False):
+        style = "--" if calibration == "derived" and METHODS[method][0] == "output" else "-"
+        label = method if style == "-" else f"{method} (derived)"
+        _draw(ax, group, column, label, COLORS[method], style)
+
+
+def plot(kind: str, runs: pd.DataFrame, path: str | Path, title: str = "") -> None:
+    """Draw the paper's layout, one column per epsilon, log y-scales.
+
+    Power flow (Figures 3 and 4): noise magnitude Eq. (29) at the smallest E; objective at the
+    smallest E; objective at the largest E; consensus residual of ObjG for every E.
+    Learning (Figures 5 and 6): noise magnitude, objective and test error, each method at each E.
+    Lines are means over seeds, bands their min-max range.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = order_runs(runs)
+    epsilons = sorted(runs["epsilon"].unique())
+    updates = sorted(runs["local_updates"].unique())
+    if kind == "powerflow":
+        rows = [("noise_magnitude", f"noise magnitude, E={updates[0]}"),
+                ("objective", f"objective, E={updates[0]}"),
+                ("objective", f"objective, E={updates[-1]}"),
+                ("consensus_residual", "feasibility of ObjG")]
+    else:
+        rows = [("noise_magnitude", "noise magnitude"), ("objective", "objective"),
+                ("test_error", "test error")]
+        rows = [r for r in rows if r[0] in runs.columns]
+    fig, axes = plt.subplots(len(rows), len(epsilons), figsize=(3.1 * len(epsilons), 2.3 * len(rows)),
+                             squeeze=False, sharex=True)
+    for j, epsilon in enumerate(epsilons):
+        at = runs[runs["epsilon"] == epsilon]
+        for i, (column, label) in enumerate(rows):
+            ax = axes[i][j]
+            if kind == "powerflow" and i < 2:
+                _method_curves(ax, at[at["local_updates"] == updates[0]], column)
+            elif kind == "powerflow" and i == 2:
+                _method_curves(ax, at[at["local_updates"] == updates[-1]], column)
+            elif kind == "powerflow":
+                for e, style in zip(updates, ["-", "--", ":", "-."] * len(updates), strict=False):
+                    objg = at[(at["method"] == "ObjG") & (at["local_updates"] == e)]
+                    _draw(ax, objg, column, f"ObjG E={e}", COLORS["ObjG"], style)
+            else:
+                for e, style in zip(updates, ["-", "--", ":", "-."] * len(updates), strict=False):
+                    for method, group in at[at["local_updates"] == e].groupby("method", sort=False):
+                        _draw(ax, group, column, f"{method} E={e}", COLORS[method], style)
+            ax.set_yscale("log")
+            ax.tick_params(labelsize=7)
+            if j == 0:
+                ax.set_ylabel(label, fontsize=8)
+            if i == 0:
+                ax.set_title(f"eps = {epsilon:g}", fontsize=9)
+            if i == len(rows) - 1:
+                ax.set_xlabel("round", fontsize=8)
+    for i in range(len(rows)):
+        handles, labels = axes[i][-1].get_legend_handles_labels()
+        if handles:
+            axes[i][-1].legend(fontsize=6, loc="best")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
+
+
+def summary_table(summary: pd.DataFrame, columns: Sequence[str] = ("objective", "consensus_residual",
+                                                                   "max_violation_worst",
+                                                                   "noise_magnitude_avg")) -> str:
+    """A Markdown table of summary.csv: final values as mean +- std over seeds."""
+    header = ["method", "calibration", "eps", "E"] + list(columns)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, row in summary.iterrows():
+        cells = [row["method"], row["calibration"], f"{row['epsilon']:g}", str(int(row["local_updates"]))]
+        for column in columns:
+            if f"{column}_mean" in row:
+                std = row[f"{column}_std"]
+                spread = "" if isinstance(std, float) and math.isnan(std) else f" ± {std:.2g}"
+                cells.append(f"{row[f'{column}_mean']:.3g}{spread}")
+            else:
+                cells.append(f"{row[column]:.3g}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
