@@ -15,6 +15,7 @@ only lazily, inside the builder and dataset functions below (never at module top
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -235,6 +236,9 @@ def run_config(path: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``privcvx`` command."""
     options = make_parser().parse_args(argv)
+    # Ctrl-C (or kill -INT) must stop a run cleanly even when the shell started us with SIGINT ignored,
+    # as it does for background jobs: the runner then keeps and writes the finished runs.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if options.command == "demo":
             return demo(options)
