@@ -29,17 +29,20 @@ class AgentGroup:
     """Some agents of a run, run one after the other in the current process."""
 
     def __init__(self, agents: Sequence[Agent], layouts: Sequence[AgentLayout], config: RunConfig,
-                 sources: Sequence[NoiseSource]) -> None:
+                 sources: Sequence[NoiseSource], smoothness: Sequence[float | None]) -> None:
         self.local_updates = config.local_updates
-        self.roles = [AgentRole(agent, layout, config.privacy, source, config.accounting_delta)
-                      for agent, layout, source in zip(agents, layouts, sources, strict=True)]
+        self.roles = [AgentRole(agent, layout, config.privacy, source, config.accounting_delta, lipschitz)
+                      for agent, layout, source, lipschitz in zip(agents, layouts, sources, smoothness, strict=True)]
 
     def initial_shared(self) -> list[np.ndarray]:
         return [role.initial_shared() for role in self.roles]
 
-    def round(self, w_parts: Sequence[np.ndarray], rho: float, eta: float) -> list[AgentReport]:
-        return [role.round(w_p, rho, eta, self.local_updates) for role, w_p in zip(self.roles, w_parts,
-                                                                                    strict=True)]
+    def round(self, t: int, w_parts: Sequence[np.ndarray], rho: float, eta: float | None) -> list[AgentReport]:
+        return [role.round(t, w_p, rho, eta, self.local_updates) for role, w_p in zip(self.roles, w_parts,
+                                                                                       strict=True)]
+
+    def smoothness(self) -> list[float]:
+        return [role.smoothness for role in self.roles]
 
     def states(self) -> list[dict[str, Any]]:
         return [role.state_dict() for role in self.roles]
@@ -89,10 +92,11 @@ class ProcessBackend:
         self.groups = [list(range(i, len(problem.agents), count)) for i in range(count)]
         context = mp.get_context("spawn")
         self.connections, self.processes = [], []
+        hints = _smoothness_hints(problem)
         for members in self.groups:
             parent, child = context.Pipe()
             args = ([problem.agents[i] for i in members], [problem.layouts[i] for i in members], config,
-                    [sources[i] for i in members])
+                    [sources[i] for i in members], [hints[i] for i in members])
             process = context.Process(target=_worker, args=(child, args), daemon=True)
             process.start()
             self.connections.append(parent)
@@ -122,8 +126,11 @@ class ProcessBackend:
     def initial_shared(self) -> list[np.ndarray]:
         return self._call("initial_shared")
 
-    def round(self, w_parts: Sequence[np.ndarray], rho: float, eta: float) -> list[AgentReport]:
-        return self._call("round", [(part, rho, eta) for part in self._split(w_parts)])
+    def round(self, t: int, w_parts: Sequence[np.ndarray], rho: float, eta: float | None) -> list[AgentReport]:
+        return self._call("round", [(t, part, rho, eta) for part in self._split(w_parts)])
+
+    def smoothness(self) -> list[float]:
+        return self._call("smoothness")
 
     def states(self) -> list[dict[str, Any]]:
         return self._call("states")
@@ -154,10 +161,21 @@ class ProcessBackend:
             process.join(timeout=5)
 
 
+def _smoothness_hints(problem: DistributedProblem) -> list[float | None]:
+    """L_p declared by the problem's builder (``problem.info["smoothness"]``), else None: estimate it."""
+    declared = problem.info.get("smoothness")
+    if declared is None:
+        return [None] * len(problem.agents)
+    if len(declared) != len(problem.agents):
+        raise ParameterError(f"has {len(declared)} entries for {len(problem.agents)} agents",
+                             argument="info['smoothness']")
+    return [float(value) for value in declared]
+
+
 def make_backend(name: str, problem: DistributedProblem, config: RunConfig,
                  sources: Sequence[NoiseSource]) -> AgentGroup | ProcessBackend:
     if name == "serial":
-        return AgentGroup(problem.agents, problem.layouts, config, sources)
+        return AgentGroup(problem.agents, problem.layouts, config, sources, _smoothness_hints(problem))
     if name == "process":
         return ProcessBackend(problem, config, sources)
     raise ParameterError(f'must be "serial" or "process" (Ray actors are planned), got {name!r}',

@@ -44,7 +44,8 @@ from privcvx.privacy.noise import NoiseSource, agent_noise_sources
 from privcvx.privacy.perturbation import Perturbation
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
 from privcvx.results import Result
-from privcvx.schedules import Schedule, as_schedule, checked_value, inverse_sqrt
+from privcvx.schedules import ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
+from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth
 
 
 @dataclass
@@ -56,13 +57,14 @@ class AgentReport:
     violation: float            # largest violation of W_p by z_p^{t+1}
     noise_magnitude: float      # sum over e and i of |xi_{p,i}^{t,e}|, this agent's share of Eq. (29)
     epsilon: float              # the agent's cumulative epsilon after this round
+    eta: float                  # the step eta_p^t the agent used this round
 
 
 class AgentRole:
     """Agent p of Algorithm 1 (lines 11-23), with its private data, noise stream and ledger."""
 
     def __init__(self, agent: Agent, layout: AgentLayout, privacy: Perturbation | None,
-                 noise: NoiseSource, accounting_delta: float) -> None:
+                 noise: NoiseSource, accounting_delta: float, smoothness: float | None = None) -> None:
         self.agent = agent
         self.layout = layout
         self.privacy = privacy
@@ -76,6 +78,27 @@ class AgentRole:
         self.z = self.projection(np.zeros(layout.dim), np.ones(layout.dim))
         self.lam = np.zeros(layout.shared_local.size)
         self.released = self.z.copy()
+        self.declared_smoothness = smoothness
+        self._step: Schedule | None = None
+
+    @property
+    def smoothness(self) -> float:
+        """L_p: declared by the problem builder, else estimated at z_p^1 (nan for a nonsmooth f_p)."""
+        if self.declared_smoothness is None:
+            smooth = is_smooth(self.agent.objective)
+            self.declared_smoothness = estimate_smoothness(self.evaluator, self.z) if smooth else math.nan
+        return self.declared_smoothness
+
+    def step_rule(self) -> Schedule:
+        """eta="auto": 1/L_p (no privacy), Eq. (25a) under privacy, Eq. (26a) when f_p is nonsmooth."""
+        if self._step is None:
+            lipschitz = self.smoothness
+            epsilon = self.privacy.mechanism.epsilon if self.privacy is not None else math.inf
+            if not math.isfinite(lipschitz) or lipschitz <= 0:
+                self._step = inverse_sqrt()
+            else:
+                self._step = SmoothStep(lipschitz, epsilon if math.isfinite(epsilon) else math.inf)
+        return self._step
 
     def initial_shared(self) -> np.ndarray:
         return self.z[self.layout.shared_local].copy()
@@ -107,8 +130,13 @@ class AgentRole:
             z_next = z_next + xi
         return z_next, (float(np.abs(xi).sum()) if xi is not None else 0.0)
 
-    def round(self, w_p: np.ndarray, rho: float, eta: float, local_updates: int) -> AgentReport:
-        """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
+    def round(self, t: int, w_p: np.ndarray, rho: float, eta: float | None, local_updates: int) -> AgentReport:
+        """Lines 15-22: E local updates from the last iterate, release the average, update the dual.
+
+        ``eta=None`` means eta="auto": the agent's own :meth:`step_rule`.
+        """
+        if eta is None:
+            eta = checked_value(self.step_rule(), t, argument="eta")
         z = self.z
         total = np.zeros(self.layout.dim)
         noise = 0.0
@@ -124,7 +152,7 @@ class AgentRole:
                    if self.privacy is not None else 0.0)
         return AgentReport(shared=shared, objective=self.evaluator.value(self.released),
                            violation=self.projection.violation(self.released), noise_magnitude=noise,
-                           epsilon=epsilon)
+                           epsilon=epsilon, eta=eta)
 
     def state_dict(self) -> dict[str, Any]:
         return {"z": self.z, "lam": self.lam, "released": self.released,
@@ -188,7 +216,7 @@ class RunConfig:
     rounds: int
     local_updates: int
     rho: Schedule
-    eta: Schedule
+    eta: Schedule | None        # None: eta="auto", each agent its own step rule
     privacy: Perturbation | None
     seed: int | str | None
     accounting_delta: float
@@ -208,7 +236,7 @@ def make_config(problem: DistributedProblem, *, rounds: int, local_updates: int,
     rounds = _check_int(rounds, argument="rounds")
     local_updates = _check_int(local_updates, argument="local_updates")
     rho_schedule = as_schedule(rho, argument="rho")
-    eta_schedule = as_schedule(eta, argument="eta")
+    eta_schedule = None if isinstance(eta, str) and eta == "auto" else as_schedule(eta, argument="eta")
     if privacy is not None:
         if not isinstance(privacy, Perturbation):
             raise PrivacyError("must be pc.ObjectivePerturbation(...) or pc.OutputPerturbation(...)",
@@ -244,14 +272,17 @@ def _stop_reason(config: RunConfig, residuals: dict[str, float]) -> str | None:
 
 
 def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int = 1,
-          rho: float | Schedule = 100.0, eta: float | Schedule | None = None,
+          rho: float | Schedule | str = "adaptive", eta: float | Schedule | str = "auto",
           privacy: Perturbation | None = None, seed: int | str | None = 0, backend: str = "serial",
           progress: bool = False, callback: Callable[[dict[str, Any]], Any] | None = None,
           checkpoint: str | os.PathLike | None = None, resume: str | os.PathLike | None = None,
           tol: tuple[float, float] | None = None, reference: bool = False) -> Result:
     """Run Algorithm 1 on ``problem`` and return a :class:`~privcvx.results.Result`.
 
-    ``eta`` defaults to 1/sqrt(t) (Eq. (26a)). ``callback(row)`` is called after every
+    ``eta="auto"`` gives each agent 1/L_p (Eq. (25a) under privacy, Eq. (26a) when f_p is
+    nonsmooth; see :mod:`privcvx.tuning`); ``rho="adaptive"`` is residual balancing
+    (:class:`~privcvx.schedules.ResidualBalancing`), started at the largest L_p.
+    ``tol=(abs, rel)`` stops when both residuals meet Boyd et al.'s thresholds. ``callback(row)`` is called after every
     round with the history row; returning ``False`` stops the run. A run that fails
     part-way raises :class:`~privcvx.errors.RunFailed` whose ``.result`` keeps the history
     up to the failure. ``checkpoint`` writes the whole run state atomically after every
@@ -259,17 +290,22 @@ def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int 
     """
     from privcvx.backends import make_backend
 
-    config = make_config(problem, rounds=rounds, local_updates=local_updates, rho=rho,
-                         eta=inverse_sqrt() if eta is None else eta, privacy=privacy, seed=seed, tol=tol)
+    config = make_config(problem, rounds=rounds, local_updates=local_updates, rho=rho, eta=eta,
+                         privacy=privacy, seed=seed, tol=tol)
     sources = agent_noise_sources(seed, len(problem.agents))
     runtime = make_backend(backend, problem, config, sources)
     server = Server(problem, runtime.initial_shared())
+    if isinstance(config.rho, ResidualBalancing):
+        finite = [value for value in runtime.smoothness() if math.isfinite(value) and value > 0]
+        config.rho.start(max(finite, default=1.0))
     rows: list[dict[str, Any]] = []
     start_round, elapsed = 1, 0.0
     if resume is not None:
         with open(resume, "rb") as handle:
             state = pickle.load(handle)
         server.load_state_dict(state["server"])
+        if isinstance(config.rho, ResidualBalancing):
+            config.rho.load_state_dict(state["rho"])
         runtime.load_states(state["agents"])
         rows, start_round, elapsed = state["rows"], state["next_round"], state["elapsed"]
     reference_solution = problem.solve_centralized() if reference else None
@@ -280,9 +316,9 @@ def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int 
         try:
             for t in range(start_round, config.rounds + 1):
                 rho_t = checked_value(config.rho, t, argument="rho")
-                eta_t = checked_value(config.eta, t, argument="eta")
+                eta_t = None if config.eta is None else checked_value(config.eta, t, argument="eta")
                 w = server.global_step(rho_t)                                        # line 5
-                reports = runtime.round([w[layout.shared_global] for layout in problem.layouts],
+                reports = runtime.round(t, [w[layout.shared_global] for layout in problem.layouts],
                                         rho_t, eta_t)                                # lines 6-7, 15-22
                 residuals = server.dual_step([r.shared for r in reports], rho_t)     # line 8
                 row = {"round": t,
@@ -293,15 +329,18 @@ def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int 
                        "max_violation": float(max(r.violation for r in reports)),
                        "noise_magnitude": float(sum(r.noise_magnitude for r in reports)),
                        "epsilon": float(max(r.epsilon for r in reports)),
-                       "rho": rho_t, "eta": eta_t,
+                       "rho": rho_t, "eta": float(min(r.eta for r in reports)),
                        "time_s": time.perf_counter() - t0}
                 for name, metric in problem.metrics.items():
                     row[name] = float(metric(w))
                 rows.append(row)
+                if isinstance(config.rho, ResidualBalancing):
+                    config.rho.observe(residuals["primal_residual"] / max(residuals["scale_primal"], 1e-300),
+                                       residuals["dual_residual"] / max(residuals["scale_dual"], 1e-300))
                 if bar is not None:
                     bar.update(1)
                 if checkpoint is not None:
-                    _write_checkpoint(checkpoint, server, runtime, rows, t + 1, row["time_s"])
+                    _write_checkpoint(checkpoint, server, runtime, config, rows, t + 1, row["time_s"])
                 reason = _stop_reason(config, residuals)
                 if callback is not None and callback(row) is False:
                     reason = "callback"
@@ -330,11 +369,12 @@ def _progress(enabled: bool, total: int, start: int) -> Any:
     return tqdm(total=total, initial=start - 1, desc="rounds", unit="round")
 
 
-def _write_checkpoint(path: str | os.PathLike, server: Server, runtime: Any, rows: list[dict[str, Any]],
-                      next_round: int, elapsed: float) -> None:
+def _write_checkpoint(path: str | os.PathLike, server: Server, runtime: Any, config: RunConfig,
+                      rows: list[dict[str, Any]], next_round: int, elapsed: float) -> None:
     """Write the whole run state atomically (temporary file, then rename)."""
     state = {"server": server.state_dict(), "agents": runtime.states(), "rows": rows,
-             "next_round": next_round, "elapsed": elapsed}
+             "next_round": next_round, "elapsed": elapsed,
+             "rho": config.rho.state_dict() if isinstance(config.rho, ResidualBalancing) else None}
     directory = os.path.dirname(os.path.abspath(path))
     with tempfile.NamedTemporaryFile("wb", dir=directory, delete=False) as handle:
         pickle.dump(state, handle)

@@ -6,6 +6,7 @@ so that a run's configuration can be checkpointed and sent to worker processes.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,8 +65,14 @@ def paper_rho(c1: float = 2.0, c2: float = 5.0, epsilon: float = 1.0, period: in
                     int(require_positive(period, argument="period")))
 
 
-def as_schedule(value: float | Schedule, *, argument: str) -> Schedule:
-    """A float becomes a constant schedule; a callable is checked at round 1."""
+def as_schedule(value: float | Schedule | str, *, argument: str) -> Schedule:
+    """A float becomes a constant schedule; a callable is checked at round 1; "adaptive" is residual balancing."""
+    if isinstance(value, str):
+        if argument == "rho" and value == "adaptive":
+            return ResidualBalancing()
+        raise ParameterError(f"unknown setting {value!r}", argument=argument)
+    if isinstance(value, ResidualBalancing):
+        return copy.deepcopy(value)  # a run adapts its own copy; the caller's object stays as given
     if callable(value):
         checked_value(value, 1, argument=argument)
         return value
@@ -79,3 +86,59 @@ def checked_value(schedule: Schedule, t: int, *, argument: str) -> float:
     except Exception as exc:  # a user callable failed: name the argument and round
         raise ParameterError(f"the schedule failed at round {t}: {exc}", argument=argument) from exc
     return require_positive(raw, argument=f"{argument}(t={t})")
+
+
+class ResidualBalancing:
+    """rho="adaptive": residual balancing (Boyd et al. Sec. 3.4.1), in Wohlberg's relative form.
+
+    After each round, with the relative residuals r = ||A w - z|| / max(||A w||, ||z||) and
+    s = ||dual residual|| / ||sum_p A_p^T lambda_p||:
+    rho <- tau * rho when r > mu * s, and rho <- rho / tau when s > mu * r.
+
+    ``mode="nondecreasing"`` only ever multiplies, and stops at ``maximum``: rho^t is then
+    nondecreasing and bounded, as Assumption 5.1(i) requires, so the paper's convergence
+    and privacy statements hold. ``mode="free"`` also decreases rho; it usually converges
+    faster but leaves Assumption 5.1(i), so Thms. 5.2-5.6 no longer apply. Either way rho
+    depends only on the residuals, which are functions of released vectors and of the
+    server's own w and lambda, so adapting it costs no privacy.
+    """
+
+    def __init__(self, initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",
+                 minimum: float = 1e-6, maximum: float = 1e6) -> None:
+        if mode not in ("free", "nondecreasing"):
+            raise ParameterError(f'must be "free" or "nondecreasing", got {mode!r}', argument="mode")
+        self.tau = require_positive(tau, argument="tau")
+        self.mu = require_positive(mu, argument="mu")
+        if self.tau <= 1 or self.mu < 1:
+            raise ParameterError(f"needs tau > 1 and mu >= 1, got tau={tau!r}, mu={mu!r}", argument="tau")
+        self.mode = mode
+        self.minimum = require_positive(minimum, argument="minimum")
+        self.maximum = require_positive(maximum, argument="maximum")
+        self.value = None if initial is None else require_positive(initial, argument="rho")
+
+    def start(self, suggestion: float) -> None:
+        """Set the initial rho when none was given (privcvx suggests the largest L_p)."""
+        if self.value is None:
+            self.value = min(max(suggestion, self.minimum), self.maximum)
+
+    def __call__(self, t: int) -> float:
+        return 1.0 if self.value is None else self.value
+
+    def observe(self, primal: float, dual: float) -> None:
+        """Update rho for the next round from the relative primal and dual residuals."""
+        if primal > self.mu * dual:
+            self.value = min(self.value * self.tau, self.maximum)
+        elif dual > self.mu * primal and self.mode == "free":
+            self.value = max(self.value / self.tau, self.minimum)
+
+    def state_dict(self) -> dict[str, float | None]:
+        return {"value": self.value}
+
+    def load_state_dict(self, state: dict[str, float | None]) -> None:
+        self.value = state["value"]
+
+
+def adaptive(initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",
+             maximum: float = 1e6) -> ResidualBalancing:
+    """Residual balancing for rho; ``mode="nondecreasing"`` keeps Assumption 5.1(i)."""
+    return ResidualBalancing(initial, tau=tau, mu=mu, mode=mode, maximum=maximum)

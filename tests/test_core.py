@@ -68,9 +68,9 @@ def test_server_and_agent_duals_stay_identical():
     roles = [AgentRole(a, lay, None, src, 0.0) for a, lay, src in zip(problem.agents, problem.layouts, noise,
                                                                        strict=True)]
     server = Server(problem, [role.initial_shared() for role in roles])
-    for _ in range(15):
+    for t in range(1, 16):
         w = server.global_step(rho)
-        reports = [role.round(w[lay.shared_global], rho, eta, 3) for role, lay in zip(roles, problem.layouts,
+        reports = [role.round(t, w[lay.shared_global], rho, eta, 3) for role, lay in zip(roles, problem.layouts,
                                                                                       strict=True)]
         server.dual_step([r.shared for r in reports], rho)
         for role, lam in zip(roles, server.lam, strict=True):

@@ -1,0 +1,79 @@
+"""Sensible defaults: local smoothness L_p, the step rule ``eta="auto"``, and its documentation.
+
+Linearized ADMM converges only when eta^t is about 1/L_p or smaller (Eq. (9) majorizes
+f_p by its linearization plus ||z - z^{t,e}||^2 / (2 eta), which needs 1/eta >= L_p).
+``eta="auto"`` estimates L_p once per agent at set-up and then uses the paper's rules:
+
+* smooth f_p, no privacy: eta_p = 1/L_p, constant;
+* smooth f_p under privacy: Eq. (25a), eta_p^t = 1/(L_p + sqrt(t)/epsilon-bar);
+* nonsmooth f_p (abs, norms, max, ...): Eq. (26a), eta^t = 1/sqrt(t).
+
+L_p comes from, in order: the builder's declaration (``problem.info["smoothness"]``,
+e.g. the logistic-loss bound of :mod:`problems` or the closed form of :mod:`powerflow`);
+otherwise the largest eigenvalue of the Hessian, by Lanczos (``scipy.sparse.linalg.eigsh``)
+on Hessian-vector products taken as central differences of the gradient. For a quadratic
+f_p the gradient is affine, so these differences are exact and the estimate is the closed
+form ``lambda_max(Hessian)``; for other smooth f_p it is the curvature at z_p^1 and a few
+nearby points, the largest one found.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+from privcvx.gradients import GradientEvaluator
+
+#: Atoms whose (sub)gradient is discontinuous: an objective holding one is treated as nonsmooth.
+NONSMOOTH_ATOMS = frozenset({"abs", "norm1", "norm_inf", "PnormApprox", "Pnorm", "pnorm", "max", "min",
+                             "maximum", "minimum", "pos", "neg", "sum_largest", "sum_smallest",
+                             "lambda_max", "sigma_max", "normNuc", "cummax", "dotsort"})
+
+
+def is_smooth(expr: cp.Expression) -> bool:
+    """Whether no atom of ``expr`` is in :data:`NONSMOOTH_ATOMS` (only affine atoms are above them)."""
+    if type(expr).__name__ in NONSMOOTH_ATOMS and expr.variables():
+        return False
+    return all(is_smooth(arg) for arg in expr.args)
+
+
+def hessian_lambda_max(evaluator: GradientEvaluator, z: np.ndarray, step: float = 1e-4) -> float:
+    """Largest Hessian eigenvalue of f_p at z, by Lanczos on central-difference Hessian-vector products."""
+    n = z.size
+    scale = step * max(1.0, float(np.linalg.norm(z)) / math.sqrt(n))
+
+    def hvp(v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v, dtype=float).reshape(-1)
+        return (evaluator.gradient(z + scale * v) - evaluator.gradient(z - scale * v)) / (2 * scale)
+
+    if n == 1:
+        return float(hvp(np.ones(1))[0])
+    operator = LinearOperator((n, n), matvec=hvp, dtype=float)
+    try:
+        value = eigsh(operator, k=1, which="LA", tol=1e-6, maxiter=50 * n,
+                      v0=np.random.default_rng(0).normal(size=n), return_eigenvectors=False)
+    except ArpackNoConvergence as exc:
+        value = exc.eigenvalues if len(exc.eigenvalues) else [np.nan]
+    return float(np.max(value))
+
+
+def estimate_smoothness(evaluator: GradientEvaluator, z: np.ndarray, probes: int = 3) -> float:
+    """L_p: the largest Hessian eigenvalue over z and ``probes - 1`` nearby points (exact for quadratics)."""
+    rng = np.random.default_rng(0)
+    points = [z] + [z + 0.1 * rng.normal(size=z.size) for _ in range(probes - 1)]
+    return max(hessian_lambda_max(evaluator, point) for point in points)
+
+
+@dataclass(frozen=True)
+class SmoothStep:
+    """eta^t = 1 / (L + sqrt(t) / epsilon): Eq. (25a); with ``epsilon=inf`` it is the constant 1/L."""
+
+    smoothness: float
+    epsilon: float = math.inf
+
+    def __call__(self, t: int) -> float:
+        return 1.0 / (self.smoothness + math.sqrt(t) / self.epsilon)
