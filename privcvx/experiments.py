@@ -403,7 +403,8 @@ def plot(kind: str, runs: pd.DataFrame, path: str | Path, title: str = "") -> No
     Power flow (Figures 3 and 4): noise magnitude Eq. (29) at the smallest E; objective at the
     smallest E; objective at the largest E; consensus residual of ObjG for every E.
     Learning (Figures 5 and 6): noise magnitude, objective and test error, each method at each E.
-    Lines are means over seeds, bands their min-max range.
+    Lines are means over seeds, bands their min-max range. A panel whose data span less than a
+    decade keeps a linear axis (log ticks would be unreadable).
     """
     import matplotlib
 
@@ -440,7 +441,10 @@ def plot(kind: str, runs: pd.DataFrame, path: str | Path, title: str = "") -> No
                 for e, style in zip(updates, ["-", "--", ":", "-."] * len(updates), strict=False):
                     for method, group in at[at["local_updates"] == e].groupby("method", sort=False):
                         _draw(ax, group, column, f"{method} E={e}", COLORS[method], style)
-            ax.set_yscale("log")
+            drawn = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()]
+            drawn = np.concatenate(drawn) if drawn else np.ones(1)
+            if drawn.max() > 10 * drawn.min():  # log scale as in the paper, unless the data span < a decade
+                ax.set_yscale("log")
             ax.tick_params(labelsize=7)
             if j == 0:
                 ax.set_ylabel(label, fontsize=8)
