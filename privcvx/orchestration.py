@@ -174,39 +174,42 @@ class Server:
         self.shared = [s.copy() for s in initial_shared]
         self.lam = [np.zeros_like(s) for s in initial_shared]
         self.w = np.zeros(self.dim)
+        self.w_previous = self.w
 
     def global_step(self, rho: float) -> np.ndarray:
         """Line 5: each entry of w is the average of (z_p - lambda_p / rho) over the agents sharing it."""
         total = np.zeros(self.dim)
         for layout, z_p, lam_p in zip(self.layouts, self.shared, self.lam, strict=True):
             np.add.at(total, layout.shared_global, z_p - lam_p / rho)
-        self.w = total / self.multiplicity
+        self.w_previous, self.w = self.w, total / self.multiplicity
         return self.w
 
     def dual_step(self, released: list[np.ndarray], rho: float) -> dict[str, float]:
-        """Line 8, and the residuals of Boyd et al. Sec. 3.3 for this ordering (w first, then z_p)."""
-        change = np.zeros(self.dim)
-        primal_sq = 0.0
-        z_norm_sq = w_norm_sq = 0.0
-        dual_sum = np.zeros(self.dim)
+        """Line 8, and the consensus-ADMM residuals of Boyd et al. Secs. 3.3 and 7.1.
+
+        Primal: r = ||A w - z|| over every agent's shared entries. Dual: s = rho ||A (w^{t+1} - w^t)||,
+        the change of the global vector seen by every copy. Their relative scales are
+        max(||A w||, ||z||) and ||lambda|| (all duals stacked).
+        """
+        primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
         for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
             w_p = self.w[layout.shared_global]
-            np.add.at(change, layout.shared_global, z_new - self.shared[p])
             self.lam[p] = self.lam[p] + rho * (w_p - z_new)
-            np.add.at(dual_sum, layout.shared_global, self.lam[p])
             primal_sq += float(np.sum((w_p - z_new) ** 2))
-            z_norm_sq += float(np.sum(z_new ** 2))
-            w_norm_sq += float(np.sum(w_p ** 2))
+            z_sq += float(np.sum(z_new ** 2))
+            w_sq += float(np.sum(w_p ** 2))
+            dual_sq += float(np.sum((w_p - self.w_previous[layout.shared_global]) ** 2))
+            lam_sq += float(np.sum(self.lam[p] ** 2))
             self.shared[p] = z_new
-        return {"primal_residual": math.sqrt(primal_sq), "dual_residual": rho * float(np.linalg.norm(change)),
-                "scale_primal": math.sqrt(max(z_norm_sq, w_norm_sq)), "scale_dual": float(np.linalg.norm(dual_sum)),
+        return {"primal_residual": math.sqrt(primal_sq), "dual_residual": rho * math.sqrt(dual_sq),
+                "scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
                 "entries": float(sum(layout.shared_local.size for layout in self.layouts))}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"shared": self.shared, "lam": self.lam, "w": self.w}
+        return {"shared": self.shared, "lam": self.lam, "w": self.w, "w_previous": self.w_previous}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.shared, self.lam, self.w = state["shared"], state["lam"], state["w"]
+        self.shared, self.lam, self.w, self.w_previous = state["shared"], state["lam"], state["w"], state["w_previous"]
 
 
 @dataclass
@@ -335,8 +338,7 @@ def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int 
                     row[name] = float(metric(w))
                 rows.append(row)
                 if isinstance(config.rho, ResidualBalancing):
-                    config.rho.observe(residuals["primal_residual"] / max(residuals["scale_primal"], 1e-300),
-                                       residuals["dual_residual"] / max(residuals["scale_dual"], 1e-300))
+                    config.rho.observe(residuals)
                 if bar is not None:
                     bar.update(1)
                 if checkpoint is not None:

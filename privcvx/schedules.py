@@ -104,7 +104,8 @@ class ResidualBalancing:
     """
 
     def __init__(self, initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",
-                 minimum: float = 1e-6, maximum: float = 1e6) -> None:
+                 relative: bool = False, until: int | None = 100, minimum: float = 1e-6,
+                 maximum: float = 1e6) -> None:
         if mode not in ("free", "nondecreasing"):
             raise ParameterError(f'must be "free" or "nondecreasing", got {mode!r}', argument="mode")
         self.tau = require_positive(tau, argument="tau")
@@ -112,6 +113,9 @@ class ResidualBalancing:
         if self.tau <= 1 or self.mu < 1:
             raise ParameterError(f"needs tau > 1 and mu >= 1, got tau={tau!r}, mu={mu!r}", argument="tau")
         self.mode = mode
+        self.relative = bool(relative)
+        self.until = None if until is None else int(require_positive(until, argument="until"))
+        self.observed = 0
         self.minimum = require_positive(minimum, argument="minimum")
         self.maximum = require_positive(maximum, argument="maximum")
         self.value = None if initial is None else require_positive(initial, argument="rho")
@@ -124,18 +128,25 @@ class ResidualBalancing:
     def __call__(self, t: int) -> float:
         return 1.0 if self.value is None else self.value
 
-    def observe(self, primal: float, dual: float) -> None:
-        """Update rho for the next round from the relative primal and dual residuals."""
+    def observe(self, residuals: dict[str, float]) -> None:
+        """Update rho for the next round from the primal and dual residuals (relative ones if ``relative``)."""
+        self.observed += 1
+        if self.until is not None and self.observed > self.until:
+            return
+        primal, dual = residuals["primal_residual"], residuals["dual_residual"]
+        if self.relative:
+            primal /= max(residuals["scale_primal"], 1e-300)
+            dual /= max(residuals["scale_dual"], 1e-300)
         if primal > self.mu * dual:
             self.value = min(self.value * self.tau, self.maximum)
         elif dual > self.mu * primal and self.mode == "free":
             self.value = max(self.value / self.tau, self.minimum)
 
     def state_dict(self) -> dict[str, float | None]:
-        return {"value": self.value}
+        return {"value": self.value, "observed": self.observed}
 
     def load_state_dict(self, state: dict[str, float | None]) -> None:
-        self.value = state["value"]
+        self.value, self.observed = state["value"], int(state["observed"])
 
 
 def adaptive(initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",

@@ -1,0 +1,137 @@
+"""Defaults: eta="auto" from L_p, rho="adaptive" residual balancing, tol stopping (issue: sensible defaults)."""
+
+from __future__ import annotations
+
+import math
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from core_problems import box_l1_least_squares, general_form, soc_linear
+from scipy.optimize import minimize
+
+import privcvx as pc
+from privcvx.errors import ParameterError
+from privcvx.gradients import GradientEvaluator
+from privcvx.orchestration import AgentRole
+from privcvx.privacy.noise import agent_noise_sources
+from privcvx.schedules import InverseSqrt, ResidualBalancing
+from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth
+
+
+def _role(agent: pc.Agent, privacy=None) -> AgentRole:
+    problem = pc.DistributedProblem([agent])
+    return AgentRole(agent, problem.layouts[0], privacy, agent_noise_sources(0, 1)[0], 1e-6)
+
+
+def test_smoothness_of_quadratics_equals_closed_form():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(30, 12)), rng.normal(size=30)
+    x = cp.Variable(12)
+    agent = pc.Agent(cp.sum_squares(a @ x - b) / 30 + 0.5 * cp.quad_form(x, np.diag(np.arange(12.0))), shared=x)
+    layout = pc.DistributedProblem([agent]).layouts[0]
+    closed_form = float(np.linalg.eigvalsh(2 * a.T @ a / 30 + np.diag(np.arange(12.0))).max())
+    estimate = estimate_smoothness(GradientEvaluator(agent, layout), rng.normal(size=12))
+    assert estimate == pytest.approx(closed_form, rel=1e-6)
+
+
+def test_smoothness_of_logistic_loss_is_below_the_declared_bound():
+    pytest.importorskip("problems")
+    from problems import datasets, federated_logistic
+
+    features, labels = datasets.load_digits()
+    problem = federated_logistic(features[:300], labels[:300], agents=3, bound=1.0)
+    for agent, layout, declared in zip(problem.agents, problem.layouts, problem.info["smoothness"], strict=True):
+        evaluator = GradientEvaluator(agent, layout)
+        numeric = estimate_smoothness(evaluator, np.zeros(layout.dim))
+        assert 0 < numeric <= declared * (1 + 1e-6)
+
+
+def test_step_rules_follow_the_paper():
+    x = cp.Variable(3)
+    smooth = pc.Agent(cp.sum_squares(x - 1), shared=x, sensitivity=pc.Sensitivity(l1=1, l2=1))
+    assert isinstance(_role(smooth).step_rule(), SmoothStep)
+    assert _role(smooth).step_rule()(7) == pytest.approx(0.5)                    # 1/L, L = 2
+    private = _role(smooth, pc.ObjectivePerturbation(pc.Laplace(0.5))).step_rule()
+    assert private(9) == pytest.approx(1 / (2 + math.sqrt(9) / 0.5))               # Eq. (25a)
+    y = cp.Variable(3)
+    nonsmooth = pc.Agent(cp.norm1(y - 1), shared=y)
+    assert not is_smooth(nonsmooth.objective) and is_smooth(smooth.objective)
+    assert isinstance(_role(nonsmooth).step_rule(), InverseSqrt)                  # Eq. (26a)
+
+
+@pytest.mark.parametrize("primal, dual, expected", [(100.0, 1.0, 2.0), (1.0, 100.0, 0.5), (3.0, 1.0, 1.0)])
+def test_residual_balancing_rule(primal, dual, expected):
+    rule = ResidualBalancing(1.0, tau=2.0, mu=10.0)
+    rule.observe({"primal_residual": primal, "dual_residual": dual})
+    assert rule(5) == expected
+    monotone = ResidualBalancing(1.0, tau=2.0, mu=10.0, mode="nondecreasing", maximum=1.5)
+    monotone.observe({"primal_residual": primal, "dual_residual": dual})
+    assert monotone(5) == min(max(expected, 1.0), 1.5)
+
+
+def test_relative_residual_balancing_uses_the_scales():
+    rule = ResidualBalancing(1.0, relative=True)
+    rule.observe({"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1000.0})
+    assert rule(2) == 2.0
+
+
+def test_bad_tuning_input_raises():
+    problem, _, _ = soc_linear(agents=2)
+    with pytest.raises(ParameterError, match="rho"):
+        problem.solve(rounds=2, rho="fast")
+    with pytest.raises(ParameterError, match="eta"):
+        problem.solve(rounds=2, eta="automatic")
+    with pytest.raises(ParameterError, match="tau"):
+        ResidualBalancing(tau=1.0)
+    with pytest.raises(ParameterError, match="mode"):
+        ResidualBalancing(mode="sometimes")
+
+
+def _relative_gap(history, value: float) -> np.ndarray:
+    return np.abs(history["objective"].to_numpy() - value) / abs(value)
+
+
+@pytest.mark.parametrize("builder", [box_l1_least_squares, soc_linear, general_form])
+def test_defaults_converge_and_tol_stops_early(builder):
+    problem, _, _ = builder()
+    reference = problem.solve_centralized()
+    history = problem.solve(rounds=150).history
+    assert _relative_gap(history, reference.value)[-1] <= 1e-3
+    stopped = problem.solve(rounds=150, tol=(1e-6, 1e-4))
+    assert stopped.info["stop"] == "tolerance" and len(stopped.history) < 150
+    assert _relative_gap(stopped.history, reference.value)[-1] <= 1e-3
+    assert stopped.history["consensus_residual"].iloc[-1] <= 1e-3
+
+
+def test_defaults_converge_on_digits_logistic_regression():
+    pytest.importorskip("problems")
+    from problems import datasets, federated_logistic
+
+    features, labels = datasets.load_digits()
+    problem = federated_logistic(features, labels, agents=4, bound=1.0, seed=0)
+    # Reference: L-BFGS-B on the same box-constrained objective (tests/test_problems_logistic.py checks it
+    # against the centralized CVXPY optimum; the full-digits Clarabel solve takes ~30 s).
+    losses, shape = problem.info["losses"], problem.info["shape"]
+
+    def total(v: np.ndarray) -> tuple[float, np.ndarray]:
+        model = v.reshape(shape, order="F")
+        return (sum(loss.value(model) for loss in losses),
+                sum(loss.gradient(model) for loss in losses).reshape(-1, order="F"))
+
+    size = int(np.prod(shape))
+    reference = minimize(total, np.zeros(size), jac=True, method="L-BFGS-B", bounds=[(-1.0, 1.0)] * size,
+                         options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000}).fun
+    history = problem.solve(rounds=2500, local_updates=5).history
+    assert np.abs(history["objective"].iloc[-1] - reference) / reference <= 1e-3
+
+
+def test_defaults_converge_on_case14():
+    powerflow = pytest.importorskip("powerflow")
+    problem = powerflow.zonal_problem("case14", zones=3)
+    result = problem.solve(rounds=300)
+    assert result.history["objective"].iloc[-1] <= 1e-4
+    assert result.history["consensus_residual"].iloc[-1] <= 1e-3
+    stopped = problem.solve(rounds=300, tol=(1e-5, 1e-4))
+    assert stopped.info["stop"] == "tolerance" and len(stopped.history) < 300
+    assert stopped.history["objective"].iloc[-1] <= 1e-4
