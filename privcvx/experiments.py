@@ -39,7 +39,7 @@ from privcvx.errors import ParameterError, PrivacyError, RunFailed
 from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation, Perturbation
 from privcvx.problem import DistributedProblem
-from privcvx.schedules import Schedule, paper_rho
+from privcvx.schedules import Schedule, inverse_sqrt, paper_rho
 
 #: The columns of runs.csv, in order; problem metrics (e.g. ``test_error``) follow them.
 RUN_COLUMNS = ["method", "calibration", "epsilon", "local_updates", "seed", "round", "objective",
@@ -160,8 +160,10 @@ def perturbation(problem: DistributedProblem, setting: Setting, delta: float) ->
 def run_setting(problem: DistributedProblem, experiment: Experiment, setting: Setting,
                 on_round: Callable[[dict[str, Any]], Any] | None = None) -> tuple[pd.DataFrame, str]:
     """Run one setting; return its rows of runs.csv and how the run ended (``result.info["stop"]``)."""
+    # eta and rho are always passed: the paper's eta^t = 1/sqrt(t) (Eq. (26a), Sec. 6.1.1 and 6.2.1),
+    # not solve()'s own defaults.
     result = problem.solve(rounds=experiment.rounds, local_updates=setting.local_updates,
-                           rho=experiment.rho.schedule(setting.epsilon),
+                           rho=experiment.rho.schedule(setting.epsilon), eta=inverse_sqrt(),
                            privacy=perturbation(problem, setting, experiment.delta),
                            seed=setting.seed, callback=on_round)
     history = result.history
