@@ -61,8 +61,10 @@ class _Affine(_Node):
             rows = offsets[var.id] + np.arange(var.size)
             pad = sp.csc_matrix((np.ones(var.size), (rows, np.arange(var.size))), shape=(dim, var.size))
             blocks.append(pad @ g)
-        self.jt = sp.csr_matrix(sum(blocks[1:], blocks[0]))  # (dim x size): J transposed
-        self.j = self.jt.T.tocsr()
+        jt = sp.csr_matrix(sum(blocks[1:], blocks[0]))  # (dim x size): J transposed
+        # A mostly dense Jacobian (e.g. a data matrix) multiplies faster as a dense array.
+        self.jt = jt.toarray() if jt.nnz >= 0.3 * dim * max(expr.size, 1) else jt
+        self.j = np.ascontiguousarray(self.jt.T) if isinstance(self.jt, np.ndarray) else jt.T.tocsr()
         for var in expr.variables():
             var.save_value(saved[var.id])
 

@@ -262,3 +262,19 @@ def test_failure_keeps_history():
         problem.solve(rounds=10, rho=1.0, eta=0.1)
     assert info.value.agent == "flaky"
     assert info.value.result.history["round"].tolist() == [1, 2, 3]
+
+
+def test_solver_fallback_reuses_the_same_parameters():
+    problem, _, _ = soc_linear(agents=1)
+    agent, layout = problem.agents[0], problem.layouts[0]
+    projection = Projection(agent, layout)
+    assert projection.direct is not None
+    point, weights = np.linspace(-1, 1, layout.dim), np.full(layout.dim, 2.0)
+    expected = projection(point, weights)
+
+    def failing_solve():
+        raise RuntimeError("injected failure")
+
+    projection.direct.solve = failing_solve  # fault injection: the first solver in the chain fails
+    assert np.allclose(projection(point, weights), expected, atol=1e-6)
+    assert projection.stats.fallbacks == 1 and projection.stats.solvers.get(cp.CLARABEL) == 1
