@@ -176,7 +176,7 @@ class Projection:
         default = [cp.OSQP, cp.CLARABEL, cp.SCS] if self.problem.is_qp() else [cp.CLARABEL, cp.SCS]
         self.solvers = list(solvers) if solvers else default
         self.direct: DirectClarabel | None = None
-        if not solvers:
+        if not solvers and self.solvers[0] == cp.CLARABEL:  # QP sets go to warm-started OSQP first
             try:
                 self.direct = DirectClarabel(self.problem, self.variables, self.s)
             except LookupError:

@@ -268,7 +268,7 @@ def test_solver_fallback_reuses_the_same_parameters():
     problem, _, _ = soc_linear(agents=1)
     agent, layout = problem.agents[0], problem.layouts[0]
     projection = Projection(agent, layout)
-    assert projection.direct is not None
+    assert projection.direct is not None  # a set with a cone: Clarabel, called directly
     point, weights = np.linspace(-1, 1, layout.dim), np.full(layout.dim, 2.0)
     expected = projection(point, weights)
 
