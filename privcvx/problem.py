@@ -293,17 +293,23 @@ class DistributedProblem:
         """
         solver_options = solver_options or dict(REFERENCE_SOLVER)
         globals_ = {key: cp.Variable(shape if shape else ()) for key, shape in self.key_shapes.items()}
+        # A whole shared variable is replaced by its key's global variable (fewer variables and no
+        # equality rows); an indexed one is tied to it by an equality constraint.
+        substitute = {expr.id: globals_[key] for agent in self.agents for key, expr in agent.shared.items()
+                      if isinstance(expr, cp.Variable)}
+        objective = cp.sum([_substituted(agent.objective, substitute) for agent in self.agents])
         constraints: list[cp.Constraint] = []
         for agent in self.agents:
-            constraints.extend(agent.constraints)
-            constraints.extend(expr == globals_[key] for key, expr in agent.shared.items())
-        problem = cp.Problem(cp.Minimize(cp.sum([agent.objective for agent in self.agents])), constraints)
+            constraints.extend(c.copy([_substituted(a, substitute) for a in c.args]) for c in agent.constraints)
+            constraints.extend(_substituted(expr, substitute) == globals_[key] for key, expr in agent.shared.items()
+                               if not isinstance(expr, cp.Variable))
+        problem = cp.Problem(cp.Minimize(objective), constraints)
         problem.solve(**solver_options)
         if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise DeclarationError(f"the centralized problem is {problem.status}", argument="agents")
         w = np.concatenate([np.asarray(globals_[k].value, dtype=float).reshape(-1, order="F")
                             for k in self.keys])
-        z = [layout.flatten([v.value for v in agent.variables])
+        z = [layout.flatten([substitute.get(v.id, v).value for v in agent.variables])
              for agent, layout in zip(self.agents, self.layouts, strict=True)]
         return CentralizedSolution(value=float(problem.value), w=w, z=z, status=problem.status,
                                    solve_time=float(problem.solver_stats.solve_time or float("nan")))
@@ -316,6 +322,15 @@ class DistributedProblem:
 
     def __repr__(self) -> str:
         return f"DistributedProblem(agents={self.names}, keys={len(self.keys)}, dim={self.dim})"
+
+
+def _substituted(expr: Any, substitute: dict[int, cp.Variable]) -> Any:
+    """A copy of ``expr`` with the variables in ``substitute`` (by id) replaced."""
+    if isinstance(expr, cp.Variable):
+        return substitute.get(expr.id, expr)
+    if not expr.args:
+        return expr
+    return expr.copy([_substituted(arg, substitute) for arg in expr.args])
 
 
 def _check_feasible(agent: Agent) -> None:
