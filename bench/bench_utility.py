@@ -29,7 +29,7 @@ def main() -> None:
             history = problem.solve(rounds=60, rho=3.0, eta=eta, seed=0, privacy=privacy).history
             final = history["objective"].iloc[-1]
             print(f"| Laplace({epsilon:g}) | {name} | {final:.6f} | {abs(final - reference) / reference:.2e} | "
-                  f"{history["max_violation"].max():.1e} | {history["epsilon"].iloc[-1]:.4g} |")
+                  f"{history['max_violation'].max():.1e} | {history['epsilon'].iloc[-1]:.4g} |")
     print(f"centralized optimum {reference}")
 
 
