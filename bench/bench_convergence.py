@@ -16,10 +16,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from core_problems import box_l1_least_squares, general_form, soc_linear  # noqa: E402
+from references import logistic_optimum  # noqa: E402
 
 
 def first_round(history, reference: float, tolerance: float, absolute: bool) -> int | None:
@@ -35,16 +35,7 @@ def logistic_problem():
 
     features, labels = datasets.load_digits()
     problem = federated_logistic(features, labels, agents=4, bound=1.0, seed=0)
-    losses, shape = problem.info["losses"], problem.info["shape"]
-
-    def total(v):
-        model = v.reshape(shape, order="F")
-        return (sum(loss.value(model) for loss in losses),
-                sum(loss.gradient(model) for loss in losses).reshape(-1, order="F"))
-
-    size = int(np.prod(shape))
-    reference = minimize(total, np.zeros(size), jac=True, method="L-BFGS-B", bounds=[(-1.0, 1.0)] * size,
-                         options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000}).fun
+    reference = logistic_optimum(features, labels, bound=1.0)
     return problem, reference
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
-from scipy.optimize import minimize
+from references import logistic_optimum
 from scipy.sparse.linalg import LinearOperator, eigsh
-from scipy.special import logsumexp, softmax
 from sklearn.model_selection import train_test_split
 
 import privcvx as pc
@@ -40,27 +39,10 @@ def centralized(digits):
     return solve
 
 
-def _lbfgsb(X: np.ndarray, y: np.ndarray, bound: float) -> float:
-    """Direct scipy L-BFGS-B solve of the box-constrained mean cross-entropy, written independently."""
-    X = X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    Y = (y[:, None] == np.unique(y)[None, :]).astype(float)
-    shape = (X.shape[1], Y.shape[1])
-
-    def fun(v: np.ndarray) -> tuple[float, np.ndarray]:
-        S = X @ v.reshape(shape)
-        value = np.mean(logsumexp(S, axis=1) - np.sum(Y * S, axis=1))
-        return value, (X.T @ (softmax(S, axis=1) - Y) / X.shape[0]).ravel()
-
-    result = minimize(fun, np.zeros(np.prod(shape)), jac=True, method="L-BFGS-B",
-                      bounds=[(-bound, bound)] * int(np.prod(shape)),
-                      options={"ftol": 1e-15, "gtol": 1e-11, "maxiter": 20000, "maxfun": 40000})
-    return float(result.fun)
-
-
 @pytest.mark.parametrize("bound", [0.1, 1.0])
 def test_centralized_model_matches_scipy(digits, centralized, bound):
     problem, ref = centralized(bound)
-    reference = _lbfgsb(digits[0], digits[2], bound)
+    reference = logistic_optimum(digits[0], digits[2], bound)
     assert abs(ref.value - reference) <= 1e-5 * abs(reference)
     assert np.max(np.abs(ref.w)) <= bound * (1 + 1e-6)
     # sum_p f_p does not depend on the split: the 5-agent terms add up to the same value at w*.

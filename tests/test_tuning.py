@@ -8,7 +8,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 from core_problems import box_l1_least_squares, general_form, soc_linear
-from scipy.optimize import minimize
+from references import logistic_optimum
 
 import privcvx as pc
 from privcvx.errors import ParameterError
@@ -110,18 +110,7 @@ def test_defaults_converge_on_digits_logistic_regression():
 
     features, labels = datasets.load_digits()
     problem = federated_logistic(features, labels, agents=4, bound=1.0, seed=0)
-    # Reference: L-BFGS-B on the same box-constrained objective (tests/test_problems_logistic.py checks it
-    # against the centralized CVXPY optimum; the full-digits Clarabel solve takes ~30 s).
-    losses, shape = problem.info["losses"], problem.info["shape"]
-
-    def total(v: np.ndarray) -> tuple[float, np.ndarray]:
-        model = v.reshape(shape, order="F")
-        return (sum(loss.value(model) for loss in losses),
-                sum(loss.gradient(model) for loss in losses).reshape(-1, order="F"))
-
-    size = int(np.prod(shape))
-    reference = minimize(total, np.zeros(size), jac=True, method="L-BFGS-B", bounds=[(-1.0, 1.0)] * size,
-                         options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000}).fun
+    reference = logistic_optimum(features, labels, bound=1.0)  # the 30 s Clarabel solve is too slow here
     history = problem.solve(rounds=2500, local_updates=5).history
     assert np.abs(history["objective"].iloc[-1] - reference) / reference <= 1e-3
 
