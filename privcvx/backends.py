@@ -2,7 +2,8 @@
 
 * ``"serial"``: every agent in this process, one after the other.
 * ``"process"``: agents in worker processes (one group of agents per core), driven
-  through pipes. Each worker builds its agents' compiled local steps itself; only the
+  through pipes. Workers are spawned (not forked), so a script must start the run under
+  ``if __name__ == "__main__":``. Each worker builds its agents' compiled local steps itself; only the
   slices of w go in and only the agents' reports come out.
 
 Both run the same :class:`AgentGroup`, so results are identical on every backend for a
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from privcvx.errors import ParameterError
+from privcvx.errors import ParameterError, PrivcvxError
 from privcvx.orchestration import AgentReport, AgentRole, RunConfig
 from privcvx.privacy.accounting import PrivacyLedger
 from privcvx.privacy.noise import NoiseSource
@@ -104,9 +105,15 @@ class ProcessBackend:
         for connection in self.connections:
             self._receive(connection)
 
-    @staticmethod
-    def _receive(connection: Any) -> Any:
-        status, payload = connection.recv()
+    def _receive(self, connection: Any) -> Any:
+        try:
+            status, payload = connection.recv()
+        except EOFError:
+            codes = [process.exitcode for process in self.processes]
+            raise PrivcvxError(
+                f"a worker process ended unexpectedly (exit codes {codes}). Workers are spawned, so a script "
+                "that runs privcvx with backend='process' must start it under `if __name__ == \"__main__\":`",
+                argument="backend") from None
         if status == "error":
             raise payload
         return payload
