@@ -53,6 +53,9 @@ SOLVER_SETTINGS: dict[str, dict] = {
 }
 
 
+#: QP-representable local sets larger than this go to warm-started OSQP before Clarabel.
+OSQP_MIN_DIMENSION = 300
+
 #: Clarabel statuses accepted from the direct path; "AlmostSolved" counts as inaccurate.
 _CLARABEL_OK = {"Solved": False, "AlmostSolved": True}
 
@@ -67,7 +70,7 @@ class DirectClarabel:
     replaced a variable (variables with attributes); the CVXPY path is used then.
     """
 
-    def __init__(self, problem: cp.Problem, variables: list[cp.Variable], weights: cp.Parameter) -> None:
+    def __init__(self, problem: cp.Problem, variables: list[cp.Variable], weights: cp.Parameter | None) -> None:
         data, _, _ = problem.get_problem_data(cp.CLARABEL, enforce_dpp=True)
         self.program = data[cvxpy_settings.PARAM_PROB]
         columns = self.program.var_id_to_col
@@ -92,11 +95,12 @@ class DirectClarabel:
 
     def solve(self) -> tuple[np.ndarray, bool]:
         """Solve at the current parameter values; returns (z, inaccurate) or raises RuntimeError."""
-        if self.metric is None or not np.array_equal(self.metric, self.weights.value):
+        metric = None if self.weights is None else self.weights.value
+        if self.solver is None or (metric is not None and not np.array_equal(self.metric, metric)):
             matrix_p, q, _, matrix_a, b = self.program.apply_parameters(quad_obj=True)
             self.solver = clarabel.DefaultSolver(sp.triu(matrix_p).tocsc(), q, -matrix_a.tocsc(), b, self.cones,
                                                  self.settings)
-            self.metric = np.array(self.weights.value)
+            self.metric = None if metric is None else np.array(metric)
         else:
             q, _ = canonInterface.get_matrix_from_tensor(self.program.q, self._parameter_vector(),
                                                          self.program.x.size, with_offset=True)
@@ -167,16 +171,28 @@ class Projection:
         self.variables = agent.variables
         parts = [cp.vec(v, order="F") for v in agent.variables]
         self.z = parts[0] if len(parts) == 1 else cp.hstack(parts)
-        self.s = cp.Parameter(self.dim, nonneg=True, name="metric_sqrt")
         self.c = cp.Parameter(self.dim, name="linear_term")
-        self.problem = cp.Problem(
-            cp.Minimize(cp.sum_squares(cp.multiply(self.s, self.z)) - 2 * self.c @ self.z),
-            agent.constraints)
+        if layout.shared_mask.all() or not layout.shared_mask.any():
+            # One weight for every coordinate (m = 1/eta + rho or 1/eta): the metric is a multiple of I and
+            # needs no Parameter, which spares the solver the auxiliary variables of multiply(s, z).
+            self.s = None
+            quadratic = cp.sum([cp.sum_squares(v) for v in agent.variables])
+        else:
+            self.s = cp.Parameter(self.dim, nonneg=True, name="metric_sqrt")
+            quadratic = cp.sum_squares(cp.multiply(self.s, self.z))
+        self.problem = cp.Problem(cp.Minimize(quadratic - 2 * self.c @ self.z), agent.constraints)
         assert self.problem.is_dcp(dpp=True), "the local projection must follow DPP"
-        default = [cp.OSQP, cp.CLARABEL, cp.SCS] if self.problem.is_qp() else [cp.CLARABEL, cp.SCS]
+        # Large QP-representable sets: warm-started OSQP is cheapest. Small ones are dominated by CVXPY's
+        # per-solve overhead, which the direct Clarabel path removes (bench/bench_localstep.py).
+        if not self.problem.is_qp():
+            default = [cp.CLARABEL, cp.SCS]
+        elif self.dim > OSQP_MIN_DIMENSION:
+            default = [cp.OSQP, cp.CLARABEL, cp.SCS]
+        else:
+            default = [cp.CLARABEL, cp.OSQP, cp.SCS]
         self.solvers = list(solvers) if solvers else default
         self.direct: DirectClarabel | None = None
-        if not solvers and self.solvers[0] == cp.CLARABEL:  # QP sets go to warm-started OSQP first
+        if not solvers and self.solvers[0] == cp.CLARABEL:
             try:
                 self.direct = DirectClarabel(self.problem, self.variables, self.s)
             except LookupError:
@@ -194,7 +210,11 @@ class Projection:
         if self.kind == "box":
             return np.clip(point, *self.bounds)
         scaled = weights / weights.max()
-        self.s.value = np.sqrt(scaled)
+        if self.s is None:
+            if np.any(scaled != 1.0):
+                raise ValueError("this agent's metric is uniform (all its coordinates are shared, or none)")
+        else:
+            self.s.value = np.sqrt(scaled)
         self.c.value = scaled * point
         return self._solve(warm_start)
 
