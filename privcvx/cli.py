@@ -107,7 +107,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="privcvx", description="Differentially private distributed convex "
                                      "optimization: ObjPert against OutPert (Ryu & Kim, Sec. 6).")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="small comparison on case14 and digits (about a minute)")
+    demo = commands.add_parser("demo", help="small comparison on case14 and digits (under a minute)")
     demo.add_argument("--out", default="out/demo", help="output folder")
     demo.add_argument("--workers", type=int, default=2, help="processes")
     demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
