@@ -47,11 +47,18 @@ from privcvx.problem import Agent, AgentLayout
 #: a fresh solve to about 1e-7, and Clarabel's qdldl (its multithreaded default is slower on 2 cores).
 SOLVER_SETTINGS: dict[str, dict] = {
     cp.OSQP: {"eps_abs": 1e-9, "eps_rel": 1e-9, "polishing": True, "max_iter": 50000},
+    # Clarabel often stops at "AlmostSolved", which only meets its *reduced* tolerances (feasibility 1e-4
+    # by default): those are tightened so that an accepted point is feasible to about 1e-9.
     cp.CLARABEL: {"direct_solve_method": "qdldl", "tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11,
-                  "accept_unknown": True},
+                  "reduced_tol_feas": 1e-9, "reduced_tol_gap_abs": 1e-8, "reduced_tol_gap_rel": 1e-8,
+                  "reduced_tol_ktratio": 1e-6},
     cp.SCS: {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 100000},
 }
 
+
+#: The direct path's retry when the tight settings stall (InsufficientProgress): Clarabel's default gap
+#: targets, which it reaches, with the same feasibility requirement.
+CLARABEL_RETRY = {**SOLVER_SETTINGS[cp.CLARABEL], "tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-9}
 
 #: QP-representable local sets larger than this go to warm-started OSQP before Clarabel.
 OSQP_MIN_DIMENSION = 300
@@ -79,12 +86,10 @@ class DirectClarabel:
         self.index = np.concatenate([columns[v.id] + np.arange(v.size) for v in variables])
         self.cones = dims_to_solver_cones(data[ConicSolver.DIMS])
         self.weights = weights
-        self.settings = clarabel.DefaultSettings()
-        for key, value in SOLVER_SETTINGS[cp.CLARABEL].items():
-            if key != "accept_unknown":
-                setattr(self.settings, key, value)
-        self.settings.verbose = False
+        self.settings = _clarabel_settings(SOLVER_SETTINGS[cp.CLARABEL])
+        self.retry_settings = _clarabel_settings(CLARABEL_RETRY)
         self.solver: clarabel.DefaultSolver | None = None
+        self.data: tuple | None = None
         self.metric: np.ndarray | None = None
 
     def _parameter_vector(self) -> np.ndarray:
@@ -98,18 +103,31 @@ class DirectClarabel:
         metric = None if self.weights is None else self.weights.value
         if self.solver is None or (metric is not None and not np.array_equal(self.metric, metric)):
             matrix_p, q, _, matrix_a, b = self.program.apply_parameters(quad_obj=True)
-            self.solver = clarabel.DefaultSolver(sp.triu(matrix_p).tocsc(), q, -matrix_a.tocsc(), b, self.cones,
+            self.data = (sp.triu(matrix_p).tocsc(), -matrix_a.tocsc(), b)
+            self.solver = clarabel.DefaultSolver(self.data[0], q, self.data[1], self.data[2], self.cones,
                                                  self.settings)
             self.metric = None if metric is None else np.array(metric)
         else:
             q, _ = canonInterface.get_matrix_from_tensor(self.program.q, self._parameter_vector(),
                                                          self.program.x.size, with_offset=True)
-            self.solver.update(q=np.asarray(q.toarray()).reshape(-1))
+            q = np.asarray(q.toarray()).reshape(-1)
+            self.solver.update(q=q)
         solution = self.solver.solve()
+        if str(solution.status) not in _CLARABEL_OK:  # stalled at the tight targets: retry at reachable ones
+            matrix_p, matrix_a, b = self.data
+            solution = clarabel.DefaultSolver(matrix_p, q, matrix_a, b, self.cones, self.retry_settings).solve()
         status = str(solution.status)
         if status not in _CLARABEL_OK:
             raise RuntimeError(f"Clarabel status {status}")
         return np.asarray(solution.x)[self.index], _CLARABEL_OK[status]
+
+
+def _clarabel_settings(options: dict) -> clarabel.DefaultSettings:
+    settings = clarabel.DefaultSettings()
+    for key, value in options.items():
+        setattr(settings, key, value)
+    settings.verbose = False
+    return settings
 
 
 @dataclass
