@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
@@ -19,13 +21,15 @@ SENSITIVITIES = ("paper", "exact")
 
 
 def gradient_oracle(model: SocModel) -> Callable[[np.ndarray], np.ndarray]:
-    """Numpy gradient of Eq. (28), ``2 A^T (A x + d)``, reading the current load Parameters."""
-    a, at = model.mismatch_matrix, model.mismatch_matrix.T.tocsr()
+    """Numpy gradient of Eq. (28), ``2 A^T (A x + d)``, reading the current load Parameters.
 
-    def gradient(x: np.ndarray) -> np.ndarray:
-        return 2.0 * (at @ (a @ x + np.concatenate([model.pd.value, model.qd.value])))
+    A ``functools.partial`` of a module-level function, so that it pickles to worker processes.
+    """
+    return functools.partial(_mismatch_gradient, model.mismatch_matrix, model.mismatch_matrix.T.tocsr(), model)
 
-    return gradient
+
+def _mismatch_gradient(a: Any, at: Any, model: SocModel, x: np.ndarray) -> np.ndarray:
+    return 2.0 * (at @ (a @ x + np.concatenate([model.pd.value, model.qd.value])))
 
 
 def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> pc.Sensitivity:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 from collections.abc import Sequence
 from typing import Any
 
@@ -99,7 +100,13 @@ class ProcessBackend:
             args = ([problem.agents[i] for i in members], [problem.layouts[i] for i in members], config,
                     [sources[i] for i in members], [hints[i] for i in members])
             process = context.Process(target=_worker, args=(child, args), daemon=True)
-            process.start()
+            try:
+                process.start()
+            except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                raise PrivcvxError(f"backend='process' sends each agent to a worker process, which needs "
+                                   f"picklable agents: {exc}. Gradient oracles and sensitivity callables must be "
+                                   "module-level functions, functools.partial objects or instances of classes",
+                                   agent=problem.agents[members[0]].name, argument="backend") from exc
             self.connections.append(parent)
             self.processes.append(process)
         for connection in self.connections:

@@ -18,12 +18,12 @@ import argparse
 import signal
 import sys
 import time
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 
 from privcvx.errors import ParameterError, PrivcvxError
 from privcvx.experiments import Experiment, RhoSpec, check_claims, make_settings, run_experiment

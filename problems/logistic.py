@@ -14,6 +14,7 @@ sensitivities (Eqs. (18), (21), (31)) rely on that bound.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -246,11 +247,12 @@ def _declare(loss: LogisticLoss, kind: SensitivityKind) -> Any:
         l1, l2 = loss.worst_case_sensitivity()
         return pc.Sensitivity(l1=l1, l2=l2)
 
-    def paper(W: np.ndarray) -> pc.Sensitivity:
-        l1, l2 = loss.paper_sensitivity(W)
-        return pc.Sensitivity(l1=l1, l2=l2)
+    return functools.partial(_paper_sensitivity, loss)  # picklable, for worker processes
 
-    return paper
+
+def _paper_sensitivity(loss: LogisticLoss, W: np.ndarray) -> pc.Sensitivity:
+    l1, l2 = loss.paper_sensitivity(W)
+    return pc.Sensitivity(l1=l1, l2=l2)
 
 
 def _test_error(test: tuple[Any, Any], classes: np.ndarray, shape: tuple[int, int]) -> Any:

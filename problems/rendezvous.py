@@ -7,6 +7,7 @@ point x, each paying the squared distance f_i(x) = ||x - a_i||^2. In the form (2
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import cvxpy as cp
@@ -71,8 +72,9 @@ def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.D
 
 
 def _gradient(address: np.ndarray) -> Any:
-    """The oracle x -> 2 (x - a) of one agent's squared distance."""
-    def gradient(x: np.ndarray) -> np.ndarray:
-        return 2.0 * (x - address)
+    """The oracle x -> 2 (x - a) of one agent's squared distance (picklable, for worker processes)."""
+    return functools.partial(_squared_distance_gradient, address)
 
-    return gradient
+
+def _squared_distance_gradient(address: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return 2.0 * (x - address)
