@@ -8,8 +8,8 @@
 
 Each comparison writes runs.csv, summary.csv and figure.png to its output folder (see
 :mod:`privcvx.experiments`). Dependency direction: ``powerflow`` and ``problems`` import
-privcvx, never the reverse. This module is the one place in privcvx allowed to use them, and
-only lazily, inside the builder and dataset functions below (never at module top level).
+privcvx, never the reverse: their problem builders are found through the entry-point group
+``privcvx.builders`` (:func:`problem_builder`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ import signal
 import sys
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from privcvx.errors import ParameterError, PrivcvxError
 from privcvx.experiments import Experiment, RhoSpec, check_claims, make_settings, run_experiment
@@ -34,57 +32,17 @@ LOGISTIC_METHODS = ["ObjG", "OutG:derived"]
 PAPER_EPSILONS = [0.05, 0.1, 0.5, 1.0]
 
 
-def build_powerflow(case: str, zones: str, beta: float, sensitivity: str,
-                    zone_seed: int) -> DistributedProblem:
-    """The zonal problem (72) of ``case`` (Sec. 6.1); ``zones`` is a count or ``"standin"`` (case118 only)."""
-    import powerflow  # lazy: powerflow depends on privcvx, see the module docstring
+def problem_builder(kind: str) -> Callable[..., DistributedProblem]:
+    """The builder registered for ``kind`` in the entry-point group ``privcvx.builders``.
 
-    if zones == "standin":
-        if case != "case118":
-            raise ParameterError(f'"standin" zones exist only for case118, not {case!r}', argument="zones")
-        mapping: Any = powerflow.case118_zones()
-    else:
-        mapping = _integer(zones, "zones")
-    return powerflow.zonal_problem(case, mapping, beta=beta, sensitivity=sensitivity, seed=zone_seed)
-
-
-def load_dataset(dataset: str, data_path: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Features and labels: digits, breast_cancer (bundled) or mnist (IDX files in data_path)."""
-    from problems import datasets  # lazy: problems depends on privcvx, see the module docstring
-
-    if dataset == "digits":
-        return datasets.load_digits()
-    if dataset == "breast_cancer":
-        return datasets.load_breast_cancer()
-    if dataset == "mnist":
-        if data_path is None:
-            raise ParameterError("mnist needs --data-path, the folder of the IDX files", argument="data_path")
-        return datasets.load_mnist(data_path)
-    raise ParameterError(f"unknown dataset {dataset!r}; expected digits, breast_cancer or mnist",
-                         argument="dataset")
-
-
-def build_logistic(dataset: str, data_path: str | None, agents: int, split: str, alpha: float, bound: float,
-                   test_fraction: float, data_seed: int, sensitivity: str) -> DistributedProblem:
-    """Federated logistic regression Eq. (30) on a stratified train/test split of ``dataset`` (Sec. 6.2)."""
-    from sklearn.model_selection import train_test_split
-
-    import problems  # lazy: problems depends on privcvx, see the module docstring
-
-    X, y = load_dataset(dataset, data_path)
-    if not 0 < test_fraction < 1:
-        raise ParameterError(f"must be in (0, 1), got {test_fraction!r}", argument="test_fraction")
-    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=test_fraction, random_state=data_seed,
-                                                        stratify=y)
-    return problems.federated_logistic(X_train, y_train, agents=agents, split=split, alpha=alpha, bound=bound,
-                                       test=(X_test, y_test), seed=data_seed, sensitivity=sensitivity)
-
-
-def _integer(value: Any, argument: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"expected an integer, got {value!r}", argument=argument) from None
+    ``powerflow`` and ``problems`` register theirs (pyproject.toml); privcvx never imports them.
+    """
+    found = [point for point in entry_points(group="privcvx.builders") if point.name == kind]
+    if not found:
+        raise ParameterError(f"no problem builder named {kind!r} is installed (entry points "
+                             "'privcvx.builders'); install privcvx with its powerflow and problems packages",
+                             argument="compare")
+    return found[0].load()
 
 
 def _common_options(parser: argparse.ArgumentParser, *, methods: list[str], rounds: int, seeds: int,
@@ -152,7 +110,7 @@ def powerflow_experiment(options: argparse.Namespace) -> Experiment:
                              objective_label=options.sensitivity, output_default="paper")
     args = {"case": options.case, "zones": str(options.zones), "beta": options.beta,
             "sensitivity": options.sensitivity, "zone_seed": options.zone_seed}
-    return Experiment(kind="powerflow", builder=build_powerflow, builder_args=args, settings=settings,
+    return Experiment(kind="powerflow", builder=problem_builder("powerflow"), builder_args=args, settings=settings,
                       rounds=options.rounds, delta=options.delta, rho=RhoSpec(constant=options.rho),
                       title=f"{options.case}, {options.zones} zones")
 
@@ -165,7 +123,7 @@ def logistic_experiment(options: argparse.Namespace) -> Experiment:
             "split": options.split, "alpha": options.alpha, "bound": options.bound,
             "test_fraction": options.test_fraction, "data_seed": options.data_seed,
             "sensitivity": options.sensitivity}
-    return Experiment(kind="logistic", builder=build_logistic, builder_args=args, settings=settings,
+    return Experiment(kind="logistic", builder=problem_builder("logistic"), builder_args=args, settings=settings,
                       rounds=options.rounds, delta=options.delta,
                       rho=RhoSpec(constant=None, c1=options.c1, c2=options.c2, period=options.period),
                       title=f"{options.dataset}, {options.agents} agents, {options.split}")
