@@ -12,6 +12,7 @@ given seed: each agent draws its noise from its own stream.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import pickle
@@ -59,8 +60,9 @@ class AgentGroup:
     def released(self) -> list[np.ndarray]:
         return [role.released.copy() for role in self.roles]
 
-    def projection_kinds(self) -> list[str]:
-        return [role.projection.kind for role in self.roles]
+    def projection_reports(self) -> list[dict[str, Any]]:
+        """Per agent: the projection's kind and its solver counters (solves, fallbacks, inaccurate)."""
+        return [{"kind": role.projection.kind, **dataclasses.asdict(role.projection.stats)} for role in self.roles]
 
     def close(self) -> None:
         return None
@@ -161,8 +163,8 @@ class ProcessBackend:
     def released(self) -> list[np.ndarray]:
         return self._call("released")
 
-    def projection_kinds(self) -> list[str]:
-        return self._call("projection_kinds")
+    def projection_reports(self) -> list[dict[str, Any]]:
+        return self._call("projection_reports")
 
     def close(self) -> None:
         for connection in self.connections:

@@ -395,4 +395,4 @@ def _result(problem: DistributedProblem, config: RunConfig, server: Server, runt
                   info={"stop": stop, "rounds": config.rounds, "local_updates": config.local_updates,
                         "privacy": repr(config.privacy), "seed": repr(config.seed),
                         "accounting_delta": config.accounting_delta,
-                        "projection": runtime.projection_kinds()})
+                        "projection": runtime.projection_reports()})

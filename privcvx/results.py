@@ -24,7 +24,9 @@ class Result:
     ``w`` is the final global vector, ``z`` each agent's last released local solution,
     ``history`` one row per round, ``privacy`` one row per agent (``None`` without privacy),
     ``reference`` the centralized solution when one was computed, ``info`` how the run
-    ended (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed").
+    ended (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed") and, per
+    agent, its local projection's kind and solver counters (``info["projection"]``: solves, fallbacks,
+    inaccurate results, solver seconds).
     """
 
     w: np.ndarray

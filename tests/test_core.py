@@ -280,3 +280,10 @@ def test_solver_fallback_reuses_the_same_parameters():
     projection.direct.solve = failing_solve  # fault injection: the first solver in the chain fails
     assert np.allclose(projection(point, weights), expected, atol=1e-6)
     assert projection.stats.fallbacks == 1 and projection.stats.solvers.get(cp.CLARABEL) == 1
+
+
+def test_result_reports_solver_counters():
+    problem, eta, rho = soc_linear(agents=2)
+    reports = problem.solve(rounds=3, local_updates=2, rho=rho, eta=eta).info["projection"]
+    assert [r["kind"] for r in reports] == ["conic", "conic"]
+    assert all(r["solves"] == 3 * 2 + 1 for r in reports)  # 6 local updates and the initial point
