@@ -25,7 +25,7 @@ import pickle
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from privcvx.privacy.accounting import (
 from privcvx.privacy.noise import NoiseSource, agent_noise_sources
 from privcvx.privacy.perturbation import Perturbation
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
-from privcvx.results import Result
+from privcvx.results import HISTORY_COLUMNS, Result
 from privcvx.schedules import ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
 from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth
 
@@ -224,7 +224,6 @@ class RunConfig:
     seed: int | str | None
     accounting_delta: float
     tol: tuple[float, float] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _check_int(value: Any, *, argument: str) -> int:
@@ -336,6 +335,7 @@ def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int 
                        "time_s": time.perf_counter() - t0}
                 for name, metric in problem.metrics.items():
                     row[name] = float(metric(w))
+                _check_finite(row, reports, problem)
                 rows.append(row)
                 if isinstance(config.rho, ResidualBalancing):
                     config.rho.observe(residuals)
@@ -363,6 +363,17 @@ def solve(problem: DistributedProblem, *, rounds: int = 100, local_updates: int 
         runtime.close()
 
 
+def _check_finite(row: dict[str, Any], reports: list[AgentReport], problem: DistributedProblem) -> None:
+    """Refuse to record a NaN or infinite objective or metric: name the agent or the metric."""
+    for name, report in zip(problem.names, reports, strict=True):
+        if not math.isfinite(report.objective):
+            raise PrivcvxError(f"f_p is {report.objective} at the released iterate (outside its domain?)",
+                               agent=name, argument="objective")
+    for name in problem.metrics:
+        if not math.isfinite(row[name]):
+            raise PrivcvxError(f"the metric returned {row[name]}", argument=f"metrics[{name!r}]")
+
+
 def _progress(enabled: bool, total: int, start: int) -> Any:
     if not enabled:
         return None
@@ -385,9 +396,7 @@ def _write_checkpoint(path: str | os.PathLike, server: Server, runtime: Any, con
 
 def _result(problem: DistributedProblem, config: RunConfig, server: Server, runtime: Any,
             rows: list[dict[str, Any]], stop: str, reference: Any) -> Result:
-    history = pd.DataFrame(rows, columns=None if rows else [
-        "round", "objective", "consensus_residual", "primal_residual", "dual_residual", "max_violation",
-        "noise_magnitude", "epsilon", "rho", "eta", "time_s", *problem.metrics])
+    history = pd.DataFrame(rows, columns=[*HISTORY_COLUMNS, *problem.metrics])
     ledgers = runtime.ledgers()
     privacy = privacy_table(ledgers, config.accounting_delta) if config.privacy is not None else None
     return Result(w=server.w.copy(), z=runtime.released(), history=history, privacy=privacy,

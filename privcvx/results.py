@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: The history columns of the API contract, in order; problem metrics follow them.
+#: The history columns, in order (the API contract's, plus rho and eta); problem metrics follow them.
 HISTORY_COLUMNS = ["round", "objective", "consensus_residual", "primal_residual", "dual_residual",
-                   "max_violation", "noise_magnitude", "epsilon", "time_s"]
+                   "max_violation", "noise_magnitude", "epsilon", "rho", "eta", "time_s"]
 
 PLOT_COLUMNS = ("objective", "consensus_residual", "max_violation", "noise_magnitude")
 

@@ -287,3 +287,17 @@ def test_result_reports_solver_counters():
     reports = problem.solve(rounds=3, local_updates=2, rho=rho, eta=eta).info["projection"]
     assert [r["kind"] for r in reports] == ["conic", "conic"]
     assert all(r["solves"] == 3 * 2 + 1 for r in reports)  # 6 local updates and the initial point
+
+
+def test_non_finite_metric_is_refused_and_history_kept():
+    x = cp.Variable(2)
+    calls = []
+
+    def metric(w):
+        calls.append(1)
+        return float("nan") if len(calls) == 3 else float(w.sum())
+
+    problem = pc.DistributedProblem([pc.Agent(cp.sum_squares(x - 1), shared=x)], metrics={"total": metric})
+    with pytest.raises(pc.errors.RunFailed, match="metrics\\['total'\\]") as info:
+        problem.solve(rounds=5, rho=1.0, eta=0.2)
+    assert info.value.result.history["round"].tolist() == [1, 2]
