@@ -101,7 +101,8 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
         bus_zone_count[model.buses] += 1
     agents = [pc.Agent(model.load_shedding(), model.constraint_list,
                     shared=_shared_keys(data, model, zone_of_bus, bus_zone_count), name=f"zone-{zone}",
-                    gradient=gradient_oracle(model), sensitivity=gradient_sensitivity(model, beta, sensitivity))
+                    gradient=gradient_oracle(model), sensitivity=gradient_sensitivity(model, beta, sensitivity),
+                    smoothness=model.smoothness())
               for zone, model in zip(names, models, strict=True)]
     cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
     info = {"zones": mapping, "output_sensitivity": pc.Sensitivity(l1=beta, l2=beta),

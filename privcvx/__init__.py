@@ -1,20 +1,23 @@
 """privcvx: differentially private distributed convex optimization on top of CVXPY.
 
 Declare each agent's local objective (which holds private data) and its public convex
-constraint set W_p in CVXPY; privcvx runs Algorithm 1 of Ryu & Kim (DP linearized ADMM
-with multiple local updates), with objective perturbation (Eq. (10)) or output
-perturbation (Eq. (12)) and Laplace or Gaussian noise, and accounts for the privacy spent.
+constraint set W_p in CVXPY; privcvx runs a distributed algorithm on it (by default Algorithm 1
+of Ryu & Kim, DP linearized ADMM with multiple local updates, with objective perturbation
+(Eq. (10)) or output perturbation (Eq. (12)) and Laplace or Gaussian noise; the methods of
+``privcvx.algorithms`` run on any ``pc.Topology``) and accounts for the privacy spent.
 """
 
-from privcvx import errors, schedules
+from privcvx import algorithms, errors, schedules
+from privcvx.messages import Message, Transcript
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, Mechanism, Sensitivity
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation
 from privcvx.problem import Agent, CentralizedSolution, DistributedProblem
 from privcvx.results import Result, load_result
+from privcvx.topology import Topology
 
 __all__ = [
-    "Agent", "Budget", "CentralizedSolution", "DistributedProblem", "Gaussian", "Laplace", "Mechanism",
-    "ObjectivePerturbation", "OutputPerturbation", "Result", "Sensitivity", "errors", "load_result",
-    "schedules",
+    "Agent", "Budget", "CentralizedSolution", "DistributedProblem", "Gaussian", "Laplace", "Mechanism", "Message",
+    "ObjectivePerturbation", "OutputPerturbation", "Result", "Sensitivity", "Topology", "Transcript", "algorithms",
+    "errors", "load_result", "schedules",
 ]
 __version__ = "0.1.0"

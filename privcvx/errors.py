@@ -63,6 +63,21 @@ class PrivacyError(PrivcvxError, ValueError):
     """A privacy setting (epsilon, delta, sensitivity, mechanism) is invalid."""
 
 
+class UnsupportedError(PrivcvxError, ValueError):
+    """An algorithm is given a problem, topology or setting it does not support.
+
+    ``algorithm`` names the method and ``feature`` what it does not support, e.g.
+    ``[algorithm 'DPDistributedGradient'] does not support general-form keys``.
+    """
+
+    def __init__(self, message: str, *, algorithm: str, feature: str, agent: str | None = None,
+                 argument: str | None = None) -> None:
+        self.algorithm = algorithm
+        self.feature = feature
+        super().__init__(f"[algorithm {algorithm!r}] does not support {feature}: {message}", agent=agent,
+                         argument=argument)
+
+
 class SolverError(PrivcvxError, RuntimeError):
     """Every solver in the fallback chain failed on an agent's local update."""
 
@@ -75,6 +90,16 @@ class RunFailed(PrivcvxError, RuntimeError):
         super().__init__(message, agent=agent, argument=argument)
         self.result = result
         self.__cause__ = cause
+
+
+def check_int(value: Any, *, argument: str, minimum: int = 1, agent: str | None = None,
+              error: type[PrivcvxError] = ParameterError) -> int:
+    """Return ``value`` as an int, or raise ``error`` if it is not an integer >= ``minimum`` (bools are refused)."""
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise error(f"must be an integer >= {minimum}, got {value!r}", agent=agent, argument=argument)
+    return int(value)
 
 
 def require_positive(value: Any, *, argument: str, agent: str | None = None,

@@ -24,11 +24,13 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.atoms.affine.index import index, special_index
 
-from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError
+from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError, ParameterError, require_positive
 
 if TYPE_CHECKING:
+    from privcvx.algorithms.base import Algorithm
     from privcvx.privacy.mechanisms import Sensitivity
     from privcvx.results import Result
+    from privcvx.topology import Topology
 
 #: The key used when an agent passes one variable as ``shared`` (full consensus, model (2)).
 CONSENSUS_KEY = "w"
@@ -68,13 +70,19 @@ class Agent:
         ``pc.Sensitivity`` bounding ``max ||f'_p(z; D) - f'_p(z; D')||`` over neighbouring
         datasets (Eqs. (18), (21)), or a callable ``(*values) -> pc.Sensitivity`` for
         data-dependent bounds such as Eq. (31). Required whenever privacy is on.
+    smoothness:
+        A declared bound L_p >= 0 on the Lipschitz constant of the gradient of f_p (0 for a linear
+        f_p). Algorithms that set steps from L_p (``eta="auto"``, the default step of
+        ``DPDistributedGradient``) use it instead of estimating L_p from the data, which a public
+        setting must never be. Problem builders declare one valid for every dataset.
     """
 
     def __init__(self, objective: cp.Expression, constraints: Sequence[cp.Constraint] = (), *,
                  shared: cp.Expression | Mapping[Hashable, cp.Expression],
                  name: str | None = None,
                  gradient: Callable[..., Any] | None = None,
-                 sensitivity: Sensitivity | Callable[..., Sensitivity] | None = None) -> None:
+                 sensitivity: Sensitivity | Callable[..., Sensitivity] | None = None,
+                 smoothness: float | None = None) -> None:
         label = _label(name)
         if not isinstance(objective, cp.Expression):
             raise DeclarationError(f"must be a CVXPY expression, got {type(objective).__name__}",
@@ -111,6 +119,8 @@ class Agent:
         self.name = name
         self.gradient = gradient
         self.sensitivity = sensitivity
+        self.smoothness = None if smoothness is None else require_positive(
+            smoothness, argument="smoothness", agent=label, error=DeclarationError, allow_zero=True)
         self.variables = self._collect_variables()
         if not self.variables:
             raise DeclarationError("the agent has no variables", agent=label, argument="objective")
@@ -314,11 +324,45 @@ class DistributedProblem:
         return CentralizedSolution(value=float(problem.value), w=w, z=z, status=problem.status,
                                    solve_time=float(problem.solver_stats.solve_time or float("nan")))
 
-    def solve(self, **options: Any) -> Result:
-        """Run Algorithm 1 (DP linearized ADMM with multiple local updates); see :func:`privcvx.solve`."""
-        from privcvx.orchestration import solve
+    def solve(self, algorithm: Algorithm | None = None, topology: Topology | None = None, *, rounds: int = 100,
+              seed: int | str | None = 0, backend: str = "serial", progress: bool = False,
+              callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: Any = None, resume: Any = None,
+              reference: bool = False, diagnostics: bool = True, **settings: Any) -> Result:
+        """Run a distributed algorithm on this problem and return a :class:`~privcvx.results.Result`.
 
-        return solve(self, **options)
+        With no ``algorithm`` it runs Algorithm 1 of Ryu & Kim, ``pc.algorithms.LinearizedADMM(**settings)``
+        (``local_updates``, ``rho``, ``eta``, ``privacy``, ``tol``); otherwise the settings belong to the
+        algorithm's constructor. ``topology`` defaults to the algorithm's (``Topology.star()`` for
+        Algorithm 1). Run options:
+
+        * ``rounds``: T; ``seed``: an int (reproducible), None (fresh) or "secure" (OS entropy);
+        * ``backend``: "serial" or "process"; ``progress``: a progress bar;
+        * ``callback(row)``: called after every round with the history row; returning ``False`` stops;
+        * ``checkpoint``: a path, written atomically after every round; ``resume``: continue from one, with
+          bitwise-identical results;
+        * ``reference``: also solve the centralized problem (``result.reference``, and gap columns);
+        * ``diagnostics``: keep the columns computed from private data (``result.info["diagnostics"]``).
+
+        A run that fails part-way raises :class:`~privcvx.errors.RunFailed`, whose ``.result`` keeps the
+        history up to the failure.
+        """
+        from privcvx.algorithms import LinearizedADMM
+        from privcvx.runtime import run
+
+        if algorithm is None:
+            known = LinearizedADMM._parameter_names()
+            unknown = sorted(set(settings) - set(known))
+            if unknown:
+                raise ParameterError(f"unknown option; solve() takes the run options and {known}",
+                                     argument=unknown[0])
+            algorithm = LinearizedADMM(**settings)
+        elif settings:
+            name = next(iter(settings))
+            raise ParameterError(f"give the algorithm's settings to its constructor, e.g. "
+                                 f"{type(algorithm).__name__}({name}=...)", argument=name)
+        return run(self, algorithm, topology, rounds=rounds, seed=seed, backend=backend, progress=progress,
+                   callback=callback, checkpoint=checkpoint, resume=resume, reference=reference,
+                   diagnostics=diagnostics)
 
     def __repr__(self) -> str:
         return f"DistributedProblem(agents={self.names}, keys={len(self.keys)}, dim={self.dim})"

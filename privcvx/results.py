@@ -10,9 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: The history columns, in order (the API contract's, plus rho and eta); problem metrics follow them.
-HISTORY_COLUMNS = ["round", "objective", "consensus_residual", "primal_residual", "dual_residual",
-                   "max_violation", "noise_magnitude", "epsilon", "rho", "eta", "time_s"]
+from privcvx.messages import Transcript
 
 PLOT_COLUMNS = ("objective", "consensus_residual", "max_violation", "noise_magnitude")
 
@@ -21,12 +19,15 @@ PLOT_COLUMNS = ("objective", "consensus_residual", "max_violation", "noise_magni
 class Result:
     """What ``problem.solve()`` returns.
 
-    ``w`` is the final global vector, ``z`` each agent's last released local solution,
-    ``history`` one row per round, ``privacy`` one row per agent (``None`` without privacy),
-    ``reference`` the centralized solution when one was computed, ``info`` how the run
-    ended (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed") and, per
-    agent, its local projection's kind and solver counters (``info["projection"]``: solves, fallbacks,
-    inaccurate results, solver seconds).
+    ``w`` is the final global vector (the server's, or the average of the agents' last releases for a
+    decentralized method), ``z`` each agent's last release in its local layout, ``history`` one row per
+    round (the algorithm's columns, see docs/algorithms.md), ``privacy`` one row per agent (``None``
+    without privacy), ``reference`` the centralized solution when one was computed, ``transcript``
+    every message of the run (:class:`~privcvx.messages.Transcript`), and ``info``: how the run ended
+    (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed"), the algorithm and
+    topology, and ``info["diagnostics"]``, the history columns computed from private data (not
+    protected by DP, research runs only). Algorithm 1 adds, per agent, its local projection's kind and
+    solver counters (``info["projection"]``).
     """
 
     w: np.ndarray
@@ -36,6 +37,7 @@ class Result:
     reference: Any = None
     agents: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    transcript: Transcript = field(default_factory=Transcript)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write everything to one ``.npz`` file; floats are stored exactly."""
@@ -57,6 +59,8 @@ class Result:
             meta["reference_status"] = self.reference.status
             for i, z in enumerate(self.reference.z):
                 arrays[f"reference:z{i}"] = z
+        meta["transcript"], messages = self.transcript.to_arrays()
+        arrays.update({f"transcript:{key}": value for key, value in messages.items()})
         arrays["meta"] = np.array(json.dumps(meta, default=str))
         with open(path, "wb") as handle:
             np.savez(handle, **arrays)
@@ -99,5 +103,9 @@ def load_result(path: str | os.PathLike) -> Result:
             reference = CentralizedSolution(value=meta["reference_value"], w=data["reference:w"],
                                             z=[data[f"reference:z{i}"] for i in range(meta["z"])],
                                             status=meta["reference_status"])
+        prefix = "transcript:"
+        transcript = Transcript.from_arrays(meta["transcript"], {key[len(prefix):]: data[key] for key in data.files
+                                                                  if key.startswith(prefix)})
         return Result(w=data["w"], z=[data[f"z{i}"] for i in range(meta["z"])], history=history,
-                      privacy=privacy, reference=reference, agents=meta["agents"], info=meta["info"])
+                      privacy=privacy, reference=reference, agents=meta["agents"], info=meta["info"],
+                      transcript=transcript)

@@ -37,6 +37,17 @@ class InverseSqrt:
 
 
 @dataclass(frozen=True)
+class Geometric:
+    """gamma_t = c * q^(t-1): the summable step of Huang, Mitra & Vaidya, Eq. (8) (paper 001)."""
+
+    c: float
+    q: float
+
+    def __call__(self, t: int) -> float:
+        return self.c * self.q ** (t - 1)
+
+
+@dataclass(frozen=True)
 class PaperRho:
     """rho^t = min(1e9, c1 * 1.2^floor(t / Tc) + c2 / epsilon): Eq. (73) of Appendix E.
 

@@ -8,7 +8,7 @@ f_p by its linearization plus ||z - z^{t,e}||^2 / (2 eta), which needs 1/eta >= 
 * smooth f_p under privacy: Eq. (25a), eta_p^t = 1/(L_p + sqrt(t)/epsilon-bar);
 * nonsmooth f_p (abs, norms, max, ...): Eq. (26a), eta^t = 1/sqrt(t).
 
-L_p comes from, in order: the builder's declaration (``problem.info["smoothness"]``,
+L_p comes from, in order: the declaration ``pc.Agent(smoothness=...)`` (made by builders,
 e.g. the logistic-loss bound of :mod:`problems` or the closed form of :mod:`powerflow`);
 otherwise the largest eigenvalue of the Hessian, by Lanczos (``scipy.sparse.linalg.eigsh``)
 on Hessian-vector products taken as central differences of the gradient. For a quadratic

@@ -230,7 +230,7 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
         W = cp.Variable(shape, name=f"W_{p}")
         agent_list.append(pc.Agent(loss.expression(W), [W <= bound, W >= -bound], shared=W,
                                    name=f"agent-{p}", gradient=loss.gradient,
-                                   sensitivity=_declare(loss, sensitivity)))
+                                   sensitivity=_declare(loss, sensitivity), smoothness=loss.smoothness()))
         losses.append(loss)
 
     metrics = {}

@@ -44,8 +44,8 @@ def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.D
 
     Each agent ``"agent-<i>"`` gets the gradient oracle 2 (x - a_i) and the constant gradient
     sensitivity (Eqs. (18), (21) of paper 004) 2 ||hi - lo||_1 (L1) and 2 ||hi - lo||_2 (L2), since
-    moving a_i within X changes the gradient by 2 (a_i - a_i'). ``problem.info["smoothness"]`` is
-    2 for every agent.
+    moving a_i within X changes the gradient by 2 (a_i - a_i'). Every agent declares its smoothness,
+    2 (``problem.info["smoothness"]`` repeats it).
     """
     try:
         points = np.asarray(points, dtype=float)
@@ -67,7 +67,8 @@ def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.D
     for i, address in enumerate(points):
         x = cp.Variable(d, name=f"x_{i}")
         agents.append(pc.Agent(cp.sum_squares(x - address), [x <= m_hi, x >= m_lo], shared=x,
-                               name=f"agent-{i}", gradient=_gradient(address), sensitivity=sensitivity))
+                               name=f"agent-{i}", gradient=_gradient(address), sensitivity=sensitivity,
+                               smoothness=2.0))
     return pc.DistributedProblem(agents, info={"smoothness": [2.0] * len(agents)})
 
 

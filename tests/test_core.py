@@ -8,11 +8,11 @@ import pytest
 from core_problems import box_l1_least_squares, general_form, soc_linear
 
 import privcvx as pc
+from privcvx.algorithms import AgentContext, LinearizedADMM
+from privcvx.algorithms.linearized_admm import ADMMServer
 from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError, ParameterError
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, Projection
-from privcvx.orchestration import AgentRole, Server
-from privcvx.privacy.noise import agent_noise_sources
 
 
 def _gap(history, reference) -> np.ndarray:
@@ -64,18 +64,17 @@ def test_general_form_layout_and_private_variables():
 
 def test_server_and_agent_duals_stay_identical():
     problem, eta, rho = general_form()
-    noise = agent_noise_sources(0, len(problem.agents))
-    roles = [AgentRole(a, lay, None, src, 0.0) for a, lay, src in zip(problem.agents, problem.layouts, noise,
-                                                                       strict=True)]
-    server = Server(problem, [role.initial_shared() for role in roles])
+    algorithm = LinearizedADMM(local_updates=3, rho=rho, eta=eta)
+    roles = [algorithm.agent_program(agent, AgentContext.for_agent(problem, p))
+             for p, agent in enumerate(problem.agents)]
+    server = ADMMServer(problem, algorithm._rho)
+    downlink = server.step(1, [message for role in roles for message in role.start()])
     for t in range(1, 16):
-        w = server.global_step(rho)
-        reports = [role.round(t, w[lay.shared_global], rho, eta, 3) for role, lay in zip(roles, problem.layouts,
-                                                                                      strict=True)]
-        server.dual_step([r.shared for r in reports], rho)
-        for role, lam in zip(roles, server.lam, strict=True):
+        uplink = [message for role, m in zip(roles, downlink, strict=True) for message in role.step(t, [m])]
+        downlink = server.step(t + 1, uplink)  # line 8 on round t's releases, then round t + 1's w
+        for role, lam in zip(roles, server.duals.lam, strict=True):
             assert np.array_equal(role.lam, lam)
-    assert any(np.abs(lam).max() > 1e-3 for lam in server.lam)  # the duals did move
+    assert any(np.abs(lam).max() > 1e-3 for lam in server.duals.lam)  # the duals did move
 
 
 def _eq9_fresh(agent, z_e, gradient, w_p, lam, rho, eta, layout):

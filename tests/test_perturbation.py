@@ -9,9 +9,8 @@ from core_problems import box_l1_least_squares
 from scipy.stats import beta as beta_dist
 
 import privcvx as pc
+from privcvx.algorithms import AgentContext, LinearizedADMM
 from privcvx.errors import PrivacyError
-from privcvx.orchestration import AgentRole
-from privcvx.privacy.noise import agent_noise_sources
 
 SENSITIVITY = pc.Sensitivity(l1=0.05, l2=0.05)
 
@@ -98,12 +97,12 @@ def test_budget_mode_spends_its_target():
 # ---- empirical audit of one perturbed local update ----------------------------------------------------
 
 def _one_update_releases(data: float, perturbation, sensitivity: pc.Sensitivity, draws: int, seed: int) -> np.ndarray:
-    """Run the real AgentRole local update ``draws`` times on a one-sample dataset ``data``."""
+    """Run the real local update of Algorithm 1 ``draws`` times on a one-sample dataset ``data``."""
     x = cp.Variable(1)
     agent = pc.Agent(0.5 * cp.sum_squares(x - data), [x <= 50, x >= -50], shared=x, name="audited",
                      sensitivity=sensitivity)
-    layout = pc.DistributedProblem([agent]).layouts[0]
-    role = AgentRole(agent, layout, perturbation, agent_noise_sources(seed, 1)[0], 1e-6)
+    problem = pc.DistributedProblem([agent])
+    role = LinearizedADMM(privacy=perturbation).agent_program(agent, AgentContext.for_agent(problem, seed=seed))
     z, w_p = np.zeros(1), np.zeros(1)
     return np.array([role.local_update(z, w_p, 1.0, 0.5)[0][0] for _ in range(draws)])
 

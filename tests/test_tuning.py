@@ -11,17 +11,17 @@ from core_problems import box_l1_least_squares, general_form, soc_linear
 from references import logistic_optimum
 
 import privcvx as pc
+from privcvx.algorithms import AgentContext, LinearizedADMM
+from privcvx.algorithms.linearized_admm import ADMMAgent
 from privcvx.errors import ParameterError
 from privcvx.gradients import GradientEvaluator
-from privcvx.orchestration import AgentRole
-from privcvx.privacy.noise import agent_noise_sources
 from privcvx.schedules import InverseSqrt, ResidualBalancing
 from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth
 
 
-def _role(agent: pc.Agent, privacy=None) -> AgentRole:
+def _role(agent: pc.Agent, privacy=None) -> ADMMAgent:
     problem = pc.DistributedProblem([agent])
-    return AgentRole(agent, problem.layouts[0], privacy, agent_noise_sources(0, 1)[0], 1e-6)
+    return LinearizedADMM(privacy=privacy).agent_program(agent, AgentContext.for_agent(problem))
 
 
 def test_smoothness_of_quadratics_equals_closed_form():

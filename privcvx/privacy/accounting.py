@@ -64,6 +64,7 @@ class PrivacyLedger:
     def __init__(self, agent: str) -> None:
         self.agent = str(agent)
         self._counts: dict[Mechanism, int] = {}
+        self._new: list[tuple[Mechanism, int]] = []
 
     def record(self, mechanism: Mechanism, count: int = 1) -> None:
         """Record ``count`` releases (local updates) made with ``mechanism``."""
@@ -73,6 +74,17 @@ class PrivacyLedger:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PrivacyError(f"must be an int >= 1, got {count!r}", agent=self.agent, argument="count")
         self._counts[mechanism] = self._counts.get(mechanism, 0) + count
+        self._new.append((mechanism, count))
+
+    def take_new(self) -> list[tuple[Mechanism, int]]:
+        """The entries recorded since the last call: what the agent's host reports to the driver's copy."""
+        new, self._new = self._new, []
+        return new
+
+    def load_dict(self, data: dict) -> None:
+        """Restore, in place, a ledger written by :meth:`to_dict` (a checkpoint)."""
+        restored = PrivacyLedger.from_dict(data)
+        self.agent, self._counts, self._new = restored.agent, restored._counts, []
 
     @property
     def steps(self) -> int:

@@ -1,0 +1,15 @@
+"""Distributed algorithms, one module each, on one protocol (:mod:`privcvx.algorithms.base`).
+
+* :class:`LinearizedADMM`: Algorithm 1 of Ryu & Kim (paper 004), server-based.
+* :class:`DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
+
+:func:`check_algorithm` runs the conformance checks every algorithm must pass.
+"""
+
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
+from privcvx.algorithms.conformance import check_algorithm
+from privcvx.algorithms.dp_gradient import DPDistributedGradient
+from privcvx.algorithms.linearized_admm import LinearizedADMM
+
+__all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "LinearizedADMM",
+           "Monitor", "check_algorithm"]

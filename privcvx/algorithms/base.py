@@ -1,0 +1,237 @@
+"""The algorithm protocol: what every distributed method provides to the generic run loop.
+
+An :class:`Algorithm` holds its settings (constructor arguments, like a scikit-learn estimator)
+and builds, for one run:
+
+* one :class:`AgentProgram` per agent, which runs where the agent's private data live (the
+  driver, a worker process) and talks only through :class:`~privcvx.messages.Message` s;
+* a :class:`Coordinator` where the method has a server (Algorithm 1 of Ryu & Kim), else None;
+* a :class:`Monitor`, which computes the run's public metrics from the messages alone (the
+  transcript), so they are post-processing of what was released.
+
+The run loop (:mod:`privcvx.runtime`) is the same for every algorithm. Per round t and per
+phase it steps the coordinator first (with the messages addressed to the server), then every
+agent (with the messages addressed to it, broadcasts expanded to the sender's neighbours in the
+message's round), records every message, and asks the monitor for the public metrics.
+A message is delivered at its receiver's next step.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from privcvx.errors import UnsupportedError
+from privcvx.messages import Message
+from privcvx.privacy.accounting import PrivacyLedger
+from privcvx.privacy.noise import NoiseSource, agent_noise_sources
+from privcvx.problem import Agent, AgentLayout, DistributedProblem
+from privcvx.topology import SERVER, Topology
+
+#: A reducer of one diagnostic column over the agents (``sum``, ``max`` or ``min``).
+Reducer = Callable[[list[float]], float]
+
+
+@dataclass
+class AgentContext:
+    """What the runtime hands an agent's program: who it is, its noise stream and ledger, the graph.
+
+    ``rounds`` is the run's T (public). The ledger is the agent's own: every noisy release is
+    recorded in it (``ledger.record(mechanism)``), and the runtime composes it.
+    """
+
+    name: str
+    index: int
+    layout: AgentLayout
+    noise: NoiseSource
+    ledger: PrivacyLedger
+    topology: Topology
+    rounds: int
+
+    @classmethod
+    def for_agent(cls, problem: DistributedProblem, index: int = 0, *, seed: int | str | None = 0,
+                  topology: Topology | None = None, rounds: int = 1) -> AgentContext:
+        """A context for agent ``index`` alone (its noise stream is the one a run with ``seed`` gives it):
+        for building one program outside a run, e.g. in tests."""
+        topology = (topology or Topology.star()).bind(problem.names)
+        layout = problem.layouts[index]
+        return cls(name=layout.name, index=index, layout=layout,
+                   noise=agent_noise_sources(seed, len(problem.agents))[index], ledger=PrivacyLedger(layout.name),
+                   topology=topology, rounds=rounds)
+
+    def neighbours(self, t: int) -> list[str]:
+        """This agent's neighbours in round t's graph (the server alone under ``Topology.star()``)."""
+        return self.topology.neighbours(self.name, t)
+
+    def message(self, t: int, payload: Mapping[str, Any], receiver: str | None = None, phase: int = 0) -> Message:
+        """A message from this agent: to ``receiver``, or a broadcast to its round-t neighbours."""
+        return Message(round=t, sender=self.name, receiver=receiver, payload=payload, phase=phase)
+
+
+@runtime_checkable
+class AgentProgram(Protocol):
+    """One agent's side of an algorithm; runs where its private data live.
+
+    ``step(t, inbox)`` is called once per phase of round t (``phase=k`` is passed as a keyword
+    when the algorithm has several phases) and returns the messages the agent sends.
+    ``diagnostics(w_p)`` returns values computed from private data, for research runs only: it is
+    called after each round with the agent's slice of the public global vector, and only when the
+    run keeps diagnostics. ``output()`` is the agent's last release in its local layout.
+    """
+
+    def start(self) -> list[Message]: ...
+    def step(self, t: int, inbox: list[Message]) -> list[Message]: ...
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]: ...
+    def output(self) -> np.ndarray: ...
+    def report(self) -> dict[str, Any]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Coordinator(Protocol):
+    """The server, where an algorithm has one (its name in messages is ``"server"``)."""
+
+    def start(self) -> list[Message]: ...
+    def step(self, t: int, inbox: list[Message]) -> list[Message]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Monitor(Protocol):
+    """The public metrics of a run, computed from the messages of each round alone (post-processing)."""
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]: ...
+    def global_vector(self) -> np.ndarray: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Algorithm(ABC):
+    """A distributed method: settings in ``__init__``, programs built per run; picklable.
+
+    Subclasses set :attr:`name`, :attr:`columns` (the history columns in order, ``round``,
+    ``epsilon`` and ``time_s`` included) and :attr:`diagnostic_columns` (the columns computed
+    from private data, with how to reduce them over the agents), and implement
+    :meth:`agent_program` and :meth:`monitor`.
+    """
+
+    name: ClassVar[str]
+    #: Message exchanges per round; the runtime steps every party once per phase.
+    phases: ClassVar[int] = 1
+    #: The history columns, in order (problem metrics and gap columns follow them).
+    columns: ClassVar[tuple[str, ...]]
+    #: Columns computed from private data, each with its reducer over the agents.
+    diagnostic_columns: ClassVar[Mapping[str, Reducer]] = {}
+    #: Diagnostic columns holding sum_p f_p at some point: with a reference, ``<column>_gap`` = value - F*.
+    objective_columns: ClassVar[tuple[str, ...]] = ()
+
+    # ---- settings (scikit-learn style) ----------------------------------------------------------------
+    @classmethod
+    def _parameter_names(cls) -> list[str]:
+        return [name for name, parameter in inspect.signature(cls.__init__).parameters.items()
+                if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)]
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's arguments, as given."""
+        return {name: getattr(self, name) for name in self._parameter_names()}
+
+    def clone(self, **changes: Any) -> Algorithm:
+        """A new algorithm with the same settings except ``changes``."""
+        return type(self)(**{**copy.deepcopy(self.get_params()), **changes})
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and repr(self.get_params()) == repr(other.get_params())
+
+    __hash__ = None  # settings may be mutable
+
+    def __repr__(self) -> str:
+        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
+        shown = [f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, defaults.get(k))]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    # ---- what a run asks of the algorithm -------------------------------------------------------------
+    @property
+    def private(self) -> bool:
+        """Whether the algorithm adds noise (then every agent's ledger records its releases)."""
+        return False
+
+    @property
+    def accounting_delta(self) -> float:
+        """The delta at which the run's epsilon is reported (0 without privacy)."""
+        return 0.0
+
+    @abstractmethod
+    def default_topology(self) -> Topology:
+        """The topology used when ``solve`` is given none."""
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        """Raise :class:`~privcvx.errors.UnsupportedError` for a problem or topology this method cannot run."""
+        return None
+
+    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> Algorithm:
+        """The algorithm ready for a run of ``rounds`` rounds (budgets calibrated, support checked); in the driver."""
+        self.check(problem, topology)
+        return self
+
+    @abstractmethod
+    def agent_program(self, agent: Agent, context: AgentContext) -> AgentProgram:
+        """Agent p's program; called where the agent lives."""
+
+    def coordinator(self, problem: DistributedProblem, topology: Topology) -> Coordinator | None:
+        """The server, or None for a decentralized method."""
+        return None
+
+    @abstractmethod
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> Monitor:
+        """The public-metric computer of a run."""
+
+    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
+        """A reason to stop after a round with these public metrics (e.g. "tolerance"), or None."""
+        return None
+
+    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """Entries of ``result.info`` from the agents' :meth:`AgentProgram.report` s."""
+        return {"agents": reports} if any(reports) else {}
+
+    # ---- helpers for subclasses ------------------------------------------------------------------------
+    def unsupported(self, feature: str, message: str, *, agent: str | None = None,
+                    argument: str | None = None) -> UnsupportedError:
+        return UnsupportedError(message, algorithm=type(self).__name__, feature=feature, agent=agent,
+                                argument=argument)
+
+    def require_consensus(self, problem: DistributedProblem) -> None:
+        """Refuse general-form keys and private variables: every agent shares one whole vector."""
+        if len(problem.keys) != 1:
+            raise self.unsupported("general-form keys", f"the problem has {len(problem.keys)} shared keys "
+                                   f"{problem.keys[:5]}; this method needs full consensus (each agent's shared=x)",
+                                   argument="shared")
+        for layout in problem.layouts:
+            if layout.shared_local.size != layout.dim:
+                raise self.unsupported("private variables", "the agent has variables it does not share",
+                                       agent=layout.name, argument="shared")
+
+    def require_decentralized(self, topology: Topology) -> None:
+        if topology.is_star:
+            raise self.unsupported("Topology.star()", "this is a decentralized method: give a graph over the agents",
+                                   argument="topology")
+
+    def require_star(self, topology: Topology) -> None:
+        if not topology.is_star:
+            raise self.unsupported("peer-to-peer topologies",
+                                   f"it is server-based; use Topology.star() (agents talk to {SERVER!r})",
+                                   argument="topology")
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - arrays and odd objects: treat as different
+        return False

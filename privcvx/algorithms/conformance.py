@@ -1,0 +1,198 @@
+"""``check_algorithm``: the checks every algorithm must pass, as scikit-learn's ``check_estimator``.
+
+1. Settings: the algorithm pickles, and ``clone()`` gives an equal one.
+2. Defaults: constructed with no arguments it runs without privacy and reaches the centralized
+   optimum of small well-conditioned, strongly convex problems it supports, on its default topology
+   and (for decentralized methods) on a ring; problems it does not support are refused with an
+   :class:`~privcvx.errors.UnsupportedError` naming it.
+3. Determinism: the algorithm as given, with the same seed, gives the same transcript (bitwise)
+   and history on every backend, and after a checkpoint and a resume.
+4. Messages: every message in the transcript goes between neighbours of its round's graph; under
+   privacy every agent's ledger holds at least one release per round.
+5. State: every agent program's ``state_dict`` round-trips through ``load_state_dict``.
+
+It runs real solves (and spawns worker processes for the process backend), so it takes seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+
+from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.errors import UnsupportedError
+from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.problem import Agent, DistributedProblem
+from privcvx.topology import SERVER, Topology
+
+
+def consensus_problem(agents: int = 4, n: int = 3, seed: int = 0) -> DistributedProblem:
+    """Full consensus, well conditioned and strongly convex: f_i = ||A_i x - b_i||^2 / 10 over a box.
+
+    Each agent declares its smoothness 2 lambda_max(A_i^T A_i) / 10 and a gradient sensitivity
+    (for private runs; the values are nominal, for the checks only).
+    """
+    rng = np.random.default_rng(seed)
+    declared = []
+    for _ in range(agents):
+        a = np.eye(n) + 0.3 * rng.normal(size=(n, n))
+        b = rng.normal(size=n)
+        x = cp.Variable(n)
+        declared.append(Agent(cp.sum_squares(a @ x - b) / 10, [x >= -0.4, x <= 0.4], shared=x,
+                              smoothness=2 * float(np.linalg.eigvalsh(a.T @ a).max()) / 10,
+                              sensitivity=Sensitivity(l1=0.1, l2=0.1)))
+    return DistributedProblem(declared)
+
+
+def general_form_problem(seed: int = 1) -> DistributedProblem:
+    """General form: three agents share overlapping keys "a", "b", "c" and hold a private variable each."""
+    rng = np.random.default_rng(seed)
+    declared = []
+    for keys in (("a", "b"), ("b", "c"), ("a", "c")):
+        v, y = cp.Variable(4), cp.Variable(1)
+        a = np.eye(5) + 0.3 * rng.normal(size=(5, 5))
+        b = rng.normal(size=5)
+        declared.append(Agent(cp.sum_squares(a @ cp.hstack([v, y]) - b) / 10, [v >= -0.5, v <= 0.5, y >= -1, y <= 1],
+                              shared={keys[0]: v[:2], keys[1]: v[2:]},
+                              smoothness=2 * float(np.linalg.eigvalsh(a.T @ a).max()) / 10,
+                              sensitivity=Sensitivity(l1=0.1, l2=0.1)))
+    return DistributedProblem(declared)
+
+
+def _fail(check: str, message: str) -> AssertionError:
+    return AssertionError(f"check_algorithm [{check}]: {message}")
+
+
+def _relative_gap(value: float, optimum: float) -> float:
+    return abs(value - optimum) / max(1.0, abs(optimum))
+
+
+def _same_history(a: Any, b: Any) -> bool:
+    columns = [c for c in a.history.columns if c != "time_s"]
+    return list(a.history.columns) == list(b.history.columns) and a.history[columns].equals(b.history[columns])
+
+
+def check_settings(algorithm: Algorithm) -> None:
+    restored = pickle.loads(pickle.dumps(algorithm))
+    if restored != algorithm or algorithm.clone() != algorithm:
+        raise _fail("settings", f"{algorithm!r} does not survive pickling or clone()")
+
+
+def check_reaches_optimum(algorithm: Algorithm, *, rounds: int, gap: float) -> list[str]:
+    """The default-constructed algorithm reaches the centralized optimum on the problems it supports."""
+    default = type(algorithm)()
+    if default.private:
+        raise _fail("defaults", f"{type(algorithm).__name__}() adds noise; constructed with no arguments it must not")
+    checked = []
+    for label, problem in (("consensus", consensus_problem()), ("general form", general_form_problem())):
+        topologies = [None] if default.default_topology().is_star else [None, Topology.ring()]
+        reference = None
+        for topology in topologies:
+            try:
+                result = problem.solve(default, topology, rounds=rounds)
+            except UnsupportedError as error:
+                if type(algorithm).__name__ not in str(error):
+                    raise _fail("support", f"the refusal does not name the algorithm: {error}") from error
+                checked.append(f"{label}: refused ({error.feature})")
+                break
+            reference = reference or problem.solve_centralized()
+            column = default.objective_columns[0]
+            reached = _relative_gap(float(result.history[column].iloc[-1]), reference.value)
+            if not reached <= gap:
+                raise _fail("defaults", f"{label} on {result.info['topology']}: relative gap {reached:.3g} > {gap} "
+                                        f"after {rounds} rounds")
+            checked.append(f"{label} on {result.info['topology']}: gap {reached:.2e}")
+    return checked
+
+
+def check_determinism(algorithm: Algorithm, *, rounds: int, backends: Sequence[str]) -> None:
+    """Same seed, same transcript and history: on every backend, and after a checkpoint and resume."""
+    problem = consensus_problem(agents=3)
+    base = problem.solve(algorithm, rounds=rounds, seed=5)
+    for backend in backends[1:]:
+        other = problem.solve(algorithm, rounds=rounds, seed=5, backend=backend)
+        if not (base.transcript.same_as(other.transcript) and _same_history(base, other)):
+            raise _fail("determinism", f"backend {backend!r} differs from {backends[0]!r}")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.ckpt"
+        stop_after = max(1, rounds // 2)
+        problem.solve(algorithm, rounds=rounds, seed=5, checkpoint=path, callback=lambda row: row["round"] < stop_after)
+        resumed = problem.solve(algorithm, rounds=rounds, seed=5, resume=path)
+    if not (base.transcript.same_as(resumed.transcript) and _same_history(base, resumed)
+            and np.array_equal(base.w, resumed.w)):
+        raise _fail("determinism", "a run resumed from a checkpoint differs from the uninterrupted one")
+    check_messages(algorithm, base, problem, rounds)
+
+
+def check_messages(algorithm: Algorithm, result: Any, problem: DistributedProblem, rounds: int) -> None:
+    """Every message goes between neighbours of its round's graph; under privacy, ledgers grow every round."""
+    topology = (algorithm.default_topology()).bind(problem.names)
+    if len(result.transcript) == 0:
+        raise _fail("messages", "the transcript is empty")
+    for message in result.transcript:
+        neighbours = topology.neighbours(message.sender, message.round)
+        if message.receiver is not None and message.receiver not in neighbours:
+            raise _fail("messages", f"{message.sender} -> {message.receiver} in round {message.round} is not an edge")
+        if topology.is_star and SERVER not in (message.sender, message.receiver):
+            raise _fail("messages", f"under the star every message goes to or from the server: {message.sender}")
+    if algorithm.private:
+        steps = result.privacy["steps"].to_numpy()
+        if np.any(steps < rounds) or not np.all(np.isfinite(result.privacy["epsilon_basic"])):
+            raise _fail("privacy", f"ledgers record {steps.tolist()} releases over {rounds} rounds")
+        if not result.history["epsilon"].iloc[-1] > 0:
+            raise _fail("privacy", "a private run reports epsilon 0")
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) \
+            and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    return a == b
+
+
+def check_state_round_trip(algorithm: Algorithm) -> None:
+    problem = consensus_problem(agents=3)
+    topology = algorithm.default_topology().bind(problem.names)
+    ready = algorithm.prepare(problem, topology, rounds=4)
+
+    def program(seed: int) -> Any:
+        return ready.agent_program(problem.agents[0], AgentContext.for_agent(problem, 0, seed=seed, topology=topology,
+                                                                              rounds=4))
+
+    first, second = program(1), program(2)
+    first.start()
+    state = first.state_dict()
+    second.load_state_dict(pickle.loads(pickle.dumps(state)))
+    if not _equal(second.state_dict(), state):
+        raise _fail("state", "state_dict -> load_state_dict -> state_dict changed the state")
+
+
+def check_algorithm(algorithm: Algorithm, *, rounds: int = 300, gap: float = 1e-3, short_rounds: int = 6,
+                    backends: Sequence[str] = ("serial", "process")) -> dict[str, Any]:
+    """Run the conformance checks on ``algorithm``; raise AssertionError naming the first that fails.
+
+    ``rounds`` and ``gap`` set the optimum check of the default-constructed algorithm (relative gap of
+    its first objective column after ``rounds`` rounds); ``short_rounds`` the runs of the determinism,
+    message and privacy checks, which use ``algorithm`` as given. Returns what was checked.
+    """
+    if not isinstance(algorithm, Algorithm):
+        raise TypeError(f"check_algorithm takes a privcvx Algorithm, got {algorithm!r}")
+    check_settings(algorithm)
+    optimum = check_reaches_optimum(algorithm, rounds=rounds, gap=gap)
+    check_determinism(algorithm, rounds=short_rounds, backends=backends)
+    check_state_round_trip(algorithm)
+    return {"algorithm": repr(algorithm), "optimum": optimum, "backends": list(backends),
+            "rounds": short_rounds}

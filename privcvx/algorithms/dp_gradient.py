@@ -1,0 +1,322 @@
+"""DP distributed projected gradient over a time-varying graph (Huang, Mitra & Vaidya, paper 001).
+
+Every agent i keeps an estimate x_i in the public set X (its W_i) and, in round t (Eqs. (5)-(7)):
+
+    y_i(t) = x_i(t-1) + w_i(t),            w_i(t) ~ Lap(M_t)^n          (Algorithm 2, broadcast)
+    z_i(t) = sum_j a_ij(t) y_j(t)                                       (Algorithm 3, aggregate)
+    x_i(t) = Proj_X[ z_i(t) - gamma_t grad f_i(z_i(t)) ]                (Algorithm 4, local step)
+
+with doubly stochastic weights a_ij(t) on round t's graph. Only y_i(t) leaves the agent. In
+privcvx the agent's step of round t computes x_i(t) and broadcasts y_i(t+1), the message of
+round t+1 (``start`` broadcasts y_i(1)); so after T rounds every estimate x_i(1..T) has been
+released once with noise, and ``result.z`` holds the releases y_i(T+1), never a clean x_i(T)
+(note N5 of the digest).
+
+Privacy (Theorem 5, Lemmas 2 and 4). With geometric steps gamma_t = c q^(t-1), Eq. (8), the
+estimate x_i(t) has L1 sensitivity Delta(t) = S_i gamma_t, where S_i bounds
+||grad f_i(z; D) - grad f_i(z; D')||_1 (the agent's declared ``sensitivity``; the paper's
+2 C2 sqrt(n) is one such bound). x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
+
+* ``calibration="safe"`` (default): M_t = S_i c p^(t-1) / (epsilon (p - q)). Then
+  sum_{t>=1} Delta(t) / M_{t+1} = epsilon exactly, and after T rounds the agent has spent
+  epsilon (1 - (q/p)^T).
+* ``calibration="paper"``: Eq. (8) verbatim, M_t = S_i c p^t / (epsilon (p - q)). Because Eq. (5)
+  releases x(t-1) with the noise of round t, the sum is epsilon / p, not epsilon: the erratum N1 of
+  the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost.
+
+Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
+epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing.
+
+Without privacy (``epsilon=None``, the default) the noise is zero and the step defaults to the
+non-summable gamma_t = c / sqrt(t), with which the method reaches the optimum; geometric steps
+stop at the bias of Theorem 10 (see docs/algorithms.md for how far).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from scipy.spatial.distance import pdist
+
+from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
+from privcvx.gradients import GradientEvaluator
+from privcvx.localstep import Projection
+from privcvx.messages import Message
+from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
+from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon
+from privcvx.problem import Agent, DistributedProblem
+from privcvx.schedules import Geometric, InverseSqrt, Schedule, as_schedule, checked_value
+from privcvx.topology import WEIGHT_RULES, Topology
+from privcvx.tuning import estimate_smoothness, is_smooth
+
+CALIBRATIONS = ("safe", "paper")
+
+
+def optimal_noise_decay(q: float, calibration: str = "safe") -> float:
+    """The p in (q, 1) that minimizes the noise term of Eq. (15) for fixed c and q.
+
+    Paper calibration: p* = q^(1/3) (condition (III) of Sec. 4.5 simplifies to p^3 = q). Safe
+    calibration (noise M_t / p): the term is proportional to 1 / ((p - q)^2 (1 - p^2)), whose
+    minimizer is p* = (q + sqrt(q^2 + 8)) / 4. Both derivations are in the paper-001 digest.
+    """
+    return q ** (1.0 / 3.0) if calibration == "paper" else (q + math.sqrt(q * q + 8.0)) / 4.0
+
+
+def accuracy_bound(*, c: float, q: float, diameter: float, gradient_bound: float, strong_convexity: float,
+                   n: int, epsilon: float | None = None, p: float | None = None, calibration: str = "safe",
+                   rounds: int | None = None) -> float:
+    """Theorem 10's bound d on E||xbar(t) - x*||^2, with the digest's corrections (C1^2, n^2, 1/p^2 when safe).
+
+    ``rounds=None`` gives the limit; otherwise the finite-t bound (27). Without ``epsilon`` only the
+    bias of the summable steps remains: C1^2 exp(-C3 c (1 - q^t)/(1 - q)) + C2^2 c^2 / (1 - q^2). The
+    proof assumes x* minimizes every f_i (gap (a) of the digest), so for heterogeneous agents this is
+    the paper's prediction, not a guarantee: docs/algorithms.md compares it with measured runs.
+    """
+    horizon = 1.0 if rounds is None else 1.0 - q ** rounds
+    bias = diameter ** 2 * math.exp(-strong_convexity * c * horizon / (1.0 - q)) \
+        + gradient_bound ** 2 * c ** 2 / (1.0 - q * q)
+    if epsilon is None:
+        return bias
+    p = optimal_noise_decay(q, calibration) if p is None else p
+    factor = 1.0 if calibration == "paper" else 1.0 / (p * p)
+    noise = 8.0 * gradient_bound ** 2 * n ** 2 * c ** 2 * p ** 2 / (epsilon ** 2 * (p - q) ** 2 * (1.0 - p * p))
+    return bias + factor * noise
+
+
+class DPDistributedGradient(Algorithm):
+    """The DP distributed projected gradient method of paper 001 (Algorithms 1-4, Eqs. (5)-(8)).
+
+    Parameters
+    ----------
+    epsilon:
+        Each agent's total epsilon over an infinite horizon (Theorem 5); ``None`` runs without noise.
+    step:
+        ``"geometric"`` (gamma_t = c q^(t-1), Eq. (8); required under privacy), ``"inverse_sqrt"``
+        (gamma_t = c / sqrt(t), non-summable, reaches the optimum without privacy), a float (constant)
+        or a schedule ``t -> gamma_t``. Default: geometric under privacy, inverse_sqrt otherwise.
+    c:
+        The initial step. Default 1 / max_i L_i from the agents' declared smoothness
+        (``pc.Agent(smoothness=...)``); without privacy an undeclared L_i is estimated.
+    q:
+        The step decay of the geometric step, in (0, 1).
+    p:
+        The noise decay, in (q, 1). Default: :func:`optimal_noise_decay`.
+    weights:
+        The mixing rule of :meth:`Topology.weights`: "metropolis", "lazy_metropolis" or "max_degree".
+    calibration:
+        "safe" (default, the digest's fix of the noise index) or "paper" (Eq. (8) verbatim).
+    tol:
+        Stop when the disagreement and the change of the average release are both <= tol.
+    """
+
+    name = "dp_distributed_gradient"
+    columns = ("round", "average_objective", "objective", "disagreement", "average_change", "noise_magnitude",
+               "epsilon", "step", "time_s")
+    diagnostic_columns = {"average_objective": sum, "objective": sum, "noise_magnitude": sum}
+    objective_columns = ("average_objective", "objective")
+
+    def __init__(self, epsilon: float | None = None, step: str | float | Schedule | None = None,
+                 c: float | None = None, q: float = 0.9, p: float | None = None, weights: str = "metropolis",
+                 calibration: str = "safe", tol: float | None = None) -> None:
+        self.epsilon, self.step, self.c, self.q, self.p = epsilon, step, c, q, p
+        self.weights, self.calibration, self.tol = weights, calibration, tol
+        self._epsilon = None if epsilon is None else check_epsilon(epsilon)
+        self._q = require_positive(q, argument="q")
+        if self._q >= 1.0:
+            raise ParameterError(f"must lie in (0, 1), got {q!r}", argument="q")
+        if calibration not in CALIBRATIONS:
+            raise ParameterError(f"must be one of {CALIBRATIONS}, got {calibration!r}", argument="calibration")
+        self._p = optimal_noise_decay(self._q, calibration) if p is None else require_positive(p, argument="p")
+        if not self._q < self._p < 1.0:
+            raise ParameterError(f"the noise decay must lie in (q, 1) = ({self._q}, 1), got {p!r}", argument="p")
+        if weights not in WEIGHT_RULES:
+            raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {weights!r}", argument="weights")
+        self._c = None if c is None else require_positive(c, argument="c")
+        kind = step if step is not None else ("geometric" if self._epsilon is not None else "inverse_sqrt")
+        if self._epsilon is not None and kind != "geometric":
+            raise PrivacyError("under privacy the step must be 'geometric' (Eq. (8)): the privacy of Theorem 5 "
+                               "needs summable steps", argument="step")
+        self._kind = kind
+        if not isinstance(kind, str):
+            as_schedule(kind, argument="step")
+        elif kind not in ("geometric", "inverse_sqrt"):
+            raise ParameterError(f'must be "geometric", "inverse_sqrt", a float or a schedule, got {step!r}',
+                                 argument="step")
+        self._tol = None if tol is None else require_positive(tol, argument="tol")
+
+    # ---- run set-up -----------------------------------------------------------------------------------
+    @property
+    def private(self) -> bool:
+        return self._epsilon is not None
+
+    @property
+    def accounting_delta(self) -> float:
+        return DEFAULT_LAPLACE_DELTA if self.private else 0.0
+
+    def default_topology(self) -> Topology:
+        return Topology.complete()
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        self.require_decentralized(topology)
+        self.require_consensus(problem)
+        if self.private:
+            for agent in problem.agents:
+                self.sensitivity_of(agent)
+            if self._c is None and any(agent.smoothness is None for agent in problem.agents):
+                raise PrivacyError("the step must be public under privacy: declare pc.Agent(smoothness=L) for every "
+                                   "agent (a bound valid for every dataset) or give c", argument="c")
+
+    def sensitivity_of(self, agent: Agent) -> float:
+        """S_i: the agent's declared L1 gradient sensitivity (sqrt(n) * l2 when only l2 is declared)."""
+        declared = agent.sensitivity
+        if not isinstance(declared, Sensitivity):
+            raise PrivacyError("privacy is on: declare a constant pc.Sensitivity bounding the change of the gradient "
+                               "over neighbouring datasets at every point (Lemma 4)", agent=agent.name,
+                               argument="sensitivity")
+        if declared.l1 is not None:
+            return declared.l1
+        return math.sqrt(sum(v.size for v in agent.variables)) * declared.get("l2")
+
+    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DPDistributedGradient:
+        """Check the problem and fix c (1 / max L_i) when it was not given."""
+        self.check(problem, topology)
+        if self._c is not None or not isinstance(self._kind, str):
+            return self
+        smoothness = []
+        for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+            if agent.smoothness is not None:
+                smoothness.append(agent.smoothness)
+            elif is_smooth(agent.objective):  # not private here: check() refused undeclared L_i under privacy
+                smoothness.append(estimate_smoothness(GradientEvaluator(agent, layout), np.zeros(layout.dim)))
+        finite = [v for v in smoothness if math.isfinite(v) and v > 0]
+        return self.clone(c=1.0 / max(finite) if finite else 1.0)
+
+    def schedule(self) -> Schedule:
+        """gamma_t: the step of round t."""
+        c = 1.0 if self._c is None else self._c
+        if self._kind == "geometric":
+            return Geometric(c, self._q)
+        if self._kind == "inverse_sqrt":
+            return InverseSqrt(c)
+        return as_schedule(self._kind, argument="step")
+
+    def noise_scale(self, sensitivity: float, t: int) -> float:
+        """M_t for an agent with L1 gradient sensitivity S: Eq. (8) ("paper") or divided by p ("safe")."""
+        c = 1.0 if self._c is None else self._c
+        scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (self._p - self._q))
+        return scale * self._p if self.calibration == "paper" else scale
+
+    def agent_program(self, agent: Agent, context: AgentContext) -> DPDGAgent:
+        return DPDGAgent(agent, context, self)
+
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> DPDGMonitor:
+        return DPDGMonitor(problem, self.schedule())
+
+    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
+        if self._tol is not None and metrics["disagreement"] <= self._tol and metrics["average_change"] <= self._tol:
+            return "tolerance"
+        return None
+
+
+class DPDGAgent:
+    """Agent i of paper 001: its estimate x_i, its last broadcast y_i, its noise stream and ledger."""
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: DPDistributedGradient) -> None:
+        self.agent, self.context, self.settings = agent, context, settings
+        self.layout = context.layout
+        self.projection = Projection(agent, self.layout)
+        self.evaluator = GradientEvaluator(agent, self.layout)
+        self.ones = np.ones(self.layout.dim)
+        self.step_size = settings.schedule()
+        self.sensitivity = settings.sensitivity_of(agent) if settings.private else 0.0
+        self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public, data-independent (N3)
+        self.y = self.x.copy()
+        self.noise_magnitude = 0.0
+
+    def _broadcast(self, t: int) -> list[Message]:
+        """y_i(t) = x_i(t-1) + w_i(t) (Eq. (5)), recorded in the ledger when x_i(t-1) depends on the data."""
+        noise = np.zeros(self.layout.dim)
+        if self.settings.private:
+            scale = self.settings.noise_scale(self.sensitivity, t)
+            noise = scale * self.context.noise.standard_laplace(self.layout.dim)
+            if t >= 2:  # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t
+                sensitivity = self.sensitivity * checked_value(self.step_size, t - 1, argument="step")
+                self.context.ledger.record(Laplace(sensitivity / scale))
+        self.noise_magnitude = float(np.abs(noise).sum())
+        self.y = self.x + noise
+        return [self.context.message(t, {"y": self.y})]
+
+    def start(self) -> list[Message]:
+        return self._broadcast(1)
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """Eqs. (6)-(7) on round t's broadcasts, then the broadcast of round t + 1."""
+        received = {m.sender: m["y"] for m in inbox if m.round == t}
+        received[self.context.name] = self.y
+        row = self.context.topology.weight_row(self.context.name, t, self.settings.weights)
+        missing = sorted(set(row) - set(received))
+        if missing:
+            raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.context.name,
+                               argument="messages")
+        z = sum(row[j] * received[j] for j in sorted(row))
+        gradient = self.evaluator.gradient(z)
+        if not np.all(np.isfinite(gradient)):
+            raise PrivcvxError("the gradient is not finite at the aggregate z_i(t)", agent=self.context.name,
+                               argument="gradient")
+        gamma = checked_value(self.step_size, t, argument="step")
+        self.x = self.projection(z - gamma * gradient, self.ones)
+        return self._broadcast(t + 1)
+
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
+        """f_i at the agent's estimate x_i(t) and at the average release, and this round's sum |w_i|."""
+        return {"objective": self.evaluator.value(self.x), "average_objective": self.evaluator.value(w_p),
+                "noise_magnitude": self.noise_magnitude}
+
+    def output(self) -> np.ndarray:
+        return self.y.copy()
+
+    def report(self) -> dict[str, Any]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "y": self.y, "noise": self.context.noise.get_state(),
+                "ledger": self.context.ledger.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.x, self.y = state["x"], state["y"]
+        self.context.noise.set_state(state["noise"])
+        self.context.ledger.load_dict(state["ledger"])
+
+
+class DPDGMonitor:
+    """Public metrics from the broadcasts: disagreement, the average release and its change, the step."""
+
+    def __init__(self, problem: DistributedProblem, step: Schedule) -> None:
+        self.names = problem.names
+        self.step = step
+        self.latest: dict[str, np.ndarray] = {}
+        self.w = np.zeros(problem.dim)
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        self.latest.update({m.sender: m["y"] for m in messages})
+        previous = self.w
+        stacked = np.stack([self.latest[name] for name in self.names])
+        self.w = stacked.mean(axis=0)
+        if t == 0:
+            return {}
+        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
+                "average_change": float(np.linalg.norm(self.w - previous)),
+                "step": checked_value(self.step, t, argument="step")}
+
+    def global_vector(self) -> np.ndarray:
+        return self.w.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"latest": self.latest, "w": self.w}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.latest, self.w = dict(state["latest"]), state["w"]

@@ -1,0 +1,390 @@
+"""Algorithm 1 of Ryu & Kim: DP linearized ADMM with several local updates per round (paper 004).
+
+Server (lines 1-9, :class:`ADMMServer`): keeps every agent's last released shared entries and
+dual lambda_p, computes the global vector w (line 5) and sends each agent its slice w_p with
+the round's rho; it updates the duals (line 8) when the releases arrive.
+
+Agent (lines 11-23, :class:`ADMMAgent`): keeps its own dual, its last local iterate
+z_p^{t-1,E+1}, its noise stream and its ledger. Each round it runs E local updates Eq. (9) with
+ObjPert Eq. (10) or OutPert Eq. (12), each from the previous one (line 16), releases the average
+of the E iterates (line 20) and updates its dual (line 22) exactly as the server does.
+
+Messages: ``start`` sends the agent's initial shared entries (and, when rho="adaptive" needs a
+starting value, its L_p: see docs/privacy.md); each round the server sends ``{"w", "rho"}`` to
+each agent, and each agent answers ``{"z"}`` (its released shared entries). The public metrics
+(the residuals of Boyd et al., rho) are computed from these messages alone by :class:`ADMMMonitor`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
+from privcvx.gradients import GradientEvaluator
+from privcvx.localstep import Projection
+from privcvx.messages import Message
+from privcvx.privacy.accounting import default_accounting_delta
+from privcvx.privacy.mechanisms import Budget
+from privcvx.privacy.perturbation import Perturbation
+from privcvx.problem import Agent, AgentLayout, DistributedProblem
+from privcvx.schedules import ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
+from privcvx.topology import SERVER, Topology
+from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth
+
+#: The history columns of Algorithm 1 (the API contract's, plus rho and eta), in order.
+HISTORY_COLUMNS = ("round", "objective", "consensus_residual", "primal_residual", "dual_residual",
+                   "max_violation", "noise_magnitude", "epsilon", "rho", "eta", "time_s")
+
+
+def check_tol(tol: Any) -> tuple[float, float] | None:
+    """``tol=(abs, rel)``: two finite numbers >= 0, not both 0 (Boyd et al. Sec. 3.3.1)."""
+    if tol is None:
+        return None
+    try:
+        values = tuple(float(v) for v in tol)
+    except (TypeError, ValueError):
+        raise ParameterError(f"must be a pair (abs, rel), got {tol!r}", argument="tol") from None
+    if len(values) != 2:
+        raise ParameterError(f"must be a pair (abs, rel), got {tol!r}", argument="tol")
+    if any(not math.isfinite(v) or v < 0 for v in values) or values == (0.0, 0.0):
+        raise ParameterError(f"must be two finite numbers >= 0, not both 0, got {tol!r}", argument="tol")
+    return values
+
+
+class LinearizedADMM(Algorithm):
+    """Algorithm 1 of Ryu & Kim (paper 004) on :meth:`Topology.star`.
+
+    Parameters
+    ----------
+    local_updates:
+        E, the local updates Eq. (9) per round.
+    rho:
+        The penalty: a float, a schedule ``t -> rho^t`` (Assumption 5.1(i)), or "adaptive"
+        (residual balancing, :class:`~privcvx.schedules.ResidualBalancing`, started at the largest L_p).
+    eta:
+        The proximal step: a float, a schedule ``t -> eta^t``, or "auto": 1/L_p per agent
+        (Eq. (25a) under privacy, Eq. (26a) for a nonsmooth f_p; :mod:`privcvx.tuning`).
+    privacy:
+        ``None``, ``pc.ObjectivePerturbation(mechanism)`` (Eq. (10)) or ``pc.OutputPerturbation(...)`` (Eq. (12)).
+    tol:
+        ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1).
+    """
+
+    name = "linearized_admm"
+    columns = HISTORY_COLUMNS
+    diagnostic_columns = {"objective": sum, "max_violation": max, "noise_magnitude": sum, "eta": min}
+    objective_columns = ("objective",)
+
+    def __init__(self, local_updates: int = 1, rho: float | Schedule | str = "adaptive",
+                 eta: float | Schedule | str = "auto", privacy: Perturbation | None = None,
+                 tol: tuple[float, float] | None = None) -> None:
+        self.local_updates = local_updates
+        self.rho = rho
+        self.eta = eta
+        self.privacy = privacy
+        self.tol = tol
+        self._local_updates = check_int(local_updates, argument="local_updates")
+        self._rho = as_schedule(rho, argument="rho")
+        self._eta = None if isinstance(eta, str) and eta == "auto" else as_schedule(eta, argument="eta")
+        if privacy is not None and not isinstance(privacy, Perturbation):
+            raise PrivacyError("must be pc.ObjectivePerturbation(...) or pc.OutputPerturbation(...)",
+                               argument="privacy")
+        self._tol = check_tol(tol)
+
+    @property
+    def private(self) -> bool:
+        return self.privacy is not None
+
+    @property
+    def accounting_delta(self) -> float:
+        if self.privacy is None:
+            return 0.0
+        mechanism = self.privacy.mechanism
+        return mechanism.delta if isinstance(mechanism, Budget) else default_accounting_delta(mechanism)
+
+    def default_topology(self) -> Topology:
+        return Topology.star()
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        self.require_star(topology)
+        if self.privacy is not None and self.privacy.needs_gradient_sensitivity():
+            for agent in problem.agents:
+                if agent.sensitivity is None:
+                    raise PrivacyError("privacy is on but this agent declares no gradient sensitivity",
+                                       agent=agent.name, argument="sensitivity")
+
+    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> LinearizedADMM:
+        """Check the problem; a Budget becomes the per-update mechanism of its T * E updates."""
+        self.check(problem, topology)
+        if self.privacy is not None and isinstance(self.privacy.mechanism, Budget):
+            return self.clone(privacy=self.privacy.resolve(rounds * self._local_updates))
+        return self
+
+    def agent_program(self, agent: Agent, context: AgentContext) -> ADMMAgent:
+        return ADMMAgent(agent, context, self)
+
+    def coordinator(self, problem: DistributedProblem, topology: Topology) -> ADMMServer:
+        return ADMMServer(problem, self._rho)
+
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor:
+        return ADMMMonitor(problem)
+
+    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
+        """Boyd et al. Sec. 3.3.1: stop when both residuals are below their thresholds."""
+        if self._tol is None:
+            return None
+        eps_abs, eps_rel = self._tol
+        root = math.sqrt(metrics["entries"])
+        eps_pri = root * eps_abs + eps_rel * metrics["scale_primal"]
+        eps_dual = root * eps_abs + eps_rel * metrics["scale_dual"]
+        if metrics["primal_residual"] <= eps_pri and metrics["dual_residual"] <= eps_dual:
+            return "tolerance"
+        return None
+
+    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """``info["projection"]``: per agent, its projection's kind and solver counters."""
+        return {"projection": reports}
+
+
+class ADMMAgent:
+    """Agent p of Algorithm 1 (lines 11-23), with its private data, noise stream and ledger."""
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
+        self.agent = agent
+        self.context = context
+        self.layout: AgentLayout = context.layout
+        self.privacy = settings.privacy
+        self.local_updates = settings._local_updates
+        self.eta = settings._eta
+        self.needs_smoothness_hint = isinstance(settings._rho, ResidualBalancing) and settings._rho.value is None
+        self.projection = Projection(agent, self.layout)
+        self.evaluator = GradientEvaluator(agent, self.layout)
+        self.mask = self.layout.shared_mask
+        # Line 13: z_p^{0,E+1} = z_p^1, the feasible point of W_p closest to the origin.
+        self.z = self.projection(np.zeros(self.layout.dim), np.ones(self.layout.dim))
+        self.lam = np.zeros(self.layout.shared_local.size)
+        self.released = self.z.copy()
+        self.declared_smoothness = agent.smoothness
+        self._step: Schedule | None = None
+        self._last = {"noise_magnitude": 0.0, "eta": math.nan}
+
+    @property
+    def smoothness(self) -> float:
+        """L_p: declared (``pc.Agent(smoothness=...)``), else estimated at z_p^1 (nan for a nonsmooth f_p)."""
+        if self.declared_smoothness is None:
+            smooth = is_smooth(self.agent.objective)
+            self.declared_smoothness = estimate_smoothness(self.evaluator, self.z) if smooth else math.nan
+        return self.declared_smoothness
+
+    def step_rule(self) -> Schedule:
+        """eta="auto": 1/L_p (no privacy), Eq. (25a) under privacy, Eq. (26a) when f_p is nonsmooth."""
+        if self._step is None:
+            lipschitz = self.smoothness
+            epsilon = self.privacy.mechanism.epsilon if self.privacy is not None else math.inf
+            if not math.isfinite(lipschitz) or lipschitz <= 0:
+                self._step = inverse_sqrt()
+            else:
+                self._step = SmoothStep(lipschitz, epsilon if math.isfinite(epsilon) else math.inf)
+        return self._step
+
+    def start(self) -> list[Message]:
+        payload: dict[str, Any] = {"z": self.z[self.layout.shared_local]}
+        if self.needs_smoothness_hint:  # rho="adaptive" starts at max_p L_p (a leak under privacy: issue 11)
+            payload["smoothness"] = self.smoothness
+        return [self.context.message(0, payload, receiver=SERVER)]
+
+    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float, eta: float,
+                     warm_start: bool = False) -> tuple[np.ndarray, float]:
+        """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|)."""
+        weights = 1.0 / eta + rho * self.mask
+        gradient = self.evaluator.gradient(z)
+        if not np.all(np.isfinite(gradient)):
+            raise PrivcvxError("the gradient is not finite at the current iterate (check the data, eta and rho)",
+                               agent=self.layout.name, argument="gradient")
+        xi = None
+        if self.privacy is not None:
+            sensitivity = (self.privacy.gradient_sensitivity(self.agent, self.layout.split(z))
+                           if self.privacy.needs_gradient_sensitivity() else None)
+            scale = self.privacy.noise_scale(sensitivity, weights, self.projection.kind != "conic")
+            xi = scale * self.privacy.mechanism.unit_noise(self.context.noise, self.layout.dim)
+            self.context.ledger.record(self.privacy.mechanism)
+            if self.privacy.kind == "objective":
+                gradient = gradient - xi
+        linear = z / eta - gradient
+        linear[self.layout.shared_local] += rho * w_p + self.lam
+        z_next = self.projection(linear / weights, weights, warm_start)
+        if xi is not None and self.privacy.kind == "output":
+            z_next = z_next + xi
+        return z_next, (float(np.abs(xi).sum()) if xi is not None else 0.0)
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
+        (message,) = inbox
+        w_p, rho = message["w"], float(message["rho"])
+        eta = checked_value(self.eta if self.eta is not None else self.step_rule(), t, argument="eta")
+        z = self.z
+        total = np.zeros(self.layout.dim)
+        noise = 0.0
+        for e in range(self.local_updates):
+            z, magnitude = self.local_update(z, w_p, rho, eta, warm_start=e > 0)
+            total += z
+            noise += magnitude
+        self.z = z
+        self.released = total / self.local_updates
+        shared = self.released[self.layout.shared_local]
+        self.lam = self.lam + rho * (w_p - shared)
+        self._last = {"noise_magnitude": noise, "eta": eta}
+        return [self.context.message(t, {"z": shared}, receiver=SERVER)]
+
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
+        """f_p and the W_p violation at the release, Eq. (29)'s sum |xi| and the step: from private data."""
+        return {"objective": self.evaluator.value(self.released),
+                "max_violation": self.projection.violation(self.released), **self._last}
+
+    def output(self) -> np.ndarray:
+        return self.released.copy()
+
+    def report(self) -> dict[str, Any]:
+        return {"kind": self.projection.kind, **asdict(self.projection.stats)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"z": self.z, "lam": self.lam, "released": self.released, "noise": self.context.noise.get_state(),
+                "ledger": self.context.ledger.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.z, self.lam, self.released = state["z"], state["lam"], state["released"]
+        self.context.noise.set_state(state["noise"])
+        self.context.ledger.load_dict(state["ledger"])
+
+
+class ConsensusDuals:
+    """The duals lambda_p of line 8 and the consensus-ADMM residuals (Boyd et al. Secs. 3.3, 7.1).
+
+    The server and the monitor both keep one: the server to run the method, the monitor to
+    compute the public metrics from the messages alone.
+    """
+
+    def __init__(self, layouts: list[AgentLayout]) -> None:
+        self.layouts = layouts
+        self.lam = [np.zeros(layout.shared_local.size) for layout in layouts]
+
+    def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float) -> dict[str, float]:
+        """Line 8 for every agent; returns the residuals of the round.
+
+        Primal: r = ||A w - z|| over every agent's shared entries. Dual: s = rho ||A (w^{t+1} - w^t)||,
+        the change of the global vector seen by every copy. Their relative scales are
+        max(||A w||, ||z||) and ||lambda|| (all duals stacked).
+        """
+        primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
+        for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
+            w_p = w[layout.shared_global]
+            self.lam[p] = self.lam[p] + rho * (w_p - z_new)
+            primal_sq += float(np.sum((w_p - z_new) ** 2))
+            z_sq += float(np.sum(z_new ** 2))
+            w_sq += float(np.sum(w_p ** 2))
+            dual_sq += float(np.sum((w_p - w_previous[layout.shared_global]) ** 2))
+            lam_sq += float(np.sum(self.lam[p] ** 2))
+        return {"primal_residual": math.sqrt(primal_sq), "dual_residual": rho * math.sqrt(dual_sq),
+                "scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
+                "entries": float(sum(layout.shared_local.size for layout in self.layouts))}
+
+
+class ADMMServer:
+    """The server of Algorithm 1 (lines 1-9), generalized to shared keys."""
+
+    def __init__(self, problem: DistributedProblem, rho: Schedule) -> None:
+        self.layouts = problem.layouts
+        self.names = problem.names
+        self.multiplicity = problem.multiplicity
+        self.dim = problem.dim
+        self.rho = copy.deepcopy(rho)  # residual balancing adapts the run's own copy
+        self.shared = [np.zeros(layout.shared_local.size) for layout in self.layouts]
+        self.duals = ConsensusDuals(self.layouts)
+        self.w = np.zeros(self.dim)
+        self.w_previous = self.w
+        self.rho_used = math.nan
+
+    def start(self) -> list[Message]:
+        return []
+
+    def _released(self, inbox: list[Message]) -> tuple[list[np.ndarray], dict[str, Message]]:
+        by_sender = {message.sender: message for message in inbox}
+        missing = [name for name in self.names if name not in by_sender]
+        if missing:
+            raise PrivcvxError(f"the server received nothing from {missing}", agent=missing[0], argument="messages")
+        return [by_sender[name]["z"] for name in self.names], by_sender
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """Line 8 on the releases of round t - 1 (or the initial points), then line 5 and the broadcast."""
+        released, by_sender = self._released(inbox)
+        if math.isnan(self.rho_used):  # the first step: the inbox holds the agents' initial points
+            if isinstance(self.rho, ResidualBalancing):
+                finite = [float(m["smoothness"]) for m in by_sender.values() if "smoothness" in m.payload]
+                self.rho.start(max((v for v in finite if math.isfinite(v) and v > 0), default=1.0))
+        else:
+            residuals = self.duals.update(self.w, self.w_previous, released, self.rho_used)
+            if isinstance(self.rho, ResidualBalancing):
+                self.rho.observe(residuals)
+        self.shared = released
+        rho = checked_value(self.rho, t, argument="rho")
+        self.rho_used = rho
+        total = np.zeros(self.dim)  # line 5: each entry of w averages (z_p - lambda_p / rho) over its holders
+        for layout, z_p, lam_p in zip(self.layouts, self.shared, self.duals.lam, strict=True):
+            np.add.at(total, layout.shared_global, z_p - lam_p / rho)
+        self.w_previous, self.w = self.w, total / self.multiplicity
+        return [Message(round=t, sender=SERVER, receiver=name, payload={"w": self.w[layout.shared_global], "rho": rho})
+                for name, layout in zip(self.names, self.layouts, strict=True)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"shared": self.shared, "lam": self.duals.lam, "w": self.w, "w_previous": self.w_previous,
+                "rho_used": self.rho_used,
+                "rho": self.rho.state_dict() if isinstance(self.rho, ResidualBalancing) else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.shared, self.duals.lam = state["shared"], state["lam"]
+        self.w, self.w_previous, self.rho_used = state["w"], state["w_previous"], state["rho_used"]
+        if isinstance(self.rho, ResidualBalancing):
+            self.rho.load_state_dict(state["rho"])
+
+
+class ADMMMonitor:
+    """The public metrics of Algorithm 1 from its messages: residuals, rho and the global vector w.
+
+    The server's messages carry w_p and rho^t, the agents' carry their released shared entries;
+    the monitor replays line 8 on them to get the duals, hence the residuals' scales.
+    """
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        self.layouts = problem.layouts
+        self.names = problem.names
+        self.duals = ConsensusDuals(self.layouts)
+        self.w = np.zeros(problem.dim)
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        if t == 0:  # the agents' initial points: no round yet
+            return {}
+        downlink = {m.receiver: m for m in messages if m.sender == SERVER}
+        uplink = {m.sender: m for m in messages if m.receiver == SERVER}
+        w_previous, w = self.w, self.w.copy()
+        for name, layout in zip(self.names, self.layouts, strict=True):
+            w[layout.shared_global] = downlink[name]["w"]
+        self.w = w
+        rho = float(downlink[self.names[0]]["rho"])
+        residuals = self.duals.update(w, w_previous, [uplink[name]["z"] for name in self.names], rho)
+        return {**residuals, "consensus_residual": residuals["primal_residual"], "rho": rho}
+
+    def global_vector(self) -> np.ndarray:
+        return self.w.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lam": self.duals.lam, "w": self.w}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.duals.lam, self.w = state["lam"], state["w"]

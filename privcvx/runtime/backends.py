@@ -1,0 +1,214 @@
+"""Backends: where the agents' programs run, behind one protocol.
+
+An :class:`AgentHost` holds some agents' programs (built where it lives, from the algorithm
+and each agent's context) and answers the generic calls of the run loop: ``start``, ``step``,
+``diagnostics``, ``outputs``, ``reports``, ``states``, ``load_states``, each with one answer per
+agent. Nothing in it is specific to an algorithm. A backend offers ``call(method, *args)`` and
+``call_split(method, per_agent, *args)`` (the per-agent list is cut along the hosts) and merges
+the hosts' answers into agent order.
+
+* ``"serial"`` (:class:`SerialBackend`): one host in this process.
+* ``"process"`` (:class:`ProcessBackend`): one host per worker process (one group of agents
+  per core), driven through pipes. Workers are spawned, not forked, so a script must start the
+  run under ``if __name__ == "__main__":``; each worker builds its agents' programs itself.
+
+Every backend is a context manager and closes its workers on every way out. Results are
+identical on every backend for a given seed: each agent draws from its own noise stream.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.errors import ParameterError, PrivcvxError
+from privcvx.messages import Message
+from privcvx.problem import Agent, DistributedProblem
+
+#: A host's answer to ``start`` and ``step``, per agent: the messages it sent and the ledger entries it recorded.
+StepReply = list[tuple[list[Message], list[tuple[Any, int]]]]
+
+
+class AgentHost:
+    """Some agents' programs, run one after the other in the current process."""
+
+    def __init__(self, algorithm: Algorithm, agents: Sequence[Agent], contexts: Sequence[AgentContext]) -> None:
+        self.contexts = list(contexts)
+        self.phases = algorithm.phases
+        self.programs = [algorithm.agent_program(agent, context) for agent, context in zip(agents, contexts,
+                                                                                            strict=True)]
+
+    def _checked(self, context: AgentContext, messages: list[Message]) -> list[Message]:
+        for message in messages:
+            if not isinstance(message, Message) or message.sender != context.name:
+                raise PrivcvxError(f"a program may only send Messages from its own agent, got {message!r}",
+                                   agent=context.name, argument="messages")
+        return messages
+
+    def start(self) -> StepReply:
+        return [(self._checked(c, p.start()), c.ledger.take_new()) for c, p in zip(self.contexts, self.programs,
+                                                                                    strict=True)]
+
+    def step(self, inboxes: Sequence[list[Message]], t: int, phase: int) -> StepReply:
+        extra = {"phase": phase} if self.phases > 1 else {}
+        return [(self._checked(c, p.step(t, inbox, **extra)), c.ledger.take_new())
+                for c, p, inbox in zip(self.contexts, self.programs, inboxes, strict=True)]
+
+    def diagnostics(self, w_parts: Sequence[np.ndarray]) -> list[dict[str, float]]:
+        return [program.diagnostics(w_p) for program, w_p in zip(self.programs, w_parts, strict=True)]
+
+    def outputs(self) -> list[np.ndarray]:
+        return [program.output() for program in self.programs]
+
+    def reports(self) -> list[dict[str, Any]]:
+        return [program.report() for program in self.programs]
+
+    def states(self) -> list[dict[str, Any]]:
+        return [program.state_dict() for program in self.programs]
+
+    def load_states(self, states: Sequence[dict[str, Any]]) -> list[None]:
+        return [program.load_state_dict(state) for program, state in zip(self.programs, states, strict=True)]
+
+
+class SerialBackend:
+    """Every agent in this process, one after the other."""
+
+    def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext]) -> None:
+        self.host = AgentHost(algorithm, problem.agents, contexts)
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.host, method)(*args)
+
+    def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
+        """``method(per_agent, *args)``: ``per_agent`` holds one item per agent, in agent order."""
+        return getattr(self.host, method)(per_agent, *args)
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> SerialBackend:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _worker(connection: Any, host_args: tuple) -> None:
+    """A worker process: build the host here, then serve the driver's calls."""
+    try:
+        host = AgentHost(*host_args)
+        connection.send(("ok", None))
+    except Exception as exc:  # report set-up failures to the driver
+        connection.send(("error", exc))
+        return
+    while True:
+        method, args = connection.recv()
+        if method == "close":
+            connection.send(("ok", None))
+            return
+        try:
+            connection.send(("ok", getattr(host, method)(*args)))
+        except Exception as exc:  # the driver re-raises it (it names the agent)
+            connection.send(("error", exc))
+
+
+class ProcessBackend:
+    """Agents split into groups, one spawned worker process (holding an :class:`AgentHost`) per group."""
+
+    def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
+                 workers: int | None = None) -> None:
+        count = min(len(problem.agents), workers or os.cpu_count() or 1)
+        self.groups = [list(range(i, len(problem.agents), count)) for i in range(count)]
+        self.size = len(problem.agents)
+        context = mp.get_context("spawn")
+        self.connections: list[Any] = []
+        self.processes: list[Any] = []
+        try:
+            for members in self.groups:
+                parent, child = context.Pipe()
+                args = (algorithm, [problem.agents[i] for i in members], [contexts[i] for i in members])
+                process = context.Process(target=_worker, args=(child, args), daemon=True)
+                try:
+                    process.start()
+                except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                    raise PrivcvxError(
+                        f"backend='process' sends each agent, its context (the topology included) and the algorithm "
+                        f"to a worker process, which needs them picklable: {exc}. Gradient oracles, sensitivity "
+                        "callables and time-varying graph functions must be module-level functions, "
+                        "functools.partial objects or instances of classes",
+                        agent=problem.agents[members[0]].name, argument="backend") from exc
+                self.connections.append(parent)
+                self.processes.append(process)
+            for connection in self.connections:
+                self._receive(connection)
+        except BaseException:
+            self.close()
+            raise
+
+    def _receive(self, connection: Any) -> Any:
+        try:
+            status, payload = connection.recv()
+        except EOFError:
+            codes = [process.exitcode for process in self.processes]
+            raise PrivcvxError(
+                f"a worker process ended unexpectedly (exit codes {codes}). Workers are spawned, so a script "
+                "that runs privcvx with backend='process' must start it under `if __name__ == \"__main__\":`",
+                argument="backend") from None
+        if status == "error":
+            raise payload
+        return payload
+
+    def _gather(self, replies: list[list[Any]]) -> list[Any]:
+        """Merge the groups' per-agent answers into agent order."""
+        merged: list[Any] = [None] * self.size
+        for members, reply in zip(self.groups, replies, strict=True):
+            for i, value in zip(members, reply, strict=True):
+                merged[i] = value
+        return merged
+
+    def call(self, method: str, *args: Any) -> Any:
+        for connection in self.connections:
+            connection.send((method, args))
+        return self._gather([self._receive(connection) for connection in self.connections])
+
+    def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
+        for members, connection in zip(self.groups, self.connections, strict=True):
+            connection.send((method, ([per_agent[i] for i in members], *args)))
+        return self._gather([self._receive(connection) for connection in self.connections])
+
+    def close(self) -> None:
+        for connection in self.connections:
+            try:
+                connection.send(("close", ()))
+                connection.recv()
+            except (BrokenPipeError, EOFError, OSError):
+                pass
+        for process in self.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+        self.connections, self.processes = [], []
+
+    def __enter__(self) -> ProcessBackend:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+#: Backends by name (``solve(backend=...)``).
+BACKENDS: dict[str, type] = {"serial": SerialBackend, "process": ProcessBackend}
+
+
+def make_backend(name: str, algorithm: Algorithm, problem: DistributedProblem,
+                 contexts: Sequence[AgentContext]) -> SerialBackend | ProcessBackend:
+    if name not in BACKENDS:
+        raise ParameterError(f'must be one of {sorted(BACKENDS)} (Ray actors are planned), got {name!r}',
+                             argument="backend")
+    return BACKENDS[name](algorithm, problem, contexts)

@@ -1,0 +1,269 @@
+"""The generic run loop: rounds, routing, the transcript, the history, checkpoints, failures.
+
+For every algorithm the same loop runs, for t = 1..T and for each of the algorithm's phases:
+
+1. the coordinator (if any) steps with the messages addressed to the server;
+2. every agent steps with its inbox: the messages addressed to it and the broadcasts of its
+   neighbours in the message's round (a message is delivered at its receiver's next step);
+3. every message is checked (its receivers must be the sender's neighbours in that round's
+   graph) and recorded in the transcript, and the agents' new ledger entries are copied to the
+   driver's ledgers.
+
+After the round the monitor computes the public metrics from the round's messages, the
+diagnostics (private, for research runs) are gathered if kept, and the history row is
+appended; then the checkpoint is written and the stopping rules are checked. A failure raises
+:class:`~privcvx.errors.RunFailed` whose ``.result`` keeps every finished round.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.errors import ParameterError, PrivcvxError, RunFailed, check_int
+from privcvx.messages import Message, Transcript
+from privcvx.privacy.accounting import PrivacyLedger, privacy_table, tightest_epsilon
+from privcvx.privacy.noise import agent_noise_sources
+from privcvx.problem import DistributedProblem
+from privcvx.results import Result
+from privcvx.runtime import checkpoint as checkpoints
+from privcvx.runtime.backends import make_backend
+from privcvx.topology import SERVER, Topology
+
+
+class Router:
+    """Delivers messages: each to its receiver, broadcasts to the sender's neighbours in the message's round."""
+
+    def __init__(self, topology: Topology, names: list[str]) -> None:
+        self.topology = topology
+        self.names = names
+        self.inboxes: dict[str, list[Message]] = {name: [] for name in [*names, SERVER]}
+
+    def post(self, messages: list[Message], t: int) -> None:
+        for message in messages:
+            if message.round < t:
+                raise PrivcvxError(f"a message sent in round {t} is stamped with round {message.round}",
+                                   agent=message.sender, argument="messages")
+            neighbours = self.topology.neighbours(message.sender, message.round)
+            if message.receiver is None:
+                receivers = neighbours
+            elif message.receiver in neighbours:
+                receivers = [message.receiver]
+            else:
+                raise PrivcvxError(f"{message.receiver!r} is not a neighbour in round {message.round}'s graph",
+                                   agent=message.sender, argument="messages")
+            for receiver in receivers:
+                self.inboxes[receiver].append(message)
+
+    def take(self, name: str) -> list[Message]:
+        inbox, self.inboxes[name] = self.inboxes[name], []
+        return inbox
+
+    def state_dict(self) -> dict[str, list[Message]]:
+        return {name: list(inbox) for name, inbox in self.inboxes.items()}
+
+    def load_state_dict(self, state: dict[str, list[Message]]) -> None:
+        self.inboxes = {name: list(inbox) for name, inbox in state.items()}
+
+
+class Run:
+    """One run of an algorithm on a problem: the state the loop advances, and the result it builds."""
+
+    def __init__(self, problem: DistributedProblem, algorithm: Algorithm, topology: Topology, *, rounds: int,
+                 seed: int | str | None, diagnostics: bool) -> None:
+        self.problem = problem
+        self.algorithm = algorithm
+        self.topology = topology
+        self.rounds = rounds
+        self.seed = seed
+        self.keep_diagnostics = bool(diagnostics)
+        sources = agent_noise_sources(seed, len(problem.agents))
+        self.contexts = [AgentContext(name=layout.name, index=i, layout=layout, noise=source,
+                                      ledger=PrivacyLedger(layout.name), topology=topology, rounds=rounds)
+                         for i, (layout, source) in enumerate(zip(problem.layouts, sources, strict=True))]
+        self.ledgers = [PrivacyLedger(name) for name in problem.names]  # the driver's copies
+        self.coordinator = algorithm.coordinator(problem, topology)
+        self.monitor = algorithm.monitor(problem, topology)
+        self.router = Router(topology, problem.names)
+        self.transcript = Transcript()
+        self.rows: list[dict[str, Any]] = []
+        self.reference: Any = None
+        diagnostic = set(algorithm.diagnostic_columns) if self.keep_diagnostics else set()
+        self.columns = [c for c in algorithm.columns if c in diagnostic or c not in algorithm.diagnostic_columns]
+
+    # ---- one exchange ---------------------------------------------------------------------------------
+    def _record(self, replies: list[tuple[list[Message], list[tuple[Any, int]]]], t: int) -> list[Message]:
+        sent = []
+        for ledger, (messages, events) in zip(self.ledgers, replies, strict=True):
+            for mechanism, count in events:
+                ledger.record(mechanism, count)
+            sent.extend(messages)
+        self.router.post(sent, t)
+        return sent
+
+    def start(self, backend: Any) -> None:
+        sent = self.coordinator.start() if self.coordinator is not None else []
+        self.router.post(sent, 0)
+        sent = sent + self._record(backend.call("start"), 0)
+        self.transcript.append(sent)
+        self.monitor.observe(0, sent)
+
+    def round(self, backend: Any, t: int) -> list[Message]:
+        sent: list[Message] = []
+        for phase in range(self.algorithm.phases):
+            if self.coordinator is not None:
+                extra = {"phase": phase} if self.algorithm.phases > 1 else {}
+                out = self.coordinator.step(t, self.router.take(SERVER), **extra)
+                if any(m.sender != SERVER for m in out):
+                    raise PrivcvxError("the coordinator may only send messages from the server", argument="messages")
+                self.router.post(out, t)
+                sent.extend(out)
+            inboxes = [self.router.take(name) for name in self.problem.names]
+            sent.extend(self._record(backend.call_split("step", inboxes, t, phase), t))
+        self.transcript.append(sent)
+        return sent
+
+    # ---- the history row ------------------------------------------------------------------------------
+    def row(self, backend: Any, t: int, sent: list[Message], elapsed: float) -> tuple[dict[str, Any], str | None]:
+        metrics = self.monitor.observe(t, sent)
+        w = self.monitor.global_vector()
+        row: dict[str, Any] = {"round": t, "time_s": elapsed, "epsilon": self.epsilon()}
+        row.update({c: float(v) for c, v in metrics.items() if c in self.columns})
+        if self.keep_diagnostics and self.algorithm.diagnostic_columns:
+            values = backend.call_split("diagnostics", [w[layout.shared_global] for layout in self.problem.layouts])
+            for column, reduce in self.algorithm.diagnostic_columns.items():
+                for name, value in zip(self.problem.names, values, strict=True):
+                    if not math.isfinite(value[column]):
+                        raise PrivcvxError(f"the diagnostic {column!r} is {value[column]} (outside f_p's domain?)",
+                                           agent=name, argument="objective" if "objective" in column else column)
+                row[column] = float(reduce([value[column] for value in values]))
+            if self.reference is not None:
+                for column in self.algorithm.objective_columns:
+                    row[f"{column}_gap"] = row[column] - self.reference.value
+        for name, metric in self.problem.metrics.items():
+            row[name] = float(metric(w))
+            if not math.isfinite(row[name]):
+                raise PrivcvxError(f"the metric returned {row[name]}", argument=f"metrics[{name!r}]")
+        missing = [c for c in self.columns if c not in row]
+        if missing:
+            raise PrivcvxError(f"{type(self.algorithm).__name__} produced no value for the columns {missing}",
+                               argument="algorithm")
+        return row, self.algorithm.stop_reason(metrics)
+
+    def epsilon(self) -> float:
+        """The worst-off agent's cumulative epsilon so far (tightest accountant but PLD, which is slow)."""
+        if not self.algorithm.private:
+            return 0.0
+        delta = self.algorithm.accounting_delta
+        return float(max(tightest_epsilon(ledger, delta, with_pld=False) for ledger in self.ledgers))
+
+    # ---- state ----------------------------------------------------------------------------------------
+    def state(self, backend: Any, next_round: int, elapsed: float, transcript_bytes: int) -> dict[str, Any]:
+        return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": backend.call("states"),
+                "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
+                "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
+                "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
+
+    def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
+        backend.call_split("load_states", state["agents"])
+        if self.coordinator is not None:
+            self.coordinator.load_state_dict(state["coordinator"])
+        self.monitor.load_state_dict(state["monitor"])
+        self.router.load_state_dict(state["router"])
+        for ledger, data in zip(self.ledgers, state["ledgers"], strict=True):
+            ledger.load_dict(data)
+        self.rows = list(state["rows"])
+        self.transcript = Transcript(transcript)
+        return int(state["next_round"]), float(state["elapsed"])
+
+    def result(self, backend: Any, stop: str) -> Result:
+        gaps = [f"{c}_gap" for c in self.algorithm.objective_columns if c in self.columns] \
+            if self.reference is not None else []
+        history = pd.DataFrame(self.rows, columns=[*self.columns, *gaps, *self.problem.metrics])
+        delta = self.algorithm.accounting_delta
+        privacy = privacy_table(self.ledgers, delta) if self.algorithm.private else None
+        diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
+        info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
+                "seed": repr(self.seed), "accounting_delta": delta, "diagnostics": diagnostics,
+                **self.algorithm.summarize(backend.call("reports"))}
+        return Result(w=self.monitor.global_vector(), z=backend.call("outputs"), history=history, privacy=privacy,
+                      reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
+
+
+def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | None = None, *, rounds: int = 100,
+        seed: int | str | None = 0, backend: str = "serial", progress: bool = False,
+        callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: str | os.PathLike | None = None,
+        resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True) -> Result:
+    """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see :meth:`privcvx.DistributedProblem.solve`."""
+    rounds = check_int(rounds, argument="rounds")
+    if not isinstance(algorithm, Algorithm):
+        raise ParameterError(f"must be a privcvx algorithm (pc.algorithms.*), got {algorithm!r}", argument="algorithm")
+    topology = algorithm.default_topology() if topology is None else topology
+    if not isinstance(topology, Topology):
+        raise ParameterError(f"must be a pc.Topology, got {topology!r}", argument="topology")
+    topology = topology.bind(problem.names)
+    algorithm = algorithm.prepare(problem, topology, rounds)
+    state = checkpoints.read_state(resume) if resume is not None else None
+    transcript = checkpoints.read_messages(resume, state["transcript_bytes"]) if state is not None else None
+    run_ = Run(problem, algorithm, topology, rounds=rounds, seed=seed, diagnostics=diagnostics)
+    with make_backend(backend, algorithm, problem, run_.contexts) as hosts:
+        start_round, elapsed = 1, 0.0
+        if state is not None:
+            start_round, elapsed = run_.load(hosts, state, transcript)
+        else:
+            run_.start(hosts)
+        if checkpoint is not None:
+            _begin_checkpoint(checkpoint, resume, run_.transcript)
+        if reference:
+            run_.reference = problem.solve_centralized()
+        stop = "rounds"
+        bar = _progress(progress, rounds, start_round)
+        t0 = time.perf_counter() - elapsed
+        try:
+            for t in range(start_round, rounds + 1):
+                sent = run_.round(hosts, t)
+                row, reason = run_.row(hosts, t, sent, time.perf_counter() - t0)
+                run_.rows.append(row)
+                if bar is not None:
+                    bar.update(1)
+                if checkpoint is not None:
+                    transcript_bytes = checkpoints.append_messages(checkpoint, sent)
+                    checkpoints.write_state(checkpoint, run_.state(hosts, t + 1, row["time_s"], transcript_bytes))
+                if callback is not None and callback(row) is False:
+                    reason = "callback"
+                if reason is not None:
+                    stop = reason
+                    break
+        except KeyboardInterrupt:
+            stop = "interrupted"
+        except Exception as exc:
+            failed_round = run_.rows[-1]["round"] + 1 if run_.rows else start_round
+            raise RunFailed(f"the run failed in round {failed_round}: {exc}", cause=exc,
+                            result=run_.result(hosts, "failed"), agent=getattr(exc, "agent", None)) from exc
+        finally:
+            if bar is not None:
+                bar.close()
+        return run_.result(hosts, stop)
+
+
+def _begin_checkpoint(path: str | os.PathLike, resume: str | os.PathLike | None, transcript: Transcript) -> int:
+    """Start the checkpoint's transcript file with the messages so far (unless resuming into the same file)."""
+    if resume is not None and os.path.abspath(resume) == os.path.abspath(path):
+        return checkpoints.transcript_path(path).stat().st_size
+    checkpoints.start_transcript(path)
+    return checkpoints.append_messages(path, list(transcript))
+
+
+def _progress(enabled: bool, total: int, start: int) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start - 1, desc="rounds", unit="round")
+
