@@ -37,6 +37,17 @@ class InverseSqrt:
 
 
 @dataclass(frozen=True)
+class Power:
+    """gamma_t = c / t^a: diminishing and non-summable for a <= 1 (a = 1/2 is Eq. (26a)'s rate)."""
+
+    c: float
+    a: float
+
+    def __call__(self, t: int) -> float:
+        return self.c / t ** self.a
+
+
+@dataclass(frozen=True)
 class Geometric:
     """gamma_t = c * q^(t-1): the summable step of Huang, Mitra & Vaidya, Eq. (8) (paper 001)."""
 

@@ -70,3 +70,32 @@ def general_form(seed: int = 2) -> tuple[pc.DistributedProblem, float, float]:
         declared.append(pc.Agent(objective, constraints, shared=shared))
         smooth.append(lipschitz)
     return pc.DistributedProblem(declared), 1.0 / max(smooth), 1.0
+
+
+def box_least_squares(agents: int = 6, n: int = 4, seed: int = 3, bound: float = 0.5) -> pc.DistributedProblem:
+    """Full consensus, heterogeneous least squares over the box [-bound, bound]^n (a closed-form projection).
+
+    Each agent declares its smoothness 2 lambda_max(A^T A)/15; ``problem.info`` holds the data ("blocks":
+    the (A, b) pairs) for the constants of paper 001 (C1, C2, C3).
+    """
+    rng = np.random.default_rng(seed)
+    declared, blocks = [], []
+    for _ in range(agents):
+        a, b, lipschitz = _least_squares(rng, 15, n)
+        x = cp.Variable(n)
+        declared.append(pc.Agent(cp.sum_squares(a @ x - b) / 15, [x <= bound, x >= -bound], shared=x,
+                                 smoothness=lipschitz, sensitivity=pc.Sensitivity(l1=1.0, l2=1.0)))
+        blocks.append((a, b))
+    return pc.DistributedProblem(declared, info={"blocks": blocks, "bound": bound})
+
+
+def ill_conditioned(agents: int = 5, n: int = 6, seed: int = 0) -> pc.DistributedProblem:
+    """Full consensus, f_i = ||A_i x - b_i||^2 with condition number 1e4 per agent, over |x_j| <= 3 (rarely active)."""
+    rng = np.random.default_rng(seed)
+    declared = []
+    for _ in range(agents):
+        a = np.diag(np.logspace(0, -2, n)) @ np.linalg.qr(rng.normal(size=(n, n)))[0]
+        x = cp.Variable(n)
+        declared.append(pc.Agent(cp.sum_squares(a @ x - rng.normal(size=n)), [cp.abs(x) <= 3], shared=x,
+                                 smoothness=2.0))
+    return pc.DistributedProblem(declared)

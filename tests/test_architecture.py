@@ -25,3 +25,44 @@ def test_importing_privcvx_and_its_cli_loads_neither_package():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('powerflow', 'problems')))")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
+
+
+def _imports(path: Path, module_level_only: bool = False) -> list[str]:
+    """Modules imported by a file: all of them, or only those imported when the module is loaded.
+
+    Module level excludes imports inside functions and under ``if TYPE_CHECKING:``.
+    """
+    tree = ast.parse(path.read_text())
+    nodes = ast.walk(tree)
+    if module_level_only:
+        nodes = [node for node in tree.body
+                 if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))]
+        nodes = [inner for node in nodes for inner in ast.walk(node)
+                 if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    names = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names += [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def test_algorithms_never_import_the_runtime():
+    offenders = [f"{path.name}: {name}" for path in (PRIVCVX / "algorithms").rglob("*.py")
+                 for name in _imports(path) if name.startswith("privcvx.runtime")]
+    assert offenders == []
+
+
+def test_problem_imports_neither_algorithms_nor_runtime_at_module_level():
+    names = _imports(PRIVCVX / "problem.py", module_level_only=True)
+    assert not [n for n in names if n.startswith(("privcvx.algorithms", "privcvx.runtime"))], names
+    # The front door imports them inside solve(): that is the only arrow from problem to the runtime.
+    assert any(n.startswith("privcvx.runtime") for n in _imports(PRIVCVX / "problem.py"))
+
+
+def test_the_runtime_uses_algorithms_only_through_the_protocol():
+    for path in (PRIVCVX / "runtime").rglob("*.py"):
+        concrete = [n for n in _imports(path) if n.startswith("privcvx.algorithms.")
+                    and not n.startswith("privcvx.algorithms.base")]
+        assert concrete == [], path.name

@@ -28,8 +28,8 @@ Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism w
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing.
 
 Without privacy (``epsilon=None``, the default) the noise is zero and the step defaults to the
-non-summable gamma_t = c / sqrt(t), with which the method reaches the optimum; geometric steps
-stop at the bias of Theorem 10 (see docs/algorithms.md for how far).
+non-summable gamma_t = c / t^(3/4), with which the method reaches the optimum; geometric steps
+stop at the bias of Theorem 10 (see docs/algorithms.md for how far, and for the choice of 3/4).
 """
 
 from __future__ import annotations
@@ -49,11 +49,15 @@ from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon
 from privcvx.problem import Agent, DistributedProblem
-from privcvx.schedules import Geometric, InverseSqrt, Schedule, as_schedule, checked_value
+from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
 from privcvx.tuning import estimate_smoothness, is_smooth
 
 CALIBRATIONS = ("safe", "paper")
+STEPS = ("geometric", "diminishing")
+#: The exponent a of the default non-private step c / t^a: a = 1 stalls on ill-conditioned agents, a = 1/2 is slow
+#: when constraints bind (the average iterate's error is O(gamma_t)); bench/bench_dpdg_steps.py measures both.
+DIMINISHING_POWER = 0.75
 
 
 def optimal_noise_decay(q: float, calibration: str = "safe") -> float:
@@ -95,9 +99,10 @@ class DPDistributedGradient(Algorithm):
     epsilon:
         Each agent's total epsilon over an infinite horizon (Theorem 5); ``None`` runs without noise.
     step:
-        ``"geometric"`` (gamma_t = c q^(t-1), Eq. (8); required under privacy), ``"inverse_sqrt"``
-        (gamma_t = c / sqrt(t), non-summable, reaches the optimum without privacy), a float (constant)
-        or a schedule ``t -> gamma_t``. Default: geometric under privacy, inverse_sqrt otherwise.
+        ``"geometric"`` (gamma_t = c q^(t-1), Eq. (8); required under privacy), ``"diminishing"``
+        (gamma_t = c / t^(3/4), non-summable: it reaches the optimum without privacy), or, without
+        privacy, a float (constant) or a schedule ``t -> gamma_t``. Default: geometric under privacy,
+        diminishing otherwise.
     c:
         The initial step. Default 1 / max_i L_i from the agents' declared smoothness
         (``pc.Agent(smoothness=...)``); without privacy an undeclared L_i is estimated.
@@ -136,15 +141,15 @@ class DPDistributedGradient(Algorithm):
         if weights not in WEIGHT_RULES:
             raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {weights!r}", argument="weights")
         self._c = None if c is None else require_positive(c, argument="c")
-        kind = step if step is not None else ("geometric" if self._epsilon is not None else "inverse_sqrt")
+        kind = step if step is not None else ("geometric" if self._epsilon is not None else "diminishing")
         if self._epsilon is not None and kind != "geometric":
             raise PrivacyError("under privacy the step must be 'geometric' (Eq. (8)): the privacy of Theorem 5 "
                                "needs summable steps", argument="step")
         self._kind = kind
         if not isinstance(kind, str):
             as_schedule(kind, argument="step")
-        elif kind not in ("geometric", "inverse_sqrt"):
-            raise ParameterError(f'must be "geometric", "inverse_sqrt", a float or a schedule, got {step!r}',
+        elif kind not in STEPS:
+            raise ParameterError(f'must be "geometric", "diminishing", a float or a schedule, got {step!r}',
                                  argument="step")
         self._tol = None if tol is None else require_positive(tol, argument="tol")
 
@@ -200,8 +205,8 @@ class DPDistributedGradient(Algorithm):
         c = 1.0 if self._c is None else self._c
         if self._kind == "geometric":
             return Geometric(c, self._q)
-        if self._kind == "inverse_sqrt":
-            return InverseSqrt(c)
+        if self._kind == "diminishing":
+            return Power(c, DIMINISHING_POWER)
         return as_schedule(self._kind, argument="step")
 
     def noise_scale(self, sensitivity: float, t: int) -> float:

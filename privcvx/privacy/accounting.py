@@ -160,6 +160,60 @@ def tightest_epsilon(ledger: PrivacyLedger, delta: float, *, with_pld: bool = Tr
     return min(value for value in candidates if not math.isnan(value))
 
 
+#: Above this many distinct mechanisms in a ledger, :class:`RunningEpsilon` composes incrementally.
+RUNNING_ACCOUNTING_ENTRIES = 16
+
+
+class RunningEpsilon:
+    """One agent's cumulative epsilon after each round, for the per-round history, in O(1) per release.
+
+    A ledger with few distinct mechanisms (Algorithm 1: one) gets :func:`tightest_epsilon` without
+    PLD, whose answers are cached by the ledger's signature. A ledger whose mechanisms change every
+    round (the decaying noise of paper 001) would make that quadratic in the rounds, so past
+    :data:`RUNNING_ACCOUNTING_ENTRIES` distinct mechanisms this keeps running sums instead: an RDP
+    accountant composed one release at a time, basic composition, and the sums of advanced composition
+    (the same formulas as :func:`epsilon_report`). The final privacy table composes the whole ledger.
+    """
+
+    def __init__(self, ledger: PrivacyLedger, delta: float) -> None:
+        self.ledger = ledger
+        self.delta = check_delta(delta)
+        self.rdp = rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION)
+        self.sums = {"basic": 0.0, "delta_basic": 0.0, "squares": 0.0, "advanced": 0.0, "mu_squared": 0.0}
+        self.gaussian_only = True
+        for mechanism, count in ledger.entries:
+            self._add(mechanism, count)
+
+    def _add(self, mechanism: Mechanism, count: int) -> None:
+        epsilon = math.nan if math.isnan(mechanism.epsilon) else mechanism.epsilon
+        self.sums["basic"] += count * epsilon
+        self.sums["delta_basic"] += count * (0.0 if mechanism.kind == "laplace" else mechanism.delta)
+        self.sums["squares"] += count * epsilon * epsilon
+        self.sums["advanced"] += count * epsilon * (math.expm1(epsilon) if epsilon < 700 else math.inf)
+        self.sums["mu_squared"] += count / mechanism.noise_multiplier ** 2
+        self.gaussian_only &= mechanism.kind == "gaussian"
+        self.rdp.compose(mechanism.dp_event(), count)
+
+    def record(self, mechanism: Mechanism, count: int = 1) -> None:
+        """Record a release in the ledger and in the running sums."""
+        self.ledger.record(mechanism, count)
+        self._add(mechanism, count)
+
+    def epsilon(self) -> float:
+        """The tightest valid epsilon so far at the run's delta (no PLD)."""
+        if len(self.ledger.entries) <= RUNNING_ACCOUNTING_ENTRIES:
+            return tightest_epsilon(self.ledger, self.delta, with_pld=False)
+        if self.gaussian_only:
+            return float(dp_accounting.get_epsilon_gaussian(1.0 / math.sqrt(self.sums["mu_squared"]), self.delta))
+        candidates = [float(self.rdp.get_epsilon(self.delta))]
+        if self.sums["delta_basic"] <= self.delta:
+            candidates.append(self.sums["basic"])
+            advanced = math.sqrt(2.0 * math.log(1.0 / self.delta) * self.sums["squares"]) + self.sums["advanced"]
+            if self.sums["delta_basic"] + self.delta <= self.delta:
+                candidates.append(advanced)
+        return min(value for value in candidates if not math.isnan(value))
+
+
 def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFrame:
     """One row per agent with the columns of :data:`PRIVACY_COLUMNS`."""
     rows = [{"agent": ledger.agent, **epsilon_report(ledger, delta)} for ledger in ledgers]

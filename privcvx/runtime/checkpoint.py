@@ -40,14 +40,14 @@ def append_messages(path: str | os.PathLike, messages: Iterable[Message]) -> int
     """Append messages to the transcript file of checkpoint ``path``; return the file's new size."""
     with open(transcript_path(path), "ab") as handle:
         for message in messages:
-            arrays = [(key, np.ascontiguousarray(value)) for key, value in message.payload.items()]
+            arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
             header = json.dumps({"round": message.round, "phase": message.phase, "sender": message.sender,
                                  "receiver": message.receiver,
                                  "arrays": [[key, value.dtype.str, list(value.shape)] for key, value in arrays]})
             encoded = header.encode()
             handle.write(_LENGTH.pack(len(encoded)) + encoded)
             for _, value in arrays:
-                handle.write(value.tobytes())
+                handle.write(value.tobytes(order="C"))
         handle.flush()
         os.fsync(handle.fileno())
         return handle.tell()
@@ -71,7 +71,7 @@ def read_messages(path: str | os.PathLike, size: int) -> list[Message]:
         for key, dtype, shape in header["arrays"]:
             kind = np.dtype(dtype)
             count = int(np.prod(shape, dtype=int))
-            payload[key] = np.frombuffer(data, dtype=kind, count=count, offset=offset).reshape(shape).copy()
+            payload[key] = np.frombuffer(data, dtype=kind, count=count, offset=offset).reshape(tuple(shape)).copy()
             offset += count * kind.itemsize
         messages.append(Message(round=header["round"], sender=header["sender"], receiver=header["receiver"],
                                 payload=payload, phase=header["phase"]))

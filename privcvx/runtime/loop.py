@@ -28,7 +28,7 @@ import pandas as pd
 from privcvx.algorithms.base import AgentContext, Algorithm
 from privcvx.errors import ParameterError, PrivcvxError, RunFailed, check_int
 from privcvx.messages import Message, Transcript
-from privcvx.privacy.accounting import PrivacyLedger, privacy_table, tightest_epsilon
+from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.problem import DistributedProblem
 from privcvx.results import Result
@@ -88,6 +88,7 @@ class Run:
                                       ledger=PrivacyLedger(layout.name), topology=topology, rounds=rounds)
                          for i, (layout, source) in enumerate(zip(problem.layouts, sources, strict=True))]
         self.ledgers = [PrivacyLedger(name) for name in problem.names]  # the driver's copies
+        self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
         self.router = Router(topology, problem.names)
@@ -98,11 +99,17 @@ class Run:
         self.columns = [c for c in algorithm.columns if c in diagnostic or c not in algorithm.diagnostic_columns]
 
     # ---- one exchange ---------------------------------------------------------------------------------
+    def _accounts(self) -> list[RunningEpsilon] | None:
+        if not self.algorithm.private:
+            return None
+        return [RunningEpsilon(ledger, self.algorithm.accounting_delta) for ledger in self.ledgers]
+
     def _record(self, replies: list[tuple[list[Message], list[tuple[Any, int]]]], t: int) -> list[Message]:
         sent = []
-        for ledger, (messages, events) in zip(self.ledgers, replies, strict=True):
+        for account, ledger, (messages, events) in zip(self.accounts or [None] * len(self.ledgers), self.ledgers,
+                                                       replies, strict=True):
             for mechanism, count in events:
-                ledger.record(mechanism, count)
+                (account or ledger).record(mechanism, count)
             sent.extend(messages)
         self.router.post(sent, t)
         return sent
@@ -158,10 +165,9 @@ class Run:
 
     def epsilon(self) -> float:
         """The worst-off agent's cumulative epsilon so far (tightest accountant but PLD, which is slow)."""
-        if not self.algorithm.private:
+        if self.accounts is None:
             return 0.0
-        delta = self.algorithm.accounting_delta
-        return float(max(tightest_epsilon(ledger, delta, with_pld=False) for ledger in self.ledgers))
+        return float(max(account.epsilon() for account in self.accounts))
 
     # ---- state ----------------------------------------------------------------------------------------
     def state(self, backend: Any, next_round: int, elapsed: float, transcript_bytes: int) -> dict[str, Any]:
@@ -178,6 +184,7 @@ class Run:
         self.router.load_state_dict(state["router"])
         for ledger, data in zip(self.ledgers, state["ledgers"], strict=True):
             ledger.load_dict(data)
+        self.accounts = self._accounts()
         self.rows = list(state["rows"])
         self.transcript = Transcript(transcript)
         return int(state["next_round"]), float(state["elapsed"])
