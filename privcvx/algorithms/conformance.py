@@ -33,8 +33,9 @@ from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import SERVER, Topology
 
 
-def consensus_problem(agents: int = 4, n: int = 3, seed: int = 0) -> DistributedProblem:
-    """Full consensus, well conditioned and strongly convex: f_i = ||A_i x - b_i||^2 / 10 over a box.
+def consensus_problem(agents: int = 4, n: int = 3, seed: int = 0, bound: float | None = 0.4) -> DistributedProblem:
+    """Full consensus, well conditioned and strongly convex: f_i = ||A_i x - b_i||^2 / 10 over a box (none if
+    ``bound`` is None).
 
     Each agent declares its smoothness 2 lambda_max(A_i^T A_i) / 10 and a gradient sensitivity
     (for private runs; the values are nominal, for the checks only).
@@ -45,7 +46,8 @@ def consensus_problem(agents: int = 4, n: int = 3, seed: int = 0) -> Distributed
         a = np.eye(n) + 0.3 * rng.normal(size=(n, n))
         b = rng.normal(size=n)
         x = cp.Variable(n)
-        declared.append(Agent(cp.sum_squares(a @ x - b) / 10, [x >= -0.4, x <= 0.4], shared=x,
+        box = [] if bound is None else [x >= -bound, x <= bound]
+        declared.append(Agent(cp.sum_squares(a @ x - b) / 10, box, shared=x,
                               smoothness=2 * float(np.linalg.eigvalsh(a.T @ a).max()) / 10,
                               sensitivity=Sensitivity(l1=0.1, l2=0.1)))
     return DistributedProblem(declared)
@@ -91,7 +93,9 @@ def check_reaches_optimum(algorithm: Algorithm, *, rounds: int, gap: float) -> l
     if default.private:
         raise _fail("defaults", f"{type(algorithm).__name__}() adds noise; constructed with no arguments it must not")
     checked = []
-    for label, problem in (("consensus", consensus_problem()), ("general form", general_form_problem())):
+    problems = (("unconstrained consensus", consensus_problem(bound=None)), ("consensus", consensus_problem()),
+                ("general form", general_form_problem()))
+    for label, problem in problems:
         topologies = [None] if default.default_topology().is_star else [None, Topology.ring()]
         reference = None
         for topology in topologies:
@@ -112,9 +116,21 @@ def check_reaches_optimum(algorithm: Algorithm, *, rounds: int, gap: float) -> l
     return checked
 
 
+def supported_problem(algorithm: Algorithm) -> DistributedProblem:
+    """A 3-agent consensus problem the algorithm accepts on its default topology: with a box if it can."""
+    for bound in (0.4, None):
+        problem = consensus_problem(agents=3, bound=bound)
+        try:
+            algorithm.check(problem, algorithm.default_topology().bind(problem.names))
+        except UnsupportedError:
+            continue
+        return problem
+    raise _fail("support", f"{type(algorithm).__name__} accepts no full-consensus problem on its default topology")
+
+
 def check_determinism(algorithm: Algorithm, *, rounds: int, backends: Sequence[str]) -> None:
     """Same seed, same transcript and history: on every backend, and after a checkpoint and resume."""
-    problem = consensus_problem(agents=3)
+    problem = supported_problem(algorithm)
     base = problem.solve(algorithm, rounds=rounds, seed=5)
     for backend in backends[1:]:
         other = problem.solve(algorithm, rounds=rounds, seed=5, backend=backend)
@@ -164,7 +180,7 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def check_state_round_trip(algorithm: Algorithm) -> None:
-    problem = consensus_problem(agents=3)
+    problem = supported_problem(algorithm)
     topology = algorithm.default_topology().bind(problem.names)
     ready = algorithm.prepare(problem, topology, rounds=4)
 
