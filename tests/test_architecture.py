@@ -66,3 +66,17 @@ def test_the_runtime_uses_algorithms_only_through_the_protocol():
         concrete = [n for n in _imports(path) if n.startswith("privcvx.algorithms.")
                     and not n.startswith("privcvx.algorithms.base")]
         assert concrete == [], path.name
+
+
+def test_the_core_modules_import_each_other_without_a_cycle():
+    import networkx as nx
+
+    modules = {".".join(path.relative_to(PRIVCVX.parent).with_suffix("").parts): path
+               for path in PRIVCVX.rglob("*.py") if path.name != "__init__.py"}
+    graph = nx.DiGraph()
+    for module, path in modules.items():
+        for name in _imports(path, module_level_only=True):
+            target = next((m for m in (name, name.rsplit(".", 1)[0]) if m in modules and m != module), None)
+            if target is not None:
+                graph.add_edge(module, target)
+    assert list(nx.simple_cycles(graph)) == []
