@@ -12,7 +12,8 @@ import pandas as pd
 
 from privcvx.messages import Transcript
 
-PLOT_COLUMNS = ("objective", "consensus_residual", "max_violation", "noise_magnitude")
+#: History columns that are not plotted by default.
+UNPLOTTED_COLUMNS = ("round", "time_s", "epsilon", "rho", "eta", "step")
 
 
 @dataclass
@@ -65,8 +66,11 @@ class Result:
         with open(path, "wb") as handle:
             np.savez(handle, **arrays)
 
-    def plot(self, columns: tuple[str, ...] = PLOT_COLUMNS, path: str | os.PathLike | None = None) -> Any:
-        """One log-scale panel per history column; saved to ``path`` when given."""
+    def plot(self, columns: tuple[str, ...] | None = None, path: str | os.PathLike | None = None) -> Any:
+        """One log-scale panel per history column (default: every metric the algorithm recorded, the
+        settings and the clock left out); saved to ``path`` when given."""
+        if columns is None:
+            columns = tuple(c for c in self.history.columns if c not in UNPLOTTED_COLUMNS)
         import matplotlib
 
         matplotlib.use("Agg")
