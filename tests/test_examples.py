@@ -21,3 +21,17 @@ def test_the_one_file_example_algorithm_conforms_and_is_exact():
     problem = consensus_problem(agents=6, bound=None)
     result = problem.solve(GradientTracking(), pc.Topology.random_sequence(edges=7, seed=0), rounds=300)
     assert np.linalg.norm(result.w - problem.solve_centralized().w) <= 1e-6  # exact with a constant step
+
+
+def test_the_rendezvous_accuracy_example_runs_and_shows_the_trend(tmp_path):
+    import subprocess
+
+    import pandas as pd
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "rendezvous_accuracy.py"
+    subprocess.run([sys.executable, str(script), "--quick", "--workers", "1", "--out", str(tmp_path)], check=True,
+                   capture_output=True, text=True, timeout=300)
+    table = pd.read_csv(tmp_path / "accuracy.csv")
+    assert list(table["epsilon"]) == [0.1, 1.0, 10.0] and (tmp_path / "accuracy.png").exists()
+    assert table["mean_d"].iloc[0] > 10 * table["mean_d"].iloc[2]  # d falls with epsilon
+    assert np.allclose(table["epsilon_spent"], table["epsilon"] * (1 - (0.9 / 0.9670) ** 100), rtol=1e-3)

@@ -175,16 +175,23 @@ class RunningEpsilon:
     (the same formulas as :func:`epsilon_report`). The final privacy table composes the whole ledger.
     """
 
+    #: Answers by (history key, delta): agents whose ledgers grew identically (the same decaying noise
+    #: everywhere, as in paper 001) share one computation per round.
+    _answers: dict[tuple[int, float], float] = {}
+
     def __init__(self, ledger: PrivacyLedger, delta: float) -> None:
         self.ledger = ledger
         self.delta = check_delta(delta)
         self.rdp = rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION)
         self.sums = {"basic": 0.0, "delta_basic": 0.0, "squares": 0.0, "advanced": 0.0, "mu_squared": 0.0}
         self.gaussian_only = True
+        self.pending: list[tuple[dp_accounting.DpEvent, int]] = []  # composed into the RDP accountant when needed
+        self.key = 0  # a hash chain of the releases in the order recorded
         for mechanism, count in ledger.entries:
             self._add(mechanism, count)
 
     def _add(self, mechanism: Mechanism, count: int) -> None:
+        self.key = hash((self.key, mechanism.signature(), count))
         epsilon = math.nan if math.isnan(mechanism.epsilon) else mechanism.epsilon
         self.sums["basic"] += count * epsilon
         self.sums["delta_basic"] += count * (0.0 if mechanism.kind == "laplace" else mechanism.delta)
@@ -192,7 +199,7 @@ class RunningEpsilon:
         self.sums["advanced"] += count * epsilon * (math.expm1(epsilon) if epsilon < 700 else math.inf)
         self.sums["mu_squared"] += count / mechanism.noise_multiplier ** 2
         self.gaussian_only &= mechanism.kind == "gaussian"
-        self.rdp.compose(mechanism.dp_event(), count)
+        self.pending.append((mechanism.dp_event(), count))
 
     def record(self, mechanism: Mechanism, count: int = 1) -> None:
         """Record a release in the ledger and in the running sums."""
@@ -203,8 +210,18 @@ class RunningEpsilon:
         """The tightest valid epsilon so far at the run's delta (no PLD)."""
         if len(self.ledger.entries) <= RUNNING_ACCOUNTING_ENTRIES:
             return tightest_epsilon(self.ledger, self.delta, with_pld=False)
+        if (self.key, self.delta) not in self._answers:
+            if len(self._answers) > 4096:
+                self._answers.clear()
+            self._answers[self.key, self.delta] = self._running_epsilon()
+        return self._answers[self.key, self.delta]
+
+    def _running_epsilon(self) -> float:
         if self.gaussian_only:
             return float(dp_accounting.get_epsilon_gaussian(1.0 / math.sqrt(self.sums["mu_squared"]), self.delta))
+        for event, count in self.pending:
+            self.rdp.compose(event, count)
+        self.pending.clear()
         candidates = [float(self.rdp.get_epsilon(self.delta))]
         if self.sums["delta_basic"] <= self.delta:
             candidates.append(self.sums["basic"])
