@@ -23,6 +23,7 @@ import numpy as np
 
 import privcvx as pc
 from privcvx.algorithms import AgentContext, Algorithm, check_algorithm
+from privcvx.algorithms.base import LatestReleases
 from privcvx.algorithms.conformance import consensus_problem
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
@@ -107,28 +108,15 @@ class TrackingAgent:
         self.x, self.y, self.gradient = state["x"], state["y"], state["gradient"]
 
 
-class TrackingMonitor:
-    """Public metrics from the messages: the average estimate and the largest distance between estimates."""
+class TrackingMonitor(LatestReleases):
+    """Public metrics from the messages: the largest distance of an estimate from the average."""
 
     def __init__(self, problem: DistributedProblem) -> None:
-        self.names = problem.names
-        self.latest: dict[str, np.ndarray] = {}
-        self.w = np.zeros(problem.dim)
+        super().__init__(problem, "x")
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        self.latest.update({m.sender: m["x"] for m in messages})
-        stacked = np.stack([self.latest[name] for name in self.names])
-        self.w = stacked.mean(axis=0)
+        stacked = self.update(messages)
         return {"disagreement": float(np.max(np.linalg.norm(stacked - self.w, axis=1)))}
-
-    def global_vector(self) -> np.ndarray:
-        return self.w.copy()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"latest": self.latest, "w": self.w}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.latest, self.w = dict(state["latest"]), state["w"]
 
 
 def main() -> None:

@@ -114,6 +114,33 @@ class Monitor(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+class LatestReleases:
+    """A monitor's memory for decentralized methods: each agent's latest broadcast of one payload key,
+    and their average (the global vector ``result.w``). Subclasses compute their metrics in ``observe``."""
+
+    def __init__(self, problem: DistributedProblem, key: str) -> None:
+        self.names = problem.names
+        self.key = key
+        self.latest: dict[str, np.ndarray] = {}
+        self.w = np.zeros(problem.dim)
+
+    def update(self, messages: list[Message]) -> np.ndarray:
+        """Take the round's broadcasts; return every agent's latest one, stacked in agent order."""
+        self.latest.update({m.sender: m[self.key] for m in messages if self.key in m.payload})
+        stacked = np.stack([self.latest[name] for name in self.names])
+        self.w = stacked.mean(axis=0)
+        return stacked
+
+    def global_vector(self) -> np.ndarray:
+        return self.w.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"latest": self.latest, "w": self.w}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.latest, self.w = dict(state["latest"]), state["w"]
+
+
 class Algorithm(ABC):
     """A distributed method: settings in ``__init__``, programs built per run; picklable.
 

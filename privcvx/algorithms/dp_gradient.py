@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
@@ -297,31 +297,18 @@ class DPDGAgent:
         self.context.ledger.load_dict(state["ledger"])
 
 
-class DPDGMonitor:
+class DPDGMonitor(LatestReleases):
     """Public metrics from the broadcasts: disagreement, the average release and its change, the step."""
 
     def __init__(self, problem: DistributedProblem, step: Schedule) -> None:
-        self.names = problem.names
+        super().__init__(problem, "y")
         self.step = step
-        self.latest: dict[str, np.ndarray] = {}
-        self.w = np.zeros(problem.dim)
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        self.latest.update({m.sender: m["y"] for m in messages})
         previous = self.w
-        stacked = np.stack([self.latest[name] for name in self.names])
-        self.w = stacked.mean(axis=0)
+        stacked = self.update(messages)
         if t == 0:
             return {}
         return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
                 "average_change": float(np.linalg.norm(self.w - previous)),
                 "step": checked_value(self.step, t, argument="step")}
-
-    def global_vector(self) -> np.ndarray:
-        return self.w.copy()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"latest": self.latest, "w": self.w}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.latest, self.w = dict(state["latest"]), state["w"]
