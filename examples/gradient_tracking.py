@@ -95,8 +95,8 @@ class TrackingAgent:
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         return {"objective": self.evaluator.value(w_p)}
 
-    def output(self) -> np.ndarray:
-        return self.x.copy()
+    def output(self, released_only: bool = False) -> np.ndarray:
+        return self.x.copy()  # the last message's x: sent either way
 
     def report(self) -> dict[str, Any]:
         return {}

@@ -92,6 +92,10 @@ class RunFailed(PrivcvxError, RuntimeError):
         self.__cause__ = cause
 
 
+class ReproducibleNoiseWarning(UserWarning):
+    """A private run was given an explicit integer seed: anyone who knows it can regenerate the noise."""
+
+
 def check_int(value: Any, *, argument: str, minimum: int = 1, agent: str | None = None,
               error: type[PrivcvxError] = ParameterError) -> int:
     """Return ``value`` as an int, or raise ``error`` if it is not an integer >= ``minimum`` (bools are refused)."""

@@ -325,7 +325,7 @@ class DistributedProblem:
                                    solve_time=float(problem.solver_stats.solve_time or float("nan")))
 
     def solve(self, algorithm: Algorithm | None = None, topology: Topology | None = None, *, rounds: int = 100,
-              seed: int | str | None = 0, backend: str = "serial", progress: bool = False,
+              seed: int | str | None = None, backend: str = "serial", progress: bool = False,
               callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: Any = None, resume: Any = None,
               reference: bool = False, diagnostics: bool = True, **settings: Any) -> Result:
         """Run a distributed algorithm on this problem and return a :class:`~privcvx.results.Result`.
@@ -335,13 +335,16 @@ class DistributedProblem:
         algorithm's constructor. ``topology`` defaults to the algorithm's (``Topology.star()`` for
         Algorithm 1). Run options:
 
-        * ``rounds``: T; ``seed``: an int (reproducible), None (fresh) or "secure" (OS entropy);
+        * ``rounds``: T; ``seed``: None (the default: OS entropy under privacy, ``"secure"``), or an int, which
+          makes the noise reproducible by anyone who knows it (research runs; it warns under privacy);
         * ``backend``: "serial" or "process"; ``progress``: a progress bar;
         * ``callback(row)``: called after every round with the history row; returning ``False`` stops;
         * ``checkpoint``: a path, written atomically after every round; ``resume``: continue from one, with
           bitwise-identical results;
         * ``reference``: also solve the centralized problem (``result.reference``, and gap columns);
-        * ``diagnostics``: keep the columns computed from private data (``result.info["diagnostics"]``).
+        * ``diagnostics``: keep the columns computed from private data (``result.info["diagnostics"]``); with
+          ``False`` the history holds only values computed from the messages, and ``result.z`` only what each
+          agent sent.
 
         A run that fails part-way raises :class:`~privcvx.errors.RunFailed`, whose ``.result`` keeps the
         history up to the failure.

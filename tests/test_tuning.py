@@ -52,8 +52,9 @@ def test_step_rules_follow_the_paper():
     smooth = pc.Agent(cp.sum_squares(x - 1), shared=x, sensitivity=pc.Sensitivity(l1=1, l2=1))
     assert isinstance(_role(smooth).step_rule(), SmoothStep)
     assert _role(smooth).step_rule()(7) == pytest.approx(0.5)                    # 1/L, L = 2
-    private = _role(smooth, pc.ObjectivePerturbation(pc.Laplace(0.5))).step_rule()
-    assert private(9) == pytest.approx(1 / (2 + math.sqrt(9) / 0.5))               # Eq. (25a)
+    declared = pc.Agent(cp.sum_squares(x - 1), shared=x, sensitivity=pc.Sensitivity(l1=1, l2=1), smoothness=2.0)
+    private = _role(declared, pc.ObjectivePerturbation(pc.Laplace(0.5))).step_rule()
+    assert private(9) == pytest.approx(1 / (2 + math.sqrt(9) / 0.5))               # Eq. (25a), public L_p
     y = cp.Variable(3)
     nonsmooth = pc.Agent(cp.norm1(y - 1), shared=y)
     assert not is_smooth(nonsmooth.objective) and is_smooth(smooth.objective)

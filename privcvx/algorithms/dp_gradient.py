@@ -281,8 +281,8 @@ class DPDGAgent:
         return {"objective": self.evaluator.value(self.x), "average_objective": self.evaluator.value(w_p),
                 "noise_magnitude": self.noise_magnitude}
 
-    def output(self) -> np.ndarray:
-        return self.y.copy()
+    def output(self, released_only: bool = False) -> np.ndarray:
+        return self.y.copy()  # the last broadcast: a release either way
 
     def report(self) -> dict[str, Any]:
         return {}

@@ -112,13 +112,31 @@ class LinearizedADMM(Algorithm):
     def default_topology(self) -> Topology:
         return Topology.star()
 
+    @property
+    def uses_smoothness(self) -> bool:
+        """Whether L_p shapes the run: eta="auto" (the step) or rho="adaptive" without a start (rho^1 = max L_p)."""
+        return self._eta is None or (isinstance(self._rho, ResidualBalancing) and self._rho.value is None)
+
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        """Star topology only; under privacy every agent declares its sensitivity, and L_p when it is used.
+
+        eta^t and rho^t shape every release (and OutPert's noise scale), so under privacy they must be
+        public: L_p comes from ``pc.Agent(smoothness=...)``, a bound valid for every dataset, never from an
+        estimate on the agent's data. A nonsmooth f_p needs no L_p (Eq. (26a)).
+        """
         self.require_star(topology)
-        if self.privacy is not None and self.privacy.needs_gradient_sensitivity():
-            for agent in problem.agents:
-                if agent.sensitivity is None:
-                    raise PrivacyError("privacy is on but this agent declares no gradient sensitivity",
-                                       agent=agent.name, argument="sensitivity")
+        if self.privacy is None:
+            return
+        for agent in problem.agents:
+            if self.privacy.needs_gradient_sensitivity() and agent.sensitivity is None:
+                raise PrivacyError("privacy is on but this agent declares no gradient sensitivity",
+                                   agent=agent.name, argument="sensitivity")
+            if self.uses_smoothness and agent.smoothness is None and is_smooth(agent.objective):
+                raise PrivacyError(
+                    "eta='auto' and rho='adaptive' set the step and the penalty from L_p, which shape every release; "
+                    "under privacy L_p must be public: declare pc.Agent(smoothness=L) with a bound valid for every "
+                    "dataset of the neighbouring relation, or pass eta and rho as numbers or schedules",
+                    agent=agent.name, argument="smoothness")
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> LinearizedADMM:
         """Check the problem; a Budget becomes the per-update mechanism of its T * E updates."""
@@ -164,6 +182,7 @@ class ADMMAgent:
         self.local_updates = settings._local_updates
         self.eta = settings._eta
         self.needs_smoothness_hint = isinstance(settings._rho, ResidualBalancing) and settings._rho.value is None
+        self.private = settings.privacy is not None
         self.projection = Projection(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.mask = self.layout.shared_mask
@@ -179,6 +198,9 @@ class ADMMAgent:
     def smoothness(self) -> float:
         """L_p: declared (``pc.Agent(smoothness=...)``), else estimated at z_p^1 (nan for a nonsmooth f_p)."""
         if self.declared_smoothness is None:
+            if self.private and is_smooth(self.agent.objective):  # LinearizedADMM.check refuses this run
+                raise PrivacyError("L_p would be estimated from private data", agent=self.layout.name,
+                                   argument="smoothness")
             smooth = is_smooth(self.agent.objective)
             self.declared_smoothness = estimate_smoothness(self.evaluator, self.z) if smooth else math.nan
         return self.declared_smoothness
@@ -196,7 +218,7 @@ class ADMMAgent:
 
     def start(self) -> list[Message]:
         payload: dict[str, Any] = {"z": self.z[self.layout.shared_local]}
-        if self.needs_smoothness_hint:  # rho="adaptive" starts at max_p L_p (a leak under privacy: issue 11)
+        if self.needs_smoothness_hint:  # rho="adaptive" starts at max_p L_p: public (declared) under privacy
             payload["smoothness"] = self.smoothness
         return [self.context.message(0, payload, receiver=SERVER)]
 
@@ -248,8 +270,9 @@ class ADMMAgent:
         return {"objective": self.evaluator.value(self.released),
                 "max_violation": self.projection.violation(self.released), **self._last}
 
-    def output(self) -> np.ndarray:
-        return self.released.copy()
+    def output(self, released_only: bool = False) -> np.ndarray:
+        """The last release z_p^{t+1}: the whole local vector, or only its shared entries (what was sent)."""
+        return self.released[self.layout.shared_local].copy() if released_only else self.released.copy()
 
     def report(self) -> dict[str, Any]:
         return {"kind": self.projection.kind, **asdict(self.projection.stats)}

@@ -63,8 +63,8 @@ class AgentHost:
     def diagnostics(self, w_parts: Sequence[np.ndarray]) -> list[dict[str, float]]:
         return [program.diagnostics(w_p) for program, w_p in zip(self.programs, w_parts, strict=True)]
 
-    def outputs(self) -> list[np.ndarray]:
-        return [program.output() for program in self.programs]
+    def outputs(self, released_only: bool) -> list[np.ndarray]:
+        return [program.output(released_only) for program in self.programs]
 
     def reports(self) -> list[dict[str, Any]]:
         return [program.report() for program in self.programs]

@@ -20,13 +20,21 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from privcvx.algorithms.base import AgentContext, Algorithm
-from privcvx.errors import ParameterError, PrivcvxError, RunFailed, check_int
+from privcvx.errors import (
+    ParameterError,
+    PrivacyError,
+    PrivcvxError,
+    ReproducibleNoiseWarning,
+    RunFailed,
+    check_int,
+)
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
 from privcvx.privacy.noise import agent_noise_sources
@@ -197,14 +205,16 @@ class Run:
         privacy = privacy_table(self.ledgers, delta) if self.algorithm.private else None
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
         info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
-                "seed": repr(self.seed), "accounting_delta": delta, "diagnostics": diagnostics,
+                "seed": repr(self.seed), "noise": noise_path(self.seed) if self.algorithm.private else "none",
+                "accounting_delta": delta, "diagnostics": diagnostics, "release_only": not self.keep_diagnostics,
                 **self.algorithm.summarize(backend.call("reports"))}
-        return Result(w=self.monitor.global_vector(), z=backend.call("outputs"), history=history, privacy=privacy,
+        z = backend.call("outputs", not self.keep_diagnostics)
+        return Result(w=self.monitor.global_vector(), z=z, history=history, privacy=privacy,
                       reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
 
 
 def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | None = None, *, rounds: int = 100,
-        seed: int | str | None = 0, backend: str = "serial", progress: bool = False,
+        seed: int | str | None = None, backend: str = "serial", progress: bool = False,
         callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: str | os.PathLike | None = None,
         resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True) -> Result:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see :meth:`privcvx.DistributedProblem.solve`."""
@@ -216,6 +226,13 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         raise ParameterError(f"must be a pc.Topology, got {topology!r}", argument="topology")
     topology = topology.bind(problem.names)
     algorithm = algorithm.prepare(problem, topology, rounds)
+    seed = resolve_seed(seed, algorithm.private)
+    if resume is not None and algorithm.private and seed == "secure":
+        raise PrivacyError("a private run with secure noise cannot be resumed: the noise of the interrupted round "
+                           "cannot be drawn again, and its release may already have been seen, so a new draw would "
+                           "release the round twice outside the ledger. Restart the run, or use a secret integer "
+                           "seed (its noise stream is in the checkpoint, which is then as secret as the data)",
+                           argument="resume")
     state = checkpoints.read_state(resume) if resume is not None else None
     transcript = checkpoints.read_messages(resume, state["transcript_bytes"]) if state is not None else None
     run_ = Run(problem, algorithm, topology, rounds=rounds, seed=seed, diagnostics=diagnostics)
@@ -257,6 +274,25 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
             if bar is not None:
                 bar.close()
         return run_.result(hosts, stop)
+
+
+def resolve_seed(seed: int | str | None, private: bool) -> int | str | None:
+    """The run's seed: None means OS entropy ("secure") under privacy; an integer under privacy warns.
+
+    Without privacy no noise is drawn and None stays None.
+    """
+    if seed is None:
+        return "secure" if private else None
+    if private and not isinstance(seed, str):
+        warnings.warn(f"seed={seed!r}: the noise of this private run is reproducible by anyone who knows the seed, "
+                      "so it protects nothing against them. Use it for research runs only; leave seed=None (OS "
+                      "entropy) for a real release", ReproducibleNoiseWarning, stacklevel=4)
+    return seed
+
+
+def noise_path(seed: int | str | None) -> str:
+    """Which noise a private run used (``result.info["noise"]``)."""
+    return "secure: OS entropy" if seed == "secure" else "seeded: numpy PCG64, reproducible"
 
 
 def _begin_checkpoint(path: str | os.PathLike, resume: str | os.PathLike | None, transcript: Transcript) -> int:

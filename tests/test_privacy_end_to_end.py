@@ -1,0 +1,103 @@
+"""Privacy of a whole run: public settings, release-only results, seeding, checkpoints (issue: end to end)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from core_problems import general_form
+
+import privcvx as pc
+from privcvx.errors import PrivacyError, ReproducibleNoiseWarning
+from privcvx.topology import SERVER
+
+GAUSSIAN = pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5))
+
+
+def _rendezvous(points: np.ndarray) -> pc.DistributedProblem:
+    from problems.rendezvous import rendezvous
+
+    return rendezvous(points)
+
+
+def _neighbours() -> tuple[np.ndarray, np.ndarray]:
+    points = np.random.default_rng(5).uniform(-1, 1, (5, 2))
+    other = points.copy()
+    other[2] = [0.9, -0.9]  # agent 2 moves its private address
+    return points, other
+
+
+def test_defaults_under_privacy_give_identical_steps_and_penalties_on_neighbouring_data():
+    histories = []
+    for points in _neighbours():
+        with pytest.warns(ReproducibleNoiseWarning):
+            histories.append(_rendezvous(points).solve(rounds=20, local_updates=2, privacy=GAUSSIAN, seed=4).history)
+    assert histories[0]["eta"].equals(histories[1]["eta"])
+    assert histories[0]["rho"].equals(histories[1]["rho"])
+    assert not histories[0]["objective"].equals(histories[1]["objective"])  # the data did change the run
+
+
+def test_settings_estimated_from_private_data_are_refused():
+    rng = np.random.default_rng(0)
+    agents = []
+    for p in range(2):
+        x = cp.Variable(3)
+        agents.append(pc.Agent(cp.sum_squares(rng.normal(size=(5, 3)) @ x - rng.normal(size=5)), [cp.abs(x) <= 1],
+                               shared=x, name=f"site-{p}", sensitivity=pc.Sensitivity(l1=1.0, l2=1.0)))
+    problem = pc.DistributedProblem(agents)
+    with pytest.raises(PrivacyError, match=r"\[agent 'site-0'\] argument 'smoothness'.*declare pc.Agent\(smoothness"):
+        problem.solve(rounds=2, privacy=GAUSSIAN)
+    problem.solve(rounds=2, privacy=GAUSSIAN, eta=0.05, rho=1.0)  # public numbers: fine
+    problem.solve(rounds=2)  # without privacy L_p may be estimated from the data
+    y = cp.Variable(3)
+    nonsmooth = pc.Agent(cp.norm1(y - 1), [cp.abs(y) <= 1], shared=y, sensitivity=pc.Sensitivity(l1=1.0, l2=1.0))
+    pc.DistributedProblem([nonsmooth]).solve(rounds=2, privacy=GAUSSIAN, rho=1.0)  # Eq. (26a) needs no L_p
+
+
+def test_private_runs_draw_from_os_entropy_unless_seeded_and_an_integer_seed_warns():
+    problem = _rendezvous(_neighbours()[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning without a seed
+        first = problem.solve(rounds=3, privacy=GAUSSIAN)
+        second = problem.solve(rounds=3, privacy=GAUSSIAN)
+        problem.solve(rounds=3, seed=1)  # no privacy: a seed is harmless
+    assert first.info["noise"].startswith("secure") and first.info["seed"] == "'secure'"
+    assert not np.array_equal(first.w, second.w)
+    with pytest.warns(ReproducibleNoiseWarning, match="reproducible by anyone who knows the seed"):
+        seeded = problem.solve(rounds=3, privacy=GAUSSIAN, seed=1)
+    assert seeded.info["noise"].startswith("seeded")
+
+
+def test_a_secure_run_cannot_be_resumed_and_checkpoints_are_owner_only(tmp_path):
+    problem = _rendezvous(_neighbours()[0])
+    path = tmp_path / "run.ckpt"
+    problem.solve(rounds=3, privacy=GAUSSIAN, checkpoint=path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with pytest.raises(PrivacyError, match="cannot be resumed"):
+        problem.solve(rounds=5, privacy=GAUSSIAN, resume=path)
+
+
+def test_without_diagnostics_only_releases_leave_the_agents():
+    problem, eta, rho = general_form()
+    for agent in problem.agents:
+        agent.sensitivity = pc.Sensitivity(l1=0.2, l2=0.1)
+    options = {"rounds": 4, "local_updates": 2, "rho": rho, "eta": eta, "seed": 2,
+               "privacy": pc.OutputPerturbation(pc.Laplace(1.0))}
+    with pytest.warns(ReproducibleNoiseWarning):
+        private = problem.solve(diagnostics=False, **options)
+        research = problem.solve(**options)
+    assert private.transcript.same_as(research.transcript)  # the same releases either way
+    assert set(private.history.columns) == {"round", "consensus_residual", "primal_residual", "dual_residual",
+                                            "epsilon", "rho", "time_s"}
+    assert private.info["diagnostics"] == [] and private.info["release_only"]
+    for message in private.transcript:  # the audit: nothing but releases and public settings
+        expected = {"w", "rho"} if message.sender == SERVER else {"z"}
+        assert set(message.payload) == expected
+    last = {m.sender: m["z"] for m in private.transcript.round(4) if m.receiver == SERVER}
+    for name, layout, z, full in zip(problem.names, problem.layouts, private.z, research.z, strict=True):
+        assert np.array_equal(z, last[name])  # result.z holds what the agent sent, and only that
+        assert np.array_equal(full[layout.shared_local], z) and full.size > z.size  # not its private variables
