@@ -78,6 +78,10 @@ class UnsupportedError(PrivcvxError, ValueError):
                          argument=argument)
 
 
+class CheckpointError(PrivcvxError, ValueError):
+    """A checkpoint is missing, damaged, foreign, or belongs to another run (problem, data, settings, seed)."""
+
+
 class SolverError(PrivcvxError, RuntimeError):
     """Every solver in the fallback chain failed on an agent's local update."""
 

@@ -71,9 +71,12 @@ class DirectClarabel:
     """The compiled projection solved by Clarabel directly, bypassing CVXPY's per-solve pipeline.
 
     CVXPY compiles the DPP problem once (``get_problem_data``). Each update then only
-    evaluates the linear term q from CVXPY's parameter tensor and calls ``solver.update(q=...)``;
-    P, A and b are re-evaluated, and a new Clarabel solver set up, only when the metric
-    weights change (once per round when eta^t or rho^t change). Not applicable when CVXPY
+    evaluates the linear term q from CVXPY's parameter tensor; P, A and b are re-evaluated only
+    when the metric weights change (once per round when eta^t or rho^t change). Every solve sets up
+    a new Clarabel solver on the cached P, A, b: ``solver.update(q=...)`` keeps the cost scaling
+    computed from an earlier q, so its answers differ from a fresh solve's in the last digits
+    (9e-10 on the general-form test problem), which broke bitwise resume in a new process; a
+    fresh solver costs 0.95-1.19x an update (docs/performance.md). Not applicable when CVXPY
     replaced a variable (variables with attributes); the CVXPY path is used then.
     """
 
@@ -88,7 +91,6 @@ class DirectClarabel:
         self.weights = weights
         self.settings = _clarabel_settings(SOLVER_SETTINGS[cp.CLARABEL])
         self.retry_settings = _clarabel_settings(CLARABEL_RETRY)
-        self.solver: clarabel.DefaultSolver | None = None
         self.data: tuple | None = None
         self.metric: np.ndarray | None = None
 
@@ -101,20 +103,17 @@ class DirectClarabel:
     def solve(self) -> tuple[np.ndarray, bool]:
         """Solve at the current parameter values; returns (z, inaccurate) or raises RuntimeError."""
         metric = None if self.weights is None else self.weights.value
-        if self.solver is None or (metric is not None and not np.array_equal(self.metric, metric)):
+        if self.data is None or (metric is not None and not np.array_equal(self.metric, metric)):
             matrix_p, q, _, matrix_a, b = self.program.apply_parameters(quad_obj=True)
             self.data = (sp.triu(matrix_p).tocsc(), -matrix_a.tocsc(), b)
-            self.solver = clarabel.DefaultSolver(self.data[0], q, self.data[1], self.data[2], self.cones,
-                                                 self.settings)
             self.metric = None if metric is None else np.array(metric)
         else:
             q, _ = canonInterface.get_matrix_from_tensor(self.program.q, self._parameter_vector(),
                                                          self.program.x.size, with_offset=True)
             q = np.asarray(q.toarray()).reshape(-1)
-            self.solver.update(q=q)
-        solution = self.solver.solve()
+        matrix_p, matrix_a, b = self.data
+        solution = clarabel.DefaultSolver(matrix_p, q, matrix_a, b, self.cones, self.settings).solve()
         if str(solution.status) not in _CLARABEL_OK:  # stalled at the tight targets: retry at reachable ones
-            matrix_p, matrix_a, b = self.data
             solution = clarabel.DefaultSolver(matrix_p, q, matrix_a, b, self.cones, self.retry_settings).solve()
         status = str(solution.status)
         if status not in _CLARABEL_OK:

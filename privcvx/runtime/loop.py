@@ -233,7 +233,8 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
                            "release the round twice outside the ledger. Restart the run, or use a secret integer "
                            "seed (its noise stream is in the checkpoint, which is then as secret as the data)",
                            argument="resume")
-    state = checkpoints.read_state(resume) if resume is not None else None
+    header = checkpoints.fingerprint(problem, algorithm, topology, seed)
+    state = checkpoints.read_state(resume, header) if resume is not None else None
     transcript = checkpoints.read_messages(resume, state["transcript_bytes"]) if state is not None else None
     run_ = Run(problem, algorithm, topology, rounds=rounds, seed=seed, diagnostics=diagnostics)
     with make_backend(backend, algorithm, problem, run_.contexts) as hosts:
@@ -258,7 +259,8 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
                     bar.update(1)
                 if checkpoint is not None:
                     transcript_bytes = checkpoints.append_messages(checkpoint, sent)
-                    checkpoints.write_state(checkpoint, run_.state(hosts, t + 1, row["time_s"], transcript_bytes))
+                    checkpoints.write_state(checkpoint, header,
+                                            run_.state(hosts, t + 1, row["time_s"], transcript_bytes))
                 if callback is not None and callback(row) is False:
                     reason = "callback"
                 if reason is not None:

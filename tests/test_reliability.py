@@ -1,0 +1,134 @@
+"""Reliability: exact resume in a new process after SIGKILL, safe checkpoint files, cleanup of workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import privcvx as pc
+from privcvx.errors import CheckpointError
+
+SCRIPT = Path(__file__).resolve().parent / "scripts" / "resumable_run.py"
+
+
+def _run(*args: str) -> None:
+    subprocess.run([sys.executable, str(SCRIPT), *args], check=True, capture_output=True, text=True, timeout=300)
+
+
+def _killed_at(case: str, backend: str, out: Path, checkpoint: Path, round_: int) -> None:
+    """Start the run in a child process, wait until it has finished ``round_``, then SIGKILL it."""
+    child = subprocess.Popen([sys.executable, str(SCRIPT), case, backend, str(out), "--checkpoint", str(checkpoint),
+                              "--pause-after", str(round_)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = Path(str(out) + ".paused")
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        assert child.poll() is None and time.monotonic() < deadline, "the child ended before pausing"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+
+
+@pytest.mark.parametrize("case, backend", [
+    ("objpert-gaussian", "serial"),      # Gaussian ObjPert, cones, E = 3, adaptive rho
+    ("outpert-laplace", "serial"),       # Laplace OutPert, general form with private variables, E = 2
+    ("objpert-gaussian", "process"),
+    ("outpert-laplace", "process"),
+])
+def test_resume_after_sigkill_in_a_new_process_is_bitwise_exact(tmp_path, case, backend):
+    full, killed, resumed, checkpoint = (tmp_path / name for name in ("full.npz", "killed.npz", "resumed.npz",
+                                                                      "run.ckpt"))
+    _run(case, backend, str(full))
+    _killed_at(case, backend, killed, checkpoint, round_=5)
+    assert not killed.exists()  # the run died before finishing
+    _run(case, backend, str(resumed), "--resume", str(checkpoint), "--checkpoint", str(checkpoint))
+    reference, result = pc.load_result(full), pc.load_result(resumed)
+    columns = [c for c in reference.history.columns if c != "time_s"]
+    assert reference.history[columns].equals(result.history[columns])
+    assert np.array_equal(reference.w, result.w)
+    assert all(np.array_equal(a, b) for a, b in zip(reference.z, result.z, strict=True))
+    assert reference.transcript.same_as(result.transcript)
+    assert reference.privacy.equals(result.privacy)
+
+
+# ---- checkpoint files --------------------------------------------------------------------------------------
+
+def _problem(seed: int = 0) -> pc.DistributedProblem:
+    from problems.rendezvous import rendezvous
+
+    return rendezvous(np.random.default_rng(seed).uniform(-1, 1, (3, 2)))
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    path = tmp_path / "run.ckpt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _problem().solve(rounds=3, privacy=pc.ObjectivePerturbation(pc.Laplace(1.0)), seed=1, checkpoint=path)
+    return path
+
+
+def _resume(path: Path, **changes) -> pc.Result:
+    options = {"rounds": 5, "privacy": pc.ObjectivePerturbation(pc.Laplace(1.0)), "seed": 1, **changes}
+    problem = options.pop("problem", _problem())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return problem.solve(resume=path, **options)
+
+
+def test_a_checkpoint_resumes_only_the_run_that_wrote_it(checkpoint):
+    assert len(_resume(checkpoint).history) == 5
+    for changes, what in [({"seed": 2}, "seed"), ({"privacy": None}, "algorithm"),
+                          ({"privacy": pc.OutputPerturbation(pc.Laplace(1.0))}, "algorithm"),
+                          ({"rho": 3.0}, "algorithm"), ({"local_updates": 2}, "algorithm"),
+                          ({"problem": _problem(seed=9)}, "data")]:
+        with pytest.raises(CheckpointError, match=f"another run.*{what}"):
+            _resume(checkpoint, **changes)
+    from problems.rendezvous import rendezvous
+    with pytest.raises(CheckpointError, match="agents"):
+        _resume(checkpoint, problem=rendezvous(np.random.default_rng(0).uniform(-1, 1, (4, 2))))
+
+
+def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed(checkpoint, tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    pickled = tmp_path / "evil.ckpt"
+    pickled.write_bytes(pickle.dumps({"state": Payload()}))
+    with pytest.raises(CheckpointError, match="not a privcvx checkpoint"):
+        _resume(pickled)
+    assert not marker.exists()
+    # A pickle hidden inside a well-formed archive as an object array is not loaded either.
+    with zipfile.ZipFile(checkpoint, "a") as archive:
+        archive.writestr("a999.npy", pickle.dumps(Payload()))
+    with pytest.raises(CheckpointError, match="not a privcvx checkpoint"):
+        _resume(checkpoint)
+    assert not marker.exists()
+    edited = tmp_path / "edited.ckpt"
+    with np.load(tmp_path / "run.ckpt", allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    header = json.loads(str(arrays["__header__"]))
+    arrays["__header__"] = np.array(json.dumps({**header, "privcvx": "0.0.1"}))
+    np.savez(edited, **arrays)
+    os.replace(str(edited) + ".npz", edited)
+    with pytest.raises(CheckpointError, match="privcvx"):
+        _resume(edited)
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes((tmp_path / "run.ckpt").read_bytes()[:200])
+    with pytest.raises(CheckpointError, match="not a privcvx checkpoint"):
+        _resume(truncated)
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        _resume(tmp_path / "missing.ckpt")
