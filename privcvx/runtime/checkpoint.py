@@ -146,20 +146,24 @@ class _Encoder:
         raise CheckpointError(f"cannot store a {type(value).__name__} in a checkpoint", argument="checkpoint")
 
 
-def _decode(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+def _decode(value: Any, arrays: Mapping[str, np.ndarray], used: set[str]) -> Any:
     if isinstance(value, list):
-        return [_decode(v, arrays) for v in value]
+        return [_decode(v, arrays, used) for v in value]
     if not isinstance(value, dict):
         return value
     if "__array__" in value:
-        return arrays[value["__array__"]]
+        used.add(value["__array__"])
+        array = arrays[value["__array__"]]
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"member {value['__array__']!r} is not an array")
+        return array
     if "__float__" in value:
         return float(value["__float__"])
     if "__message__" in value:
         round_, phase, sender, receiver, payload = value["__message__"]
         return Message(round=int(round_), sender=str(sender), receiver=receiver, phase=int(phase),
-                       payload={k: _decode(v, arrays) for k, v in payload.items()})
-    return {k: _decode(v, arrays) for k, v in value["__dict__"].items()}
+                       payload={k: _decode(v, arrays, used) for k, v in payload.items()})
+    return {k: _decode(v, arrays, used) for k, v in value["__dict__"].items()}
 
 
 def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str, Any]) -> None:
@@ -198,10 +202,15 @@ def read_state(path: str | os.PathLike, expected: dict[str, Any]) -> dict[str, A
                    for key, value in expected.items() if header.get(key) != value]
     if differences:
         raise CheckpointError("the checkpoint belongs to another run; " + "; ".join(differences), argument="resume")
+    used: set[str] = set()
     try:
-        return _decode(json.loads(state_text), arrays)
+        state = _decode(json.loads(state_text), arrays, used)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"the checkpoint's state is damaged: {exc}", argument="resume") from None
+    if used != set(arrays):
+        raise CheckpointError(f"the checkpoint holds members its state does not use: {sorted(set(arrays) - used)}; "
+                              "it was edited", argument="resume")
+    return state
 
 
 # ---- what identifies a run ---------------------------------------------------------------------------------
