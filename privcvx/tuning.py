@@ -24,9 +24,11 @@ from dataclasses import dataclass
 
 import cvxpy as cp
 import numpy as np
-from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
+from privcvx.errors import SolverError
 from privcvx.gradients import GradientEvaluator
+from privcvx.problem import Agent
 
 #: Atoms whose (sub)gradient is discontinuous: an objective holding one is treated as nonsmooth.
 NONSMOOTH_ATOMS = frozenset({"abs", "norm1", "norm_inf", "PnormApprox", "Pnorm", "pnorm", "max", "min",
@@ -66,6 +68,28 @@ def estimate_smoothness(evaluator: GradientEvaluator, z: np.ndarray, probes: int
     rng = np.random.default_rng(0)
     points = [z] + [z + 0.1 * rng.normal(size=z.size) for _ in range(probes - 1)]
     return max(hessian_lambda_max(evaluator, point) for point in points)
+
+
+def smoothness_of(agent: Agent, evaluator: GradientEvaluator, z: np.ndarray) -> float:
+    """L_p of an agent without a declared one: nan for a nonsmooth f_p (Eq. (26a) needs none), 0 for an affine
+    or constant f_p (no curvature: the step is bounded by the proximal term alone), else the estimate.
+
+    A failing estimate (ARPACK, a gradient that is not finite) raises a ``SolverError`` naming the agent and
+    saying to declare ``pc.Agent(smoothness=...)``.
+    """
+    if not is_smooth(agent.objective):
+        return math.nan
+    if agent.objective.is_affine():
+        return 0.0
+    try:
+        value = estimate_smoothness(evaluator, z)
+    except (ArpackError, ValueError, FloatingPointError) as exc:
+        raise SolverError(f"the estimate of L_p failed ({exc}); declare pc.Agent(smoothness=L)", agent=agent.name,
+                          argument="smoothness") from exc
+    if not math.isfinite(value):
+        raise SolverError(f"the estimate of L_p is {value} (is the gradient finite at z_p^1?); declare "
+                          "pc.Agent(smoothness=L)", agent=agent.name, argument="smoothness")
+    return max(value, 0.0)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,19 @@
 """Federated multiclass logistic regression: Eq. (30) of the paper, Sec. 6.2.
 
-Agent p holds the samples (x_i, y_i), i in I_p, of one share of the data and minimizes its share
-of the total loss over the local box W_p = [-u, u]^{J x K}:
+Agent p holds the samples (x_i, y_i), i in I_p, of one share of the data and minimizes its weighted
+cross-entropy over the local box W_p = [-u, u]^{J x K}:
 
-    f_p(W) = (1/I) sum_{i in I_p} [ logsumexp_k (x_i^T W)_k - y_i^T W^T x_i ]        (Eq. (30))
+    f_p(W) = (1/n_p) sum_{i in I_p} [ logsumexp_k (x_i^T W)_k - y_i^T W^T x_i ]
 
-with I = sum_p I_p the total number of samples, so f_p = (I_p / I) * (mean loss of agent p) and
-sum_p f_p is the mean loss over all the data. There is no intercept and no regularizer.
+with the normalizer n_p = I = sum_p I_p (``weighting="paper"``, Eq. (30): f_p = (I_p / I) * (mean loss
+of agent p) and sum_p f_p is the mean loss over all the data) or n_p = I_p (``weighting="agent"``: f_p
+is agent p's own mean loss, and depends on no other agent's count). There is no intercept and no
+regularizer.
 
-Every sample is scaled to ||x||_2 <= 1 by dividing its row by max(1, ||x||_2); the gradient
-sensitivities (Eqs. (18), (21), (31)) rely on that bound.
+Every sample is scaled to ||x||_2 <= 1 by dividing its row by max(1, ||x||_2). The declared smoothness
+and gradient sensitivities (Eqs. (18), (21), (31)) rely on that bound and on nothing else of the data:
+they hold for every dataset of the builder's neighbouring relation (``relation=``). The derivations
+are in docs/problems.md.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ from privcvx.errors import DeclarationError, ParameterError, require_positive
 
 Split = Literal["iid", "dirichlet"]
 SensitivityKind = Literal["paper", "worst_case"]
+Relation = Literal["replace_one", "add_remove"]
+Weighting = Literal["paper", "agent"]
+
+#: The weighting each relation uses when none is given: Eq. (30) where the counts are fixed by the
+#: relation, the agent's own count where adding a sample changes them.
+DEFAULT_WEIGHTING: dict[str, Weighting] = {"replace_one": "paper", "add_remove": "agent"}
 
 _DIRICHLET_TRIES = 200
 
@@ -92,15 +102,15 @@ def label_skew(codes: np.ndarray, shares: Sequence[np.ndarray]) -> float:
 
 @dataclass(frozen=True)
 class LogisticLoss:
-    """One agent's term f_p of Eq. (30), with its numpy oracles.
+    """One agent's term f_p (Eq. (30) with normalizer n_p), with its numpy oracles and declared bounds.
 
-    ``X`` (I_p x J) holds rows with ||x|| <= 1, ``Y`` (I_p x K) the one-hot labels and ``total``
-    the number I of samples over all agents.
+    ``X`` (I_p x J) holds rows with ||x|| <= 1, ``Y`` (I_p x K) the one-hot labels and ``normalizer``
+    the count n_p that divides the sum: the total I (Eq. (30)) or the agent's own I_p.
     """
 
     X: np.ndarray
     Y: np.ndarray
-    total: int
+    normalizer: int
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -108,61 +118,62 @@ class LogisticLoss:
         return (self.X.shape[1], self.Y.shape[1])
 
     def expression(self, W: cp.Expression) -> cp.Expression:
-        """Eq. (30) as a DCP CVXPY expression in the J x K variable ``W``."""
+        """f_p as a DCP CVXPY expression in the J x K variable ``W``."""
         scores = self.X @ W
-        return (cp.sum(cp.log_sum_exp(scores, axis=1)) - cp.sum(cp.multiply(self.Y, scores))) / self.total
+        return (cp.sum(cp.log_sum_exp(scores, axis=1)) - cp.sum(cp.multiply(self.Y, scores))) / self.normalizer
 
     def value(self, W: np.ndarray) -> float:
-        """Eq. (30) evaluated in numpy."""
+        """f_p evaluated in numpy."""
         scores = self.X @ W
-        return float((logsumexp(scores, axis=1).sum() - np.sum(self.Y * scores)) / self.total)
+        return float((logsumexp(scores, axis=1).sum() - np.sum(self.Y * scores)) / self.normalizer)
 
     def gradient(self, W: np.ndarray) -> np.ndarray:
-        """Gradient of Eq. (30): (1/I) X_p^T (softmax(X_p W) - Y_p), shaped J x K like ``W``."""
-        return self.X.T @ (softmax(self.X @ W, axis=1) - self.Y) / self.total
+        """Gradient of f_p: (1/n_p) X_p^T (softmax(X_p W) - Y_p), shaped J x K like ``W``."""
+        return self.X.T @ (softmax(self.X @ W, axis=1) - self.Y) / self.normalizer
 
     def smoothness(self) -> float:
-        """Lipschitz constant of the gradient: L_p = lambda_max(X_p^T X_p) / (2 I).
+        """Data-independent Lipschitz constant of the gradient: L_p = I_p / (2 n_p).
 
-        The Hessian is (1/I) sum_i (diag(s_i) - s_i s_i^T) kron x_i x_i^T and the softmax block
-        diag(s) - s s^T has eigenvalues <= 1/2, so H <= (1/(2I)) I_K kron X_p^T X_p. The bound is
-        attained for K = 2 at W = 0 (s = (1/2, 1/2)); it is at most (I_p / I) * max ||x||^2 / 2.
+        The Hessian of f_p in vec(W) (column-major) is (1/n_p) sum_i (diag(s_i) - s_i s_i^T) kron x_i x_i^T
+        with s_i = softmax(W^T x_i). For any v, v^T (diag(s) - s s^T) v is the variance of v under the
+        distribution s, at most (max v - min v)^2 / 4 <= ||v||^2 / 2 (Popoviciu), so the softmax block has
+        eigenvalues <= 1/2, and x x^T has eigenvalue ||x||^2 <= 1. Each term is therefore <= 1/2 in the
+        Loewner order and H <= I_p / (2 n_p): 1/2 for ``weighting="agent"``, I_p / (2I) for Eq. (30). It
+        reads only the counts, never X_p; it is attained by one sample with ||x|| = 1 and K = 2 at W = 0.
         """
-        return float(np.linalg.norm(self.X, 2) ** 2 / (2 * self.total))
+        return self.X.shape[0] / (2.0 * self.normalizer)
 
-    def paper_sensitivity(self, W: np.ndarray) -> tuple[float, float]:
-        """Data-dependent (L1, L2) gradient sensitivity at ``W`` for adding one sample: Eq. (31) + renormalization.
+    def worst_case_sensitivity(self) -> tuple[float, float]:
+        """Data-independent (L1, L2) gradient sensitivity (Eqs. (18), (21)): (4 sqrt(J), 2 sqrt(2)) / n_p.
 
-        Adding (x*, y*) to agent p's data makes the total I+1, so the gradient changes by
-        (grad l(W; x*, y*) - grad f_p(W; D)) / (I+1). Eq. (31) is the first term maximized over
-        ||x*|| <= 1 and one-hot y* (the I in it is the total count, from the 1/I of Eq. (30)); it
-        omits the second term, which we add by the triangle inequality. For the first term,
-        ||x (s - e_k)^T||_F <= sqrt(2) (1 - s_k) and ||.||_1 <= 2 sqrt(J) (1 - s_k), and over the
-        unit ball 1 - s_k(x) <= r_k = E_k / (1 + E_k) with E_k = sum_{j != k} exp(||w_j - w_k||_2).
+        A per-sample gradient G = x (s - e_k)^T has ||G||_F = ||x||_2 ||s - e_k||_2 <= sqrt(2) (1 - s_k),
+        since ||s - e_k||_2^2 = (1 - s_k)^2 + sum_{j != k} s_j^2 <= 2 (1 - s_k)^2, and
+        ||G||_1 = ||x||_1 ||s - e_k||_1 <= 2 sqrt(J) (1 - s_k). Replacing sample i by (x*, y*) changes the
+        gradient by (G* - G_i) / n_p (the counts stay), at most twice the per-sample bound over n_p. With
+        n_p = I_p (``weighting="agent"``), adding a sample changes it by (G* - g_bar) / (I_p + 1), g_bar the
+        mean of the I_p per-sample gradients, and removing sample i by (g_bar - G_i) / (I_p - 1) =
+        sum_{j != i} (G_j - G_i) / (I_p (I_p - 1)): the renormalization term g_bar is what the paper's
+        Eq. (31) drops. Both are at most 2 sqrt(2) / I_p in L2 (removing the only sample: sqrt(2)). So the
+        bound holds under replace-one for either normalizer and under add/remove for n_p = I_p, the
+        combinations :func:`federated_logistic` allows.
         """
         J = self.X.shape[1]
+        return (4 * np.sqrt(J) / self.normalizer, 2 * np.sqrt(2) / self.normalizer)
+
+    def paper_sensitivity(self, W: np.ndarray) -> tuple[float, float]:
+        """(L1, L2) gradient sensitivity at the iterate ``W``, in the manner of Eq. (31).
+
+        Eq. (31) maximizes the added sample's term x* (s(W^T x*) - y*)^T / (I + 1) over ||x*|| <= 1 and
+        one-hot y* at the iterate z_p^{t,e}. Over the unit ball 1 - s_k(x) <= r_k = E_k / (1 + E_k) with
+        E_k = sum_{j != k} exp(||w_j - w_k||_2), so every per-sample gradient, the new one and those of the
+        agent's data alike, obeys the bounds of :meth:`worst_case_sensitivity` times r = max_k r_k <= 1;
+        the same two-term argument gives that bound times r. It reads the data only through ``W``.
+        """
         gaps = np.linalg.norm(W[:, :, None] - W[:, None, :], axis=0)
         np.fill_diagonal(gaps, -np.inf)
         escape = float(np.max(expit(logsumexp(gaps, axis=1))))
-        g = self.gradient(W)
-        n = self.total + 1
-        return ((2 * np.sqrt(J) * escape + np.abs(g).sum()) / n,
-                (np.sqrt(2) * escape + np.linalg.norm(g)) / n)
-
-    def worst_case_sensitivity(self) -> tuple[float, float]:
-        """Data-independent (L1, L2) gradient sensitivity for adding or removing one of agent p's samples.
-
-        With ||x|| <= 1, every per-sample gradient x (s - y)^T has ||.||_F <= sqrt(2) and
-        ||.||_1 <= 2 sqrt(J). Adding a sample changes the gradient by at most
-        (1 + I_p/I) / (I+1) times that; removing one by (1 + (I_p-1)/(I-1)) / I. The counts I and
-        I_p are treated as public. The larger factor is used.
-        """
-        J = self.X.shape[1]
-        I, I_p = self.total, self.X.shape[0]
-        factor = (1 + I_p / I) / (I + 1)
-        if I > 1:
-            factor = max(factor, (1 + (I_p - 1) / (I - 1)) / I)
-        return (2 * np.sqrt(J) * factor, np.sqrt(2) * factor)
+        l1, l2 = self.worst_case_sensitivity()
+        return (escape * l1, escape * l2)
 
 
 def _check_data(X: Any, y: Any, argument: str) -> tuple[np.ndarray, np.ndarray]:
@@ -183,9 +194,34 @@ def _check_data(X: Any, y: Any, argument: str) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def _check_shares(shares: Sequence[Any], n: int) -> list[np.ndarray]:
+    """``shares`` as sorted integer index arrays: non-empty, and together every row 0..n-1 exactly once."""
+    parts = [np.asarray(share) for share in shares]
+    if not parts or any(part.ndim != 1 or part.size == 0 or part.dtype.kind not in "iu" for part in parts):
+        raise ParameterError("must be a non-empty list of non-empty 1-D integer index arrays, one per agent",
+                             argument="shares")
+    if not np.array_equal(np.sort(np.concatenate(parts)), np.arange(n)):
+        raise ParameterError(f"must hold every row index 0..{n - 1} exactly once", argument="shares")
+    return [np.sort(part) for part in parts]
+
+
+def _check_classes(y: np.ndarray, classes: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted public label set and the class code of every label."""
+    argument = "y" if classes is None else "classes"
+    classes = np.unique(y if classes is None else np.asarray(classes))
+    if classes.size < 2:
+        raise DeclarationError(f"need at least two classes, got {classes.size}", argument=argument)
+    unknown = np.setdiff1d(y, classes)
+    if unknown.size:
+        raise DeclarationError(f"labels {unknown[:5].tolist()} are not among the classes", argument=argument)
+    return classes, np.searchsorted(classes, y)
+
+
 def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", alpha: float = 0.5,
                        bound: float = 0.1, test: tuple[Any, Any] | None = None, seed: int = 0,
-                       sensitivity: SensitivityKind = "paper") -> pc.DistributedProblem:
+                       sensitivity: SensitivityKind = "worst_case", relation: Relation = "replace_one",
+                       weighting: Weighting | None = None, shares: Sequence[Any] | None = None,
+                       classes: Any = None) -> pc.DistributedProblem:
     """Build the federated multiclass logistic regression of Eq. (30) with W_p = [-bound, bound].
 
     Parameters
@@ -200,33 +236,57 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
         Optional ``(X_test, y_test)``; adds a ``test_error`` metric (misclassified fraction of
         the global model w, reshaped to J x K in column-major order).
     sensitivity:
-        ``"paper"``: the data-dependent callable W -> Sensitivity of Eq. (31) (plus the
-        renormalization term, see :meth:`LogisticLoss.paper_sensitivity`); not DP in the strict
-        sense, because the noise scale depends on private data. ``"worst_case"``: the constant of
-        :meth:`LogisticLoss.worst_case_sensitivity`, which is.
+        ``"paper"``: the callable W -> Sensitivity of :meth:`LogisticLoss.paper_sensitivity`, Eq. (31)
+        at the iterate; not DP in the strict sense, because the noise scale depends on the unreleased
+        iterates, hence on private data (the command line uses it to reproduce the paper). ``"worst_case"``
+        (default): the constant of :meth:`LogisticLoss.worst_case_sensitivity`, which is.
+    relation:
+        The neighbouring relation every declared bound holds for. ``"replace_one"`` (default): the
+        paper's Def. 2.1, one sample of one agent replaced by any (x*, y*) with ||x*|| <= 1; the counts
+        I and I_p are the same for both datasets, so they are public. ``"add_remove"``: one sample added
+        to or removed from one agent; the counts then differ and the agent's own count is treated as
+        public (docs/problems.md).
+    weighting:
+        The normalizer n_p of f_p: ``"paper"`` (n_p = I, Eq. (30)) or ``"agent"`` (n_p = I_p). Default:
+        ``"paper"`` under replace-one, ``"agent"`` under add/remove. Add/remove with ``"paper"`` raises:
+        adding a sample to agent p changes I and hence every agent's objective, a change no agent's
+        sensitivity (and no per-agent ledger) covers.
+    shares:
+        Optional explicit row indices of each agent (a partition of 0..I-1); then ``agents``, ``split``,
+        ``alpha`` and ``seed`` are not used.
+    classes:
+        Optional public label set (default: the labels in ``y``, which are then treated as public).
 
     Returns
     -------
     A ``pc.DistributedProblem`` with one agent ``"agent-<p>"`` per share in full consensus on the
-    J x K model. ``problem.info`` holds ``smoothness`` (L_p per agent), ``shares`` (row indices of
-    each agent), ``losses`` (the :class:`LogisticLoss` of each agent), ``classes``, ``shape``,
-    ``samples`` and ``sensitivity``.
+    J x K model, each declaring ``smoothness`` and ``sensitivity``. ``problem.info`` holds
+    ``smoothness`` (the declared L_p per agent), ``shares`` (row indices of each agent), ``losses``
+    (the :class:`LogisticLoss` of each agent), ``classes``, ``shape``, ``samples``, ``sensitivity``,
+    ``relation`` and ``weighting``.
     """
     X, y = _check_data(X, y, "X")
     bound = require_positive(bound, argument="bound")
     if sensitivity not in ("paper", "worst_case"):
         raise ParameterError(f"must be 'paper' or 'worst_case', got {sensitivity!r}", argument="sensitivity")
-    classes, codes = np.unique(y, return_inverse=True)
-    if classes.size < 2:
-        raise DeclarationError(f"need at least two classes, got {classes.size}", argument="y")
+    if relation not in DEFAULT_WEIGHTING:
+        raise ParameterError(f"must be 'replace_one' or 'add_remove', got {relation!r}", argument="relation")
+    weighting = DEFAULT_WEIGHTING[relation] if weighting is None else weighting
+    if weighting not in ("paper", "agent"):
+        raise ParameterError(f"must be 'paper' or 'agent', got {weighting!r}", argument="weighting")
+    if relation == "add_remove" and weighting == "paper":
+        raise ParameterError("the paper's 1/I weighting couples the agents under add/remove: adding a sample "
+                             "to one agent changes I and every agent's gradient; use weighting='agent' or "
+                             "relation='replace_one'", argument="weighting")
+    classes, codes = _check_classes(y, classes)
     X = scale_to_unit_ball(X)
     Y = np.eye(classes.size)[codes]
-    shares = split_indices(codes, agents, split, alpha, seed)
+    shares = split_indices(codes, agents, split, alpha, seed) if shares is None else _check_shares(shares, X.shape[0])
     shape = (X.shape[1], classes.size)
 
     agent_list, losses = [], []
     for p, rows in enumerate(shares):
-        loss = LogisticLoss(X[rows], Y[rows], X.shape[0])
+        loss = LogisticLoss(X[rows], Y[rows], X.shape[0] if weighting == "paper" else rows.size)
         W = cp.Variable(shape, name=f"W_{p}")
         agent_list.append(pc.Agent(loss.expression(W), [W <= bound, W >= -bound], shared=W,
                                    name=f"agent-{p}", gradient=loss.gradient,
@@ -236,8 +296,9 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
     metrics = {}
     if test is not None:
         metrics["test_error"] = _test_error(test, classes, shape)
-    info = {"smoothness": [loss.smoothness() for loss in losses], "shares": shares, "losses": losses,
-            "classes": classes, "shape": shape, "samples": X.shape[0], "sensitivity": sensitivity}
+    info = {"smoothness": [agent.smoothness for agent in agent_list], "shares": shares, "losses": losses,
+            "classes": classes, "shape": shape, "samples": X.shape[0], "sensitivity": sensitivity,
+            "relation": relation, "weighting": weighting}
     return pc.DistributedProblem(agent_list, metrics=metrics, info=info)
 
 
@@ -265,7 +326,7 @@ def _test_error(test: tuple[Any, Any], classes: np.ndarray, shape: tuple[int, in
                                argument="test")
     unknown = np.setdiff1d(y_test, classes)
     if unknown.size:
-        raise DeclarationError(f"test labels {unknown[:5].tolist()} do not occur in y", argument="test")
+        raise DeclarationError(f"test labels {unknown[:5].tolist()} are not among the classes", argument="test")
     X_test = scale_to_unit_ball(X_test)
     codes = np.searchsorted(classes, y_test)
 

@@ -112,7 +112,9 @@ def test_defaults_converge_on_digits_logistic_regression():
     features, labels = datasets.load_digits()
     problem = federated_logistic(features, labels, agents=4, bound=1.0, seed=0)
     reference = logistic_optimum(features, labels, bound=1.0)  # the 30 s Clarabel solve is too slow here
-    history = problem.solve(rounds=2500, local_updates=5).history
+    # L_p is the data-independent bound I_p/(2I) (docs/problems.md), larger than the old data-dependent one:
+    # the default step is smaller, and the gap reaches 1e-3 at round 3314 (2500 rounds: 1.44e-3).
+    history = problem.solve(rounds=3500, local_updates=5).history
     assert np.abs(history["objective"].iloc[-1] - reference) / reference <= 1e-3
 
 

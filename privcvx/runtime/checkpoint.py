@@ -32,6 +32,7 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
 from privcvx.errors import CheckpointError
 from privcvx.messages import Message
@@ -221,8 +222,14 @@ def data_digest(expressions: Iterable[cp.Expression | cp.Constraint]) -> str:
 
     def visit(node: Any) -> None:
         if isinstance(node, (cp.Constant, cp.Parameter)):
-            value = np.asarray(node.value if node.value is not None else np.nan, dtype=float)
-            digest.update(repr(value.shape).encode() + np.ascontiguousarray(value).tobytes())
+            value = node.value
+            if sp.issparse(value):
+                value = sp.csr_array(value)
+                parts = [np.asarray(value.shape), value.indptr, value.indices, np.asarray(value.data, dtype=float)]
+            else:
+                parts = [np.asarray(np.nan if value is None else value, dtype=float)]
+            for part in parts:
+                digest.update(repr(part.shape).encode() + np.ascontiguousarray(part).tobytes())
         for arg in getattr(node, "args", ()):
             visit(arg)
 
