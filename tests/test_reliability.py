@@ -132,3 +132,94 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
         _resume(truncated)
     with pytest.raises(CheckpointError, match="no checkpoint"):
         _resume(tmp_path / "missing.ckpt")
+
+
+# ---- cleanup and solver faults -----------------------------------------------------------------------------
+
+def _flaky_gradient(value: np.ndarray) -> np.ndarray:
+    """A gradient oracle that fails for points with a large first coordinate (module level: it pickles)."""
+    if value[0] > 0.15:
+        raise FloatingPointError("injected failure")
+    return 2.0 * (value - 0.3)
+
+
+def test_no_worker_process_outlives_a_failure(tmp_path):
+    import multiprocessing
+
+    import cvxpy as cp
+
+    x = cp.Variable(2)
+    failing = pc.DistributedProblem([pc.Agent(cp.sum_squares(x - 0.3), [x >= -1, x <= 1], shared=x,
+                                              gradient=_flaky_gradient, name=f"a{i}") for i in range(1)]
+                                    + [pc.Agent(cp.sum_squares(y - 0.1), shared=y, name="b")
+                                       for y in [cp.Variable(2)]])
+    with pytest.raises(pc.errors.RunFailed, match="injected failure") as info:
+        failing.solve(rounds=20, rho=1.0, eta=0.3, backend="process")
+    assert info.value.agent == "a0" and len(info.value.result.history) >= 1
+    assert multiprocessing.active_children() == []
+
+    def interrupt(row: dict) -> bool:
+        raise KeyboardInterrupt
+
+    stopped = _problem().solve(rounds=5, rho=1.0, eta=0.3, backend="process", callback=interrupt)
+    assert stopped.info["stop"] == "interrupted" and multiprocessing.active_children() == []
+    with pytest.raises(CheckpointError):  # a failure before the first round: a foreign checkpoint
+        _problem().solve(rounds=5, backend="process", resume=tmp_path / "missing.ckpt")
+    assert multiprocessing.active_children() == []
+    with pytest.raises(pc.errors.ParameterError, match="checkpoint"):  # refused before any worker starts
+        _problem().solve(rounds=5, backend="process", checkpoint=tmp_path / "no-such-folder" / "run.ckpt")
+    apart = pc.DistributedProblem([pc.Agent(cp.sum_squares(z), [z >= low, z <= low + 1], shared=z)
+                                   for low, z in ((0.0, cp.Variable(1)), (2.0, cp.Variable(1)))])
+    with pytest.raises(pc.errors.DeclarationError, match="infeasible"):  # fails while the workers are up
+        apart.solve(rounds=5, rho=1.0, eta=0.3, backend="process", reference=True)
+    assert multiprocessing.active_children() == []
+
+
+def test_solver_faults_keep_the_run_or_leave_a_resumable_checkpoint(tmp_path, monkeypatch):
+    from core_problems import soc_linear
+
+    from privcvx.localstep import DirectClarabel, Projection
+
+    problem, eta, rho = soc_linear(agents=2)
+    for agent in problem.agents:
+        agent.sensitivity = pc.Sensitivity(l1=0.3, l2=0.2)
+    options = {"rounds": 8, "rho": rho, "eta": eta, "seed": 3, "privacy": pc.ObjectivePerturbation(pc.Gaussian(0.5,
+                                                                                                               1e-5))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clean = problem.solve(**options)
+        rng = np.random.default_rng(0)
+        original = DirectClarabel.solve
+
+        def sometimes_failing(self):  # the first solver of the chain fails at random solves
+            if rng.random() < 0.4:
+                raise RuntimeError("injected Clarabel failure")
+            return original(self)
+
+        monkeypatch.setattr(DirectClarabel, "solve", sometimes_failing)
+        faulty = problem.solve(**options)
+        fallbacks = sum(report["fallbacks"] for report in faulty.info["projection"])
+        assert fallbacks > 0
+        assert faulty.history["noise_magnitude"].equals(clean.history["noise_magnitude"])  # the same noise
+        np.testing.assert_allclose(faulty.w, clean.w, atol=1e-6)  # the fallback solver answers the same step
+        monkeypatch.setattr(DirectClarabel, "solve", original)
+
+        calls = {"n": 0}
+        original_solve = Projection._solve
+
+        def dead_after_a_while(self, warm_start):
+            calls["n"] += 1
+            if calls["n"] > 10:  # every solver fails from the 11th local update on
+                raise pc.errors.SolverError("every solver failed (injected)", agent=self.agent_name)
+            return original_solve(self, warm_start)
+
+        monkeypatch.setattr(Projection, "_solve", dead_after_a_while)
+        path = tmp_path / "run.ckpt"
+        with pytest.raises(pc.errors.RunFailed, match="injected") as info:
+            problem.solve(checkpoint=path, **options)
+        done = info.value.result.history["round"].tolist()
+        assert done == list(range(1, len(done) + 1)) and 1 <= len(done) < 8
+        monkeypatch.setattr(Projection, "_solve", original_solve)
+        resumed = problem.solve(resume=path, checkpoint=path, **options)
+    columns = [c for c in clean.history.columns if c != "time_s"]
+    assert resumed.history[columns].equals(clean.history[columns])

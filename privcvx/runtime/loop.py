@@ -221,6 +221,8 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
     rounds = check_int(rounds, argument="rounds")
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm (pc.algorithms.*), got {algorithm!r}", argument="algorithm")
+    if checkpoint is not None and not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint))):
+        raise ParameterError(f"the folder of {os.fspath(checkpoint)!r} does not exist", argument="checkpoint")
     topology = algorithm.default_topology() if topology is None else topology
     if not isinstance(topology, Topology):
         raise ParameterError(f"must be a pc.Topology, got {topology!r}", argument="topology")
