@@ -78,6 +78,10 @@ class UnsupportedError(PrivcvxError, ValueError):
                          argument=argument)
 
 
+class AgentError(PrivcvxError, RuntimeError):
+    """An agent's program raised an exception that is not a privcvx error (a user oracle, a library)."""
+
+
 class CheckpointError(PrivcvxError, ValueError):
     """A checkpoint is missing, damaged, foreign, or belongs to another run (problem, data, settings, seed)."""
 

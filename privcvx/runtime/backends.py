@@ -21,13 +21,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, Algorithm
-from privcvx.errors import ParameterError, PrivcvxError
+from privcvx.errors import AgentError, ParameterError, PrivcvxError
 from privcvx.messages import Message
 from privcvx.problem import Agent, DistributedProblem
 
@@ -41,8 +41,9 @@ class AgentHost:
     def __init__(self, algorithm: Algorithm, agents: Sequence[Agent], contexts: Sequence[AgentContext]) -> None:
         self.contexts = list(contexts)
         self.phases = algorithm.phases
-        self.programs = [algorithm.agent_program(agent, context) for agent, context in zip(agents, contexts,
-                                                                                            strict=True)]
+        self.programs = list(agents)  # each replaced by its program, built here (where the agent lives)
+        self.programs = self._each(lambda agent, context: algorithm.agent_program(agent, context), self.contexts,
+                                   where="while building the agent's program")
 
     def _checked(self, context: AgentContext, messages: list[Message]) -> list[Message]:
         for message in messages:
@@ -51,29 +52,49 @@ class AgentHost:
                                    agent=context.name, argument="messages")
         return messages
 
+    def _each(self, call: Callable[[Any, Any], Any], items: Sequence[Any] | None = None,
+              where: str = "") -> list[Any]:
+        """``call(program, item)`` for every program, in agent order; an exception that is not a privcvx error
+        (a user oracle, numpy, CVXPY, a solver) becomes an AgentError naming the agent, with it as ``__cause__``."""
+        answers = []
+        for context, program, item in zip(self.contexts, self.programs, items or [None] * len(self.programs),
+                                          strict=True):
+            try:
+                answers.append(call(program, item))
+            except PrivcvxError as exc:
+                if exc.agent is None:
+                    exc.agent = context.name
+                raise
+            except Exception as exc:
+                raise AgentError(f"{type(exc).__name__} {where}: {exc}", agent=context.name) from exc
+        return answers
+
+    def _replies(self, sent: list[list[Message]]) -> StepReply:
+        return [(self._checked(c, messages), c.ledger.take_new()) for c, messages in zip(self.contexts, sent,
+                                                                                          strict=True)]
+
     def start(self) -> StepReply:
-        return [(self._checked(c, p.start()), c.ledger.take_new()) for c, p in zip(self.contexts, self.programs,
-                                                                                    strict=True)]
+        return self._replies(self._each(lambda program, _: program.start(), where="at the start"))
 
     def step(self, inboxes: Sequence[list[Message]], t: int, phase: int) -> StepReply:
         extra = {"phase": phase} if self.phases > 1 else {}
-        return [(self._checked(c, p.step(t, inbox, **extra)), c.ledger.take_new())
-                for c, p, inbox in zip(self.contexts, self.programs, inboxes, strict=True)]
+        return self._replies(self._each(lambda program, inbox: program.step(t, inbox, **extra), inboxes,
+                                        where=f"in round {t}"))
 
     def diagnostics(self, w_parts: Sequence[np.ndarray]) -> list[dict[str, float]]:
-        return [program.diagnostics(w_p) for program, w_p in zip(self.programs, w_parts, strict=True)]
+        return self._each(lambda program, w_p: program.diagnostics(w_p), w_parts, where="in the diagnostics")
 
     def outputs(self, released_only: bool) -> list[np.ndarray]:
-        return [program.output(released_only) for program in self.programs]
+        return self._each(lambda program, _: program.output(released_only), where="in output()")
 
     def reports(self) -> list[dict[str, Any]]:
-        return [program.report() for program in self.programs]
+        return self._each(lambda program, _: program.report(), where="in report()")
 
     def states(self) -> list[dict[str, Any]]:
-        return [program.state_dict() for program in self.programs]
+        return self._each(lambda program, _: program.state_dict(), where="in state_dict()")
 
     def load_states(self, states: Sequence[dict[str, Any]]) -> list[None]:
-        return [program.load_state_dict(state) for program, state in zip(self.programs, states, strict=True)]
+        return self._each(lambda program, state: program.load_state_dict(state), states, where="in load_state_dict()")
 
 
 class SerialBackend:
