@@ -16,19 +16,20 @@ column-major (``order="F"``, like ``cp.vec``), in the order of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 from cvxpy.atoms.affine.index import index, special_index
 
 from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError, ParameterError, require_positive
+from privcvx.privacy.mechanisms import Sensitivity
 
 if TYPE_CHECKING:
     from privcvx.algorithms.base import Algorithm
-    from privcvx.privacy.mechanisms import Sensitivity
     from privcvx.results import Result
     from privcvx.topology import Topology
 
@@ -83,6 +84,8 @@ class Agent:
                  gradient: Callable[..., Any] | None = None,
                  sensitivity: Sensitivity | Callable[..., Sensitivity] | None = None,
                  smoothness: float | None = None) -> None:
+        if name is not None and not isinstance(name, str):
+            raise DeclarationError(f"must be a string, got {name!r}", argument="name")
         label = _label(name)
         if not isinstance(objective, cp.Expression):
             raise DeclarationError(f"must be a CVXPY expression, got {type(objective).__name__}",
@@ -93,6 +96,11 @@ class Agent:
         if not objective.is_dcp() or not objective.is_convex():
             raise NotDCPError("is not a convex DCP expression (privcvx minimizes it)",
                               agent=label, argument="objective")
+        if isinstance(constraints, cp.Constraint):
+            constraints = [constraints]
+        if not isinstance(constraints, Sequence | set | tuple) or isinstance(constraints, str):
+            raise DeclarationError(f"must be a list of CVXPY constraints, got {constraints!r}", agent=label,
+                                   argument="constraints")
         constraints = list(constraints)
         for i, constraint in enumerate(constraints):
             if not isinstance(constraint, cp.Constraint):
@@ -113,6 +121,14 @@ class Agent:
             _shared_variable(expr, key=key, agent=label)
         if gradient is not None and not callable(gradient):
             raise DeclarationError("must be callable", agent=label, argument="gradient")
+        if sensitivity is not None and not callable(sensitivity) and not isinstance(sensitivity, Sensitivity):
+            raise DeclarationError(f"must be a pc.Sensitivity or a callable returning one, got {sensitivity!r}",
+                                   agent=label, argument="sensitivity")
+        for argument, expressions in (("objective", [objective]), ("constraints", constraints)):
+            for leaf, value in data_leaves(expressions):
+                if value is not None and not np.all(np.isfinite(_dense(value))):
+                    where = f"parameter {leaf.name()}" if isinstance(leaf, cp.Parameter) else "a constant"
+                    raise DeclarationError(f"{where} holds NaN or infinite values", agent=label, argument=argument)
         self.objective = objective
         self.constraints = constraints
         self.shared = shared_map
@@ -139,6 +155,21 @@ class Agent:
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, variables={len(self.variables)}, "
                 f"constraints={len(self.constraints)}, shared={list(self.shared)})")
+
+
+def data_leaves(expressions: Sequence[cp.Expression | cp.Constraint]) -> Iterator[tuple[Any, Any]]:
+    """Every constant and parameter in the expressions, with its value (an agent's data), in tree order."""
+    for expression in expressions:
+        if isinstance(expression, (cp.Constant, cp.Parameter)):
+            yield expression, expression.value
+        yield from data_leaves(getattr(expression, "args", ()))
+
+
+def _dense(value: Any) -> np.ndarray:
+    """A value's entries as a float array (the stored entries of a sparse matrix)."""
+    if sp.issparse(value):
+        return np.asarray(value.data, dtype=float)
+    return np.asarray(value, dtype=float)
 
 
 def _shared_variable(expr: Any, *, key: Hashable, agent: str) -> cp.Variable:
@@ -214,6 +245,8 @@ class DistributedProblem:
 
     def __init__(self, agents: Sequence[Agent], metrics: Mapping[str, Metric] | None = None,
                  info: Mapping[str, Any] | None = None) -> None:
+        if not isinstance(agents, Sequence) or isinstance(agents, str):
+            raise DeclarationError(f"must be a list of pc.Agent, got {agents!r}", argument="agents")
         agents = list(agents)
         if not agents:
             raise DeclarationError("a distributed problem needs at least one agent", argument="agents")
@@ -235,6 +268,8 @@ class DistributedProblem:
                         agent=agent.name, argument="shared")
                 owners[var.id] = agent.name
         self.agents = agents
+        if metrics is not None and not isinstance(metrics, Mapping):
+            raise DeclarationError(f"must be a dict name -> callable(w), got {metrics!r}", argument="metrics")
         self.metrics: dict[str, Metric] = dict(metrics or {})
         for metric_name, metric in self.metrics.items():
             if not callable(metric):

@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from privcvx.errors import CheckpointError
 from privcvx.messages import Message
+from privcvx.problem import data_leaves
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
 FORMAT_VERSION = 1
@@ -219,22 +220,14 @@ def read_state(path: str | os.PathLike, expected: dict[str, Any]) -> dict[str, A
 def data_digest(expressions: Iterable[cp.Expression | cp.Constraint]) -> str:
     """SHA-256 of every constant and parameter value in the expressions (the agent's data), in tree order."""
     digest = hashlib.sha256()
-
-    def visit(node: Any) -> None:
-        if isinstance(node, (cp.Constant, cp.Parameter)):
-            value = node.value
-            if sp.issparse(value):
-                value = sp.csr_array(value)
-                parts = [np.asarray(value.shape), value.indptr, value.indices, np.asarray(value.data, dtype=float)]
-            else:
-                parts = [np.asarray(np.nan if value is None else value, dtype=float)]
-            for part in parts:
-                digest.update(repr(part.shape).encode() + np.ascontiguousarray(part).tobytes())
-        for arg in getattr(node, "args", ()):
-            visit(arg)
-
-    for expression in expressions:
-        visit(expression)
+    for _, value in data_leaves(list(expressions)):
+        if sp.issparse(value):
+            value = sp.csr_array(value)
+            parts = [np.asarray(value.shape), value.indptr, value.indices, np.asarray(value.data, dtype=float)]
+        else:
+            parts = [np.asarray(np.nan if value is None else value, dtype=float)]
+        for part in parts:
+            digest.update(repr(part.shape).encode() + np.ascontiguousarray(part).tobytes())
     return digest.hexdigest()
 
 
