@@ -22,6 +22,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from privcvx.errors import ParameterError, PrivcvxError
 from privcvx.experiments import Experiment, RhoSpec, check_claims, make_settings, run_experiment
@@ -182,13 +183,48 @@ def run_config(path: str) -> int:
     if problem not in ("powerflow", "logistic"):
         raise ParameterError(f'{path} must set compare = "powerflow" or "logistic", got {problem!r}',
                              argument="compare")
-    options = make_parser().parse_args(["compare", problem])
+    parser = make_parser()
+    options = parser.parse_args(["compare", problem])
+    actions = {action.dest: action for action in _subparser(parser, "compare", problem)._actions}
     for key, value in config.items():
         name = key.replace("-", "_")
-        if name in ("command", "problem") or not hasattr(options, name):
+        if name in ("command", "problem", "help") or name not in actions:
             raise ParameterError(f"{path}: unknown key {key!r} for compare {problem}", argument=key)
-        setattr(options, name, value)
+        setattr(options, name, _config_value(actions[name], value, key))
     return compare(options)
+
+
+def _subparser(parser: argparse.ArgumentParser, *names: str) -> argparse.ArgumentParser:
+    """The subparser reached by the command words ``names``."""
+    for name in names:
+        choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+        parser = choices[name]
+    return parser
+
+
+def _config_value(action: argparse.Action, value: Any, key: str) -> Any:
+    """A TOML value checked and converted as the command-line option ``action`` would do it."""
+    if isinstance(action, argparse._StoreFalseAction | argparse._StoreTrueAction):
+        if not isinstance(value, bool):
+            raise ParameterError(f"must be true or false, got {value!r}", argument=key)
+        return value
+    many = action.nargs in ("+", "*")
+    items = value if many and isinstance(value, list) else [value]
+    if many and not items or not many and isinstance(value, list | dict):
+        raise ParameterError(f"must be {'a non-empty list' if many else 'a single value'}, got {value!r}",
+                             argument=key)
+    converted = []
+    for item in items:
+        numeric = action.type in (int, float)
+        if isinstance(item, bool | dict | list) or (numeric and not isinstance(item, int | float)) \
+                or (action.type is int and isinstance(item, float)):
+            kind = {int: "an integer", float: "a number"}.get(action.type, "a string")
+            raise ParameterError(f"must be {kind}, got {item!r}", argument=key)
+        item = action.type(item) if action.type is not None else str(item)
+        if action.choices is not None and item not in action.choices:
+            raise ParameterError(f"must be one of {list(action.choices)}, got {item!r}", argument=key)
+        converted.append(item)
+    return converted if many else converted[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
