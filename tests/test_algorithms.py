@@ -44,9 +44,11 @@ def test_fixed_seed_history_is_the_one_recorded_before_the_protocol():
     result = problem.solve(rounds=6, local_updates=2, rho=rho, eta=eta, seed=3,
                            privacy=pc.OutputPerturbation(pc.Laplace(1.0)))
     history, w = _pinned("general_form_outpert_laplace")
-    for column, values in history.items():  # conic projections (Clarabel): equal up to the solver's arithmetic
-        np.testing.assert_allclose(result.history[column].to_numpy(), values, rtol=1e-9, atol=1e-12, err_msg=column)
-    np.testing.assert_allclose(result.w, w, rtol=1e-9, atol=1e-12)
+    # Conic projections (Clarabel): since the pin, every solve sets up a fresh solver (bitwise resume across
+    # processes, docs/performance.md) where the old code updated q; the answers moved by up to 1e-9.
+    for column, values in history.items():
+        np.testing.assert_allclose(result.history[column].to_numpy(), values, rtol=1e-7, atol=1e-9, err_msg=column)
+    np.testing.assert_allclose(result.w, w, rtol=1e-7, atol=1e-9)
 
 
 def test_explicit_algorithm_gives_bitwise_the_same_run():

@@ -65,11 +65,11 @@ def test_private_runs_draw_from_os_entropy_unless_seeded_and_an_integer_seed_war
         first = problem.solve(rounds=3, privacy=GAUSSIAN)
         second = problem.solve(rounds=3, privacy=GAUSSIAN)
         problem.solve(rounds=3, seed=1)  # no privacy: a seed is harmless
-    assert first.info["noise"].startswith("secure") and first.info["seed"] == "'secure'"
+    assert first.info["noise"].startswith("opendp-grid") and first.info["seed"] == "'secure'"
     assert not np.array_equal(first.w, second.w)
     with pytest.warns(ReproducibleNoiseWarning, match="reproducible by anyone who knows the seed"):
         seeded = problem.solve(rounds=3, privacy=GAUSSIAN, seed=1)
-    assert seeded.info["noise"].startswith("seeded")
+    assert seeded.info["noise"].startswith("seeded-float")
 
 
 def test_a_secure_run_cannot_be_resumed_and_checkpoints_are_owner_only(tmp_path):

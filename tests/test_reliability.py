@@ -111,12 +111,6 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
     with pytest.raises(CheckpointError, match="not a privcvx checkpoint"):
         _resume(pickled)
     assert not marker.exists()
-    # A pickle slipped into a well-formed archive is never unpickled, and the edited file is refused.
-    with zipfile.ZipFile(checkpoint, "a") as archive:
-        archive.writestr("a999.npy", pickle.dumps(Payload()))
-    with pytest.raises(CheckpointError, match="edited"):
-        _resume(checkpoint)
-    assert not marker.exists()
     edited = tmp_path / "edited.ckpt"
     with np.load(tmp_path / "run.ckpt", allow_pickle=False) as data:
         arrays = {key: data[key] for key in data.files}
@@ -125,9 +119,31 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
     np.savez(edited, **arrays)
     os.replace(str(edited) + ".npz", edited)
     with pytest.raises(CheckpointError, match="privcvx"):
-        _resume(edited)
+        _resume(edited)  # the header names another version
+    content = bytearray(checkpoint.read_bytes())  # members are stored uncompressed, strings as UTF-32
+    key = '"next_round": '.encode("utf-32-le")
+    digit = content.index(key) + len(key)
+    content[digit] = ord("2") if content[digit] != ord("2") else ord("3")  # resume from another round
+    damaged = tmp_path / "damaged.ckpt"
+    damaged.write_bytes(bytes(content))
+    with pytest.raises(CheckpointError, match="damaged"):  # the zip CRC catches it
+        _resume(damaged)
+    state = json.loads(str(arrays["__state__"]))
+    state["__dict__"]["next_round"] = 2  # re-saved with valid CRCs: only the digest can tell
+    resaved = tmp_path / "resaved.ckpt"
+    np.savez(resaved, **{**arrays, "__header__": np.array(json.dumps(header)),
+                         "__state__": np.array(json.dumps(state))})
+    os.replace(str(resaved) + ".npz", resaved)
+    with pytest.raises(CheckpointError, match="edited or damaged: its content does not match its digest"):
+        _resume(resaved)
+    # A pickle slipped into a well-formed archive is never unpickled, and the edited file is refused.
+    with zipfile.ZipFile(checkpoint, "a") as archive:
+        archive.writestr("a999.npy", pickle.dumps(Payload()))
+    with pytest.raises(CheckpointError, match="edited"):
+        _resume(checkpoint)
+    assert not marker.exists()
     truncated = tmp_path / "truncated.ckpt"
-    truncated.write_bytes((tmp_path / "run.ckpt").read_bytes()[:200])
+    truncated.write_bytes(pickled.read_bytes()[:0] + (tmp_path / "edited.ckpt").read_bytes()[:200])
     with pytest.raises(CheckpointError, match="not a privcvx checkpoint"):
         _resume(truncated)
     with pytest.raises(CheckpointError, match="no checkpoint"):

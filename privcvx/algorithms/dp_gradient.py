@@ -244,15 +244,16 @@ class DPDGAgent:
 
     def _broadcast(self, t: int) -> list[Message]:
         """y_i(t) = x_i(t-1) + w_i(t) (Eq. (5)), recorded in the ledger when x_i(t-1) depends on the data."""
-        noise = np.zeros(self.layout.dim)
         if self.settings.private:
             scale = self.settings.noise_scale(self.sensitivity, t)
-            noise = scale * self.context.noise.standard_laplace(self.layout.dim)
-            if t >= 2:  # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t
-                sensitivity = self.sensitivity * checked_value(self.step_size, t - 1, argument="step")
-                self.context.ledger.record(Laplace(sensitivity / scale))
-        self.noise_magnitude = float(np.abs(noise).sum())
-        self.y = self.x + noise
+            # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t; x_i(0) has none.
+            sensitivity = self.sensitivity * checked_value(self.step_size, t - 1, argument="step") if t >= 2 else 0.0
+            perturbed = self.context.noise.perturb(self.x, "laplace", scale, sensitivity)
+            if t >= 2:
+                self.context.ledger.record(perturbed.accounted(Laplace(sensitivity / scale)))
+            self.y, self.noise_magnitude = perturbed.value, perturbed.magnitude
+        else:
+            self.y, self.noise_magnitude = self.x + np.zeros(self.layout.dim), 0.0
         return [self.context.message(t, {"y": self.y})]
 
     def start(self) -> list[Message]:

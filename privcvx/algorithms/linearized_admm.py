@@ -230,21 +230,21 @@ class ADMMAgent:
         if not np.all(np.isfinite(gradient)):
             raise PrivcvxError("the gradient is not finite at the current iterate (check the data, eta and rho)",
                                agent=self.layout.name, argument="gradient")
-        xi = None
+        magnitude = 0.0
         if self.privacy is not None:
-            sensitivity = (self.privacy.gradient_sensitivity(self.agent, self.layout.split(z))
-                           if self.privacy.needs_gradient_sensitivity() else None)
-            scale = self.privacy.noise_scale(sensitivity, weights, self.projection.kind != "conic")
-            xi = scale * self.privacy.mechanism.unit_noise(self.context.noise, self.layout.dim)
-            self.context.ledger.record(self.privacy.mechanism)
-            if self.privacy.kind == "objective":
-                gradient = gradient - xi
+            sensitivity = self.privacy.release_sensitivity(
+                self.privacy.gradient_sensitivity(self.agent, self.layout.split(z))
+                if self.privacy.needs_gradient_sensitivity() else None, weights, self.projection.kind != "conic")
+            if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
+                gradient, magnitude, entry = self.privacy.perturb(self.context.noise, gradient, sensitivity)
+                self.context.ledger.record(entry)
         linear = z / eta - gradient
         linear[self.layout.shared_local] += rho * w_p + self.lam
         z_next = self.projection(linear / weights, weights, warm_start)
-        if xi is not None and self.privacy.kind == "output":
-            z_next = z_next + xi
-        return z_next, (float(np.abs(xi).sum()) if xi is not None else 0.0)
+        if self.privacy is not None and self.privacy.kind == "output":
+            z_next, magnitude, entry = self.privacy.perturb(self.context.noise, z_next, sensitivity)
+            self.context.ledger.record(entry)
+        return z_next, magnitude
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""

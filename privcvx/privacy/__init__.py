@@ -13,13 +13,15 @@ from privcvx.privacy.mechanisms import (
     NEIGHBOURING_RELATION,
     PLD_DISCRETIZATION,
     Budget,
+    DiscreteGaussian,
+    DiscreteLaplace,
     Gaussian,
     Laplace,
     Mechanism,
     Sensitivity,
     mechanism_from_dict,
 )
-from privcvx.privacy.noise import NoiseSource, SecureNoise, SeededNoise, agent_noise_sources
+from privcvx.privacy.noise import GRID_PATH, SEEDED_PATH, NoiseSource, SecureNoise, SeededNoise, agent_noise_sources
 
 __all__ = [
     "DEFAULT_LAPLACE_DELTA",
@@ -27,11 +29,15 @@ __all__ = [
     "PLD_DISCRETIZATION",
     "PRIVACY_COLUMNS",
     "Budget",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "GRID_PATH",
     "Gaussian",
     "Laplace",
     "Mechanism",
     "NoiseSource",
     "PrivacyLedger",
+    "SEEDED_PATH",
     "SecureNoise",
     "SeededNoise",
     "Sensitivity",

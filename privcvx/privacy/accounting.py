@@ -26,6 +26,19 @@ k = sum c_i, :func:`epsilon_report` gives
   ``delta`` is Balle & Wang's (``dp_accounting.get_epsilon_gaussian(1/mu, delta)``). It is
   below every other valid bound, so :func:`tightest_epsilon` returns it for Gaussian
   ledgers without building a PLD (about 1 ms instead of up to 0.1 s per call).
+
+Releases on the grid of the secure path (:mod:`privcvx.privacy.grid`) are their own kinds, so that
+only bounds valid for them are reported:
+
+* ``discrete_laplace`` (pure, epsilon = D/t): basic and advanced composition as above; PLD with
+  dp-accounting's exact ``DiscreteLaplaceDpEvent``; RDP with its exact Renyi divergence
+  (:func:`~privcvx.privacy.mechanisms.discrete_laplace_rdp`; the continuous Laplace's RDP curve
+  is *below* it, so it would not be a valid bound).
+* ``discrete_gaussian`` (rho-zCDP, Canonne, Kamath & Steinke 2020): RDP with ``ZCDpEvent(rho)``,
+  the continuous Gaussian's RDP curve. It claims no per-update (epsilon, delta), so basic and
+  advanced composition are NaN; the exact epsilon of the continuous Gaussian (``epsilon_gdp``),
+  the paper's Thm. 4.9 and the PLD (dp-accounting has no event for the multivariate discrete
+  Gaussian) do not apply and are NaN: such a ledger's tightest epsilon is its RDP epsilon.
 """
 
 from __future__ import annotations
@@ -36,12 +49,13 @@ from functools import lru_cache
 
 import dp_accounting
 import pandas as pd
-from dp_accounting import pld, rdp
+from dp_accounting import pld
 
 from privcvx.errors import PrivacyError
 from privcvx.privacy.mechanisms import (
     NEIGHBOURING_RELATION,
     PLD_DISCRETIZATION,
+    GridRdpAccountant,
     Mechanism,
     check_delta,
     mechanism_from_dict,
@@ -57,6 +71,9 @@ PRIVACY_COLUMNS = ("agent", "steps", "delta", "epsilon_basic", "epsilon_advanced
 
 _EPSILON_KEYS = PRIVACY_COLUMNS[3:]
 
+#: A ledger's signature: its (mechanism, count) pairs in a canonical order (hashable; the caches' key).
+Entries = tuple[tuple[Mechanism, int], ...]
+
 
 class PrivacyLedger:
     """Every release one agent makes: the mechanisms and how many times each was used."""
@@ -69,8 +86,8 @@ class PrivacyLedger:
     def record(self, mechanism: Mechanism, count: int = 1) -> None:
         """Record ``count`` releases (local updates) made with ``mechanism``."""
         if not isinstance(mechanism, Mechanism):
-            raise PrivacyError(f"must be a pc.Laplace or pc.Gaussian, got {mechanism!r}", agent=self.agent,
-                               argument="mechanism")
+            raise PrivacyError(f"must be a pc.Laplace, pc.Gaussian or a grid release's mechanism, got {mechanism!r}",
+                               agent=self.agent, argument="mechanism")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PrivacyError(f"must be an int >= 1, got {count!r}", agent=self.agent, argument="count")
         self._counts[mechanism] = self._counts.get(mechanism, 0) + count
@@ -96,9 +113,10 @@ class PrivacyLedger:
         """(mechanism, count) pairs in order of first use."""
         return list(self._counts.items())
 
-    def signature(self) -> tuple:
-        """Hashable and order-free: composition does not depend on the order of releases."""
-        return tuple(sorted(((m.signature(), c) for m, c in self._counts.items()), key=repr))
+    def signature(self) -> Entries:
+        """Hashable and order-free ((mechanism, count) pairs in a canonical order): composition does not
+        depend on the order of releases, and equal mechanisms are equal by their signatures."""
+        return tuple(sorted(self._counts.items(), key=lambda entry: repr((entry[0].signature(), entry[1]))))
 
     def to_dict(self) -> dict:
         return {"agent": self.agent,
@@ -124,7 +142,7 @@ def default_accounting_delta(mechanism: Mechanism) -> float:
         raise PrivacyError(f"must be a pc.Laplace or pc.Gaussian, got {mechanism!r}", argument="mechanism")
     if mechanism.budget is not None:
         return mechanism.budget.delta
-    return mechanism.delta if mechanism.kind == "gaussian" else DEFAULT_LAPLACE_DELTA
+    return DEFAULT_LAPLACE_DELTA if mechanism.pure else mechanism.delta
 
 
 def epsilon_report(ledger: PrivacyLedger, delta: float) -> dict:
@@ -146,8 +164,9 @@ def tightest_epsilon(ledger: PrivacyLedger, delta: float, *, with_pld: bool = Tr
     Gaussian ledgers: the exact ``epsilon_gdp``, which no valid accountant can beat.
     Otherwise the minimum of RDP, PLD (unless ``with_pld=False``: it costs tens of ms per
     call, so the run's per-round history leaves it out), and basic and advanced composition
-    when their own delta is <= ``delta`` (Laplace releases). The paper's Thm. 4.9 bound is
-    never used (erratum in docs/privacy.md). 0 for an empty ledger.
+    when their own delta is <= ``delta`` (Laplace releases), over those that apply (NaN ones,
+    e.g. PLD and basic composition of a discrete Gaussian, are skipped). The paper's Thm. 4.9
+    bound is never used (erratum in docs/privacy.md). 0 for an empty ledger.
     """
     signature = ledger.signature()
     if signature and _all_gaussian(signature):
@@ -182,7 +201,7 @@ class RunningEpsilon:
     def __init__(self, ledger: PrivacyLedger, delta: float) -> None:
         self.ledger = ledger
         self.delta = check_delta(delta)
-        self.rdp = rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION)
+        self.rdp = GridRdpAccountant()
         self.sums = {"basic": 0.0, "delta_basic": 0.0, "squares": 0.0, "advanced": 0.0, "mu_squared": 0.0}
         self.gaussian_only = True
         self.pending: list[tuple[dp_accounting.DpEvent, int]] = []  # composed into the RDP accountant when needed
@@ -192,9 +211,9 @@ class RunningEpsilon:
 
     def _add(self, mechanism: Mechanism, count: int) -> None:
         self.key = hash((self.key, mechanism.signature(), count))
-        epsilon = math.nan if math.isnan(mechanism.epsilon) else mechanism.epsilon
+        epsilon = mechanism.epsilon
         self.sums["basic"] += count * epsilon
-        self.sums["delta_basic"] += count * (0.0 if mechanism.kind == "laplace" else mechanism.delta)
+        self.sums["delta_basic"] += count * (0.0 if mechanism.pure else mechanism.delta)
         self.sums["squares"] += count * epsilon * epsilon
         self.sums["advanced"] += count * epsilon * (math.expm1(epsilon) if epsilon < 700 else math.inf)
         self.sums["mu_squared"] += count / mechanism.noise_multiplier ** 2
@@ -238,16 +257,15 @@ def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFram
 
 
 @lru_cache(maxsize=8192)
-def _report(signature: tuple, delta: float, with_pld: bool = True) -> dict:
-    """Accountants' answers for a signature ((kind, calibration, eps, delta, s, budget), count)*."""
+def _report(signature: Entries, delta: float, with_pld: bool = True) -> dict:
+    """Accountants' answers for a ledger signature: (mechanism, count) pairs."""
     if not signature:
         return {**dict.fromkeys(_EPSILON_KEYS, 0.0), "epsilon_gdp": 0.0, "delta_basic": 0.0,
                 "delta_advanced": 0.0}
-    epsilons = [math.nan if eps is None else eps for (_, _, eps, _, _, _), _ in signature]
+    epsilons = [mechanism.epsilon for mechanism, _ in signature]
     counts = [count for _, count in signature]
-    # A budget-calibrated Gaussian has no per-update (epsilon, delta): its basic/advanced deltas are NaN too.
-    deltas = [0.0 if kind == "laplace" else math.nan if eps is None else d
-              for (kind, _, eps, d, _, _), _ in signature]
+    # A budget-calibrated or discrete Gaussian has no per-update (epsilon, delta): its basic/advanced deltas are NaN.
+    deltas = [math.nan if math.isnan(mechanism.epsilon) else mechanism.delta for mechanism, _ in signature]
     delta_basic = sum(c * d for c, d in zip(counts, deltas, strict=True))
     report = {
         "epsilon_basic": sum(c * e for c, e in zip(counts, epsilons, strict=True)),
@@ -269,7 +287,7 @@ PLD_MIN_NOISE_MULTIPLIER = 0.05
 
 
 @lru_cache(maxsize=8192)
-def _accountant_epsilon(name: str, signature: tuple, delta: float) -> float:
+def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
     """Epsilon at ``delta`` from dp-accounting's RDP or PLD accountant, composing every ledger entry.
 
     NaN when the accountant cannot represent the ledger: PLD's discretized loss distribution
@@ -277,42 +295,39 @@ def _accountant_epsilon(name: str, signature: tuple, delta: float) -> float:
     of :data:`PLD_MIN_NOISE_MULTIPLIER` (a Laplace per-update epsilon above 20), where it would
     take minutes or fail.
     """
-    if name == "pld" and min(s for (_, _, _, _, s, _), _ in signature) < PLD_MIN_NOISE_MULTIPLIER:
+    if name == "pld" and min(mechanism.noise_multiplier for mechanism, _ in signature) < PLD_MIN_NOISE_MULTIPLIER:
         return math.nan
-    accountant = (rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION) if name == "rdp" else
+    accountant = (GridRdpAccountant() if name == "rdp" else
                   pld.PLDAccountant(NEIGHBOURING_RELATION, value_discretization_interval=PLD_DISCRETIZATION))
     try:
-        for (kind, _, _, _, s, _), count in signature:
-            accountant.compose(_event(kind, s), count)
+        for mechanism, count in signature:
+            event = mechanism.dp_event()
+            if not accountant.supports(event):  # the PLD of a discrete Gaussian release
+                return math.nan
+            accountant.compose(event, count)
         return float(accountant.get_epsilon(delta))
     except (IndexError, ValueError, OverflowError, MemoryError):
         return math.nan
 
 
-def _event(kind: str, noise_multiplier: float) -> dp_accounting.DpEvent:
-    if kind == "gaussian":
-        return dp_accounting.GaussianDpEvent(noise_multiplier)
-    return dp_accounting.LaplaceDpEvent(noise_multiplier)
+def _all_gaussian(signature: Entries) -> bool:
+    return all(mechanism.kind == "gaussian" for mechanism, _ in signature)
 
 
-def _all_gaussian(signature: tuple) -> bool:
-    return all(kind == "gaussian" for (kind, _, _, _, _, _), _ in signature)
-
-
-def _gaussian_mu_squared(signature: tuple) -> float:
+def _gaussian_mu_squared(signature: Entries) -> float:
     """mu^2 = sum_i c_i / s_i^2 of a Gaussian ledger: the GDP parameter of its composition."""
-    return sum(c / (s * s) for (_, _, _, _, s, _), c in signature)
+    return sum(count / mechanism.noise_multiplier ** 2 for mechanism, count in signature)
 
 
 @lru_cache(maxsize=8192)
-def _gdp_epsilon(signature: tuple, delta: float) -> float:
+def _gdp_epsilon(signature: Entries, delta: float) -> float:
     """Exact epsilon of a Gaussian ledger at ``delta`` (mu-GDP composition, Balle-Wang conversion)."""
     if not _all_gaussian(signature):
         return math.nan
     return float(dp_accounting.get_epsilon_gaussian(1.0 / math.sqrt(_gaussian_mu_squared(signature)), delta))
 
 
-def _paper_moments_epsilon(signature: tuple, delta: float) -> float:
+def _paper_moments_epsilon(signature: Entries, delta: float) -> float:
     """Thm. 4.9, sqrt(T E ln(1/delta) / ln(1.25/delta)) epsilon-bar, in noise-multiplier form.
 
     With sigma^2 = 2 ln(1.25/delta-bar)(Delta_2/epsilon-bar)^2, epsilon-bar^2 / ln(1.25/delta-bar)

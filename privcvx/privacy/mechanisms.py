@@ -12,6 +12,11 @@ sensitivity of what it perturbs and draws the noise from the agent's stream:
 * :class:`Budget`: one agent's total (epsilon, delta) for a whole run, turned into the
   per-update noise multiplier by a tight accountant (PLD or RDP from dp-accounting).
 
+On the floating-point-safe path (``seed="secure"``, :mod:`privcvx.privacy.grid`) a release is not
+Laplace or Gaussian but discrete noise on a public grid; the ledger records it as
+:class:`DiscreteLaplace` (pure DP, exact dp-accounting event) or :class:`DiscreteGaussian` (zCDP,
+Canonne, Kamath & Steinke 2020), with the grid's sensitivity and noise scale.
+
 Sensitivities (:class:`Sensitivity`) are the gradient sensitivities Eq. (18) (L1) and
 Eq. (21) (L2), or an output sensitivity for OutPert (Eqs. (6b), (7)).
 """
@@ -26,11 +31,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
+from dp_accounting.dp_event import DiscreteLaplaceDpEvent
+from scipy.special import logsumexp
 
 from privcvx.errors import ParameterError, PrivacyError, require_positive
 
 if TYPE_CHECKING:
-    from privcvx.privacy.noise import NoiseSource
+    from privcvx.privacy.noise import SeededNoise
 
 #: Value discretization interval of every PLD accountant privcvx builds. The PLD
 #: accountant rounds pessimistically, so a coarser grid still gives an upper bound on
@@ -45,7 +52,52 @@ PLD_DISCRETIZATION = 1e-3
 #: neighbouring datasets. See "Neighbouring relation" in docs/privacy.md.
 NEIGHBOURING_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 
+#: The grid of the secure path keeps its inflation of the sensitivity below 2^-GRID_PRECISION_BITS
+#: (:func:`privcvx.privacy.grid.default_grid_step`), so a grid release's integer L1 sensitivity is at
+#: least 2^GRID_PRECISION_BITS + 1.
+GRID_PRECISION_BITS = 10
+
 _NORMS = ("l1", "l2")
+
+
+def discrete_laplace_rdp(parameter: float, sensitivity: int, orders: np.ndarray) -> np.ndarray:
+    """Exact Renyi divergence of the discrete Laplace mechanism at each order alpha > 1.
+
+    P has pmf tanh(a/2) e^{-a|k|} on the integers (a = ``parameter`` = 1/t) and Q is P shifted by the
+    integer D = ``sensitivity`` >= 1 (the divergence is symmetric in P and Q). Splitting
+    sum_k P(k)^alpha Q(k)^(1 - alpha) at k <= 0, 0 < k < D and k >= D gives three geometric series,
+    e^{a(alpha-1)D} / (1 - e^{-a}), e^{a(alpha-1)D} r (1 - r^(D-1)) / (1 - r) with r = e^{-a(2 alpha - 1)},
+    and e^{-a alpha D} / (1 - e^{-a}); D_alpha(P || Q) is ln(tanh(a/2) times their sum) / (alpha - 1),
+    the Renyi divergence of Mironov's RDP (2017). Computed in log space.
+    """
+    a, d = float(parameter), int(sensitivity)
+    alpha = np.asarray(orders, dtype=np.float64)
+    log_tail = math.log(-math.expm1(-a))
+    terms = [a * (alpha - 1.0) * d - log_tail, -a * alpha * d - log_tail]
+    if d >= 2:
+        log_r = -a * (2.0 * alpha - 1.0)
+        terms.append(a * (alpha - 1.0) * d + log_r + np.log(-np.expm1((d - 1) * log_r)) - np.log(-np.expm1(log_r)))
+    return (math.log(math.tanh(0.5 * a)) + logsumexp(np.stack(terms), axis=0)) / (alpha - 1.0)
+
+
+class GridRdpAccountant(rdp.RdpAccountant):
+    """dp-accounting's ``RdpAccountant`` (privcvx's neighbouring relation, default orders) that also composes
+    a ``DiscreteLaplaceDpEvent``, with its exact Renyi divergence (:func:`discrete_laplace_rdp`).
+
+    dp-accounting's own RDP accountant does not support that event; composing the continuous
+    ``LaplaceDpEvent`` of the same epsilon instead would understate the divergence: by up to 32% at
+    D = 1 (epsilon <= 2), by a relative O(1/D^2) beyond: below 1e-6 at the grid's D >= 2^10.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(neighboring_relation=NEIGHBOURING_RELATION)
+
+    def _maybe_compose(self, event: dp_accounting.DpEvent, count: int, do_compose: bool) -> object:
+        if not isinstance(event, DiscreteLaplaceDpEvent):
+            return super()._maybe_compose(event, count, do_compose)
+        if do_compose:
+            self._rdp += count * discrete_laplace_rdp(event.noise_parameter, event.sensitivity, self._orders)
+        return None
 
 
 def _number(value: Any, *, argument: str, allow_zero: bool) -> float:
@@ -127,27 +179,34 @@ class _SignatureEquality(ABC):
 
 
 class Mechanism(_SignatureEquality):
-    """The noise of one local update of one agent.
+    """The noise of one local update of one agent, as its ledger accounts it.
 
     Attributes
     ----------
     kind:
-        ``"laplace"`` or ``"gaussian"``.
+        ``"laplace"`` or ``"gaussian"`` (the float path and the mechanisms users configure), or
+        ``"discrete_laplace"`` / ``"discrete_gaussian"`` (a release on the grid of the secure path).
     norm:
         The sensitivity norm it is calibrated to: ``"l1"`` (Laplace) or ``"l2"`` (Gaussian).
+    pure:
+        True when each release is (epsilon, 0)-DP (the Laplace kinds).
     epsilon, delta:
         The per-update (epsilon-bar, delta-bar) of Thm. 4.8. For a mechanism calibrated
         from a :class:`Budget` there is no per-update pair for the Gaussian: its epsilon
-        is NaN and its delta is the budget's delta (the run's delta).
+        is NaN and its delta is the budget's delta (the run's delta). A discrete Gaussian
+        claims no (epsilon, delta) pair: both are NaN (its accounting is zCDP).
     noise_multiplier:
         Noise scale over sensitivity: ``b / Delta_1 = 1/epsilon`` (Laplace),
-        ``sigma / Delta_2`` (Gaussian).
+        ``sigma / Delta_2`` (Gaussian), the same ratio in grid units for the discrete kinds.
     budget:
         The :class:`Budget` this mechanism was calibrated from, or ``None``.
+    budget_steps:
+        The number of local updates it spends that budget over (``None`` without a budget).
     """
 
     kind: ClassVar[str]
     norm: ClassVar[str]
+    pure: ClassVar[bool]
 
     def __init__(self, *, epsilon: float, delta: float, noise_multiplier: float,
                  budget: Budget | None = None) -> None:
@@ -155,19 +214,12 @@ class Mechanism(_SignatureEquality):
         self.delta = float(delta)
         self.noise_multiplier = float(noise_multiplier)
         self.budget = budget
+        self.budget_steps: int | None = None
 
     @property
     @abstractmethod
     def calibration(self) -> str:
-        """How the noise multiplier was obtained: "classic", "analytic" or "budget"."""
-
-    @abstractmethod
-    def unit_noise(self, source: NoiseSource, size: int) -> np.ndarray:
-        """``size`` draws of unit noise: standard Laplace (b = 1) or standard normal."""
-
-    @abstractmethod
-    def expected_abs(self, scale: float) -> float:
-        """E|xi| of one coordinate of noise with scale ``scale`` (Laplace b, Gaussian sigma)."""
+        """How the noise multiplier was obtained: "classic", "analytic", "budget" or "grid"."""
 
     @abstractmethod
     def dp_event(self) -> dp_accounting.DpEvent:
@@ -180,15 +232,13 @@ class Mechanism(_SignatureEquality):
         return self.noise_multiplier * sensitivity.get(self.norm)
 
     def signature(self) -> tuple:
-        epsilon = None if math.isnan(self.epsilon) else self.epsilon
-        return (self.kind, self.calibration, epsilon, self.delta, self.noise_multiplier,
-                None if self.budget is None else self.budget.signature())
+        return (self.kind, self.calibration, _none_if_nan(self.epsilon), _none_if_nan(self.delta),
+                self.noise_multiplier, None if self.budget is None else self.budget.signature())
 
     def to_dict(self) -> dict:
         """A JSON-serializable description that :func:`mechanism_from_dict` restores exactly."""
-        return {"kind": self.kind, "calibration": self.calibration,
-                "epsilon": None if math.isnan(self.epsilon) else self.epsilon,
-                "delta": self.delta, "noise_multiplier": self.noise_multiplier,
+        return {"kind": self.kind, "calibration": self.calibration, "epsilon": _none_if_nan(self.epsilon),
+                "delta": _none_if_nan(self.delta), "noise_multiplier": self.noise_multiplier,
                 "budget": None if self.budget is None else self.budget.to_dict()}
 
     def __repr__(self) -> str:
@@ -196,11 +246,16 @@ class Mechanism(_SignatureEquality):
                 f"noise_multiplier={self.noise_multiplier!r}, calibration={self.calibration!r})")
 
 
+def _none_if_nan(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
 class Laplace(Mechanism):
     """Laplace noise per local update, Thm. 4.8(i): scale ``Delta_1/epsilon``, (epsilon, 0)-DP."""
 
     kind = "laplace"
     norm = "l1"
+    pure = True
 
     def __init__(self, epsilon: float) -> None:
         epsilon = check_epsilon(epsilon)
@@ -210,10 +265,12 @@ class Laplace(Mechanism):
     def calibration(self) -> str:
         return "classic" if self.budget is None else "budget"
 
-    def unit_noise(self, source: NoiseSource, size: int) -> np.ndarray:
+    def unit_noise(self, source: SeededNoise, size: int) -> np.ndarray:
+        """``size`` draws of the standard Laplace (b = 1) from a float-path source."""
         return source.standard_laplace(check_size(size))
 
     def expected_abs(self, scale: float) -> float:
+        """E|xi| of one coordinate of Laplace noise of scale b: b."""
         return _number(scale, argument="scale", allow_zero=True)
 
     def dp_event(self) -> dp_accounting.DpEvent:
@@ -231,6 +288,7 @@ class Gaussian(Mechanism):
 
     kind = "gaussian"
     norm = "l2"
+    pure = False
 
     def __init__(self, epsilon: float, delta: float, *, analytic: bool = False) -> None:
         epsilon = check_epsilon(epsilon)
@@ -256,14 +314,81 @@ class Gaussian(Mechanism):
             return "budget"
         return "analytic" if self.analytic else "classic"
 
-    def unit_noise(self, source: NoiseSource, size: int) -> np.ndarray:
+    def unit_noise(self, source: SeededNoise, size: int) -> np.ndarray:
+        """``size`` draws of N(0, 1) from a float-path source."""
         return source.standard_normal(check_size(size))
 
     def expected_abs(self, scale: float) -> float:
+        """E|xi| of one coordinate of N(0, sigma^2): sigma sqrt(2/pi)."""
         return _number(scale, argument="scale", allow_zero=True) * math.sqrt(2.0 / math.pi)
 
     def dp_event(self) -> dp_accounting.DpEvent:
         return dp_accounting.GaussianDpEvent(self.noise_multiplier)
+
+
+class _GridMechanism(Mechanism):
+    """A release on the public grid (:mod:`privcvx.privacy.grid`): integer noise of scale ``grid_scale``
+    on an integer vector of sensitivity ``grid_sensitivity`` (both in grid units)."""
+
+    def __init__(self, grid_scale: float, grid_sensitivity: float, *, epsilon: float, delta: float) -> None:
+        self.grid_scale = _number(grid_scale, argument="grid_scale", allow_zero=False)
+        self.grid_sensitivity = grid_sensitivity
+        noise_multiplier = self.grid_scale / _number(grid_sensitivity, argument="grid_sensitivity", allow_zero=False)
+        super().__init__(epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier)
+
+    @property
+    def calibration(self) -> str:
+        return "grid"
+
+    def signature(self) -> tuple:
+        return (*super().signature(), self.grid_scale, self.grid_sensitivity)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "grid_scale": self.grid_scale, "grid_sensitivity": self.grid_sensitivity}
+
+
+class DiscreteLaplace(_GridMechanism):
+    """Discrete Laplace noise (pmf proportional to exp(-|k|/t)) on an integer query of L1 sensitivity D.
+
+    Pure DP with epsilon = D/t: the pmf ratio at any k of two shifts at L1 distance <= D is at most
+    exp(D/t). Its dp-accounting event is the exact ``DiscreteLaplaceDpEvent(1/t, D)``: dp-accounting's
+    PLD accountant composes it, and :class:`GridRdpAccountant` adds its exact Renyi divergence.
+    """
+
+    kind = "discrete_laplace"
+    norm = "l1"
+    pure = True
+
+    def __init__(self, grid_scale: float, grid_sensitivity: int) -> None:
+        if isinstance(grid_sensitivity, bool) or not isinstance(grid_sensitivity, (int, np.integer)):
+            raise PrivacyError(f"must be an int >= 1, got {grid_sensitivity!r}", argument="grid_sensitivity")
+        grid_sensitivity = int(grid_sensitivity)
+        super().__init__(grid_scale, grid_sensitivity, epsilon=grid_sensitivity / float(grid_scale), delta=0.0)
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        return DiscreteLaplaceDpEvent(1.0 / self.grid_scale, self.grid_sensitivity)
+
+
+class DiscreteGaussian(_GridMechanism):
+    """Discrete Gaussian noise (pmf proportional to exp(-k^2 / (2 sigma^2))) on an integer query of L2
+    sensitivity D.
+
+    rho-zCDP with rho = D^2 / (2 sigma^2) (Canonne, Kamath & Steinke 2020, for the multivariate
+    discrete Gaussian): the Renyi divergences are at most those of the continuous Gaussian with the
+    same noise multiplier, so ``ZCDpEvent(rho)`` gives a valid RDP bound. The continuous Gaussian's
+    exact (epsilon, delta) (Balle & Wang, mu-GDP) and its PLD do not carry over, so this mechanism
+    claims no per-update (epsilon, delta) and the PLD accountant does not apply to it.
+    """
+
+    kind = "discrete_gaussian"
+    norm = "l2"
+    pure = False
+
+    def __init__(self, grid_scale: float, grid_sensitivity: float) -> None:
+        super().__init__(grid_scale, float(grid_sensitivity), epsilon=math.nan, delta=math.nan)
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        return dp_accounting.ZCDpEvent(rho=0.5 * (self.grid_sensitivity / self.grid_scale) ** 2)
 
 
 def _with_multiplier(cls: type[Mechanism], *, epsilon: float, delta: float, noise_multiplier: float,
@@ -280,6 +405,10 @@ def _with_multiplier(cls: type[Mechanism], *, epsilon: float, delta: float, nois
 def mechanism_from_dict(data: dict) -> Mechanism:
     """Inverse of :meth:`Mechanism.to_dict`: the same noise multiplier, bit for bit."""
     try:
+        if data["kind"] == "discrete_laplace":
+            return DiscreteLaplace(float(data["grid_scale"]), int(data["grid_sensitivity"]))
+        if data["kind"] == "discrete_gaussian":
+            return DiscreteGaussian(float(data["grid_scale"]), float(data["grid_sensitivity"]))
         cls = {"laplace": Laplace, "gaussian": Gaussian}[data["kind"]]
         budget = None if data["budget"] is None else Budget.from_dict(data["budget"])
         epsilon = math.nan if data["epsilon"] is None else float(data["epsilon"])
@@ -308,34 +437,60 @@ class Budget(_SignatureEquality):
             raise PrivacyError(f'must be "pld" or "rdp", got {accountant!r}', argument="accountant")
         self.mechanism = mechanism
         self.accountant = accountant
-        self._calibrated: dict[int, Mechanism] = {}
+        self._calibrated: dict[tuple[int, bool], Mechanism] = {}
 
     def make_accountant(self) -> dp_accounting.PrivacyAccountant:
         """A fresh accountant of the kind this budget is calibrated with."""
         if self.accountant == "pld":
             return pld.PLDAccountant(NEIGHBOURING_RELATION, value_discretization_interval=PLD_DISCRETIZATION)
-        return rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION)
+        return GridRdpAccountant()
 
-    def per_update(self, steps: int) -> Mechanism:
-        """The per-update mechanism that spends this budget over ``steps`` local updates."""
+    def per_update(self, steps: int, *, grid: bool = False) -> Mechanism:
+        """The per-update mechanism that spends this budget over ``steps`` local updates.
+
+        ``grid=True``: the noise multiplier for releases on the grid of the secure path
+        (:mod:`privcvx.privacy.grid`), whose ledger entries are discrete mechanisms: calibrated on the
+        accountants that apply to them. A discrete Gaussian: the RDP accountant whatever this budget's
+        accountant (its PLD is not available, and its zCDP curve is the continuous Gaussian's RDP curve).
+        A discrete Laplace: this budget's accountant on ``DiscreteLaplaceDpEvent`` at the smallest grid
+        sensitivity D = 2^10 + 1 (at a fixed noise multiplier its divergences fall towards the continuous
+        Laplace's as D grows: measured, the RDP excess is O(1/D^2); the release's epsilon D/t is at most
+        the multiplier's 1/s).
+        """
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
             raise ParameterError(f"must be an int >= 1 (rounds * local_updates), got {steps!r}",
                                  argument="steps")
-        steps = int(steps)
-        if steps not in self._calibrated:
-            event_type = dp_accounting.GaussianDpEvent if self.mechanism == "gaussian" \
-                else dp_accounting.LaplaceDpEvent
-            multiplier = dp_accounting.calibrate_dp_mechanism(
-                self.make_accountant, lambda s: dp_accounting.SelfComposedDpEvent(event_type(s), steps),
-                self.epsilon, self.delta)
+        key = (int(steps), bool(grid))
+        if key not in self._calibrated:
+            multiplier = self._calibrate(*key)
             if self.mechanism == "gaussian":
                 mechanism = _with_multiplier(Gaussian, epsilon=math.nan, delta=self.delta,
                                              noise_multiplier=multiplier, budget=self)
             else:
                 mechanism = _with_multiplier(Laplace, epsilon=1.0 / multiplier, delta=0.0,
                                              noise_multiplier=multiplier, budget=self)
-            self._calibrated[steps] = mechanism
-        return self._calibrated[steps]
+            mechanism.budget_steps = key[0]
+            self._calibrated[key] = mechanism
+        return self._calibrated[key]
+
+    def _calibrate(self, steps: int, grid: bool) -> float:
+        """The noise multiplier: ``dp_accounting.calibrate_dp_mechanism`` on ``steps`` self-composed events."""
+        if self.mechanism == "gaussian":
+            return dp_accounting.calibrate_dp_mechanism(
+                GridRdpAccountant if grid else self.make_accountant,
+                lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), steps),
+                self.epsilon, self.delta)
+        smallest = 2 ** GRID_PRECISION_BITS + 1
+
+        def event(s: float) -> dp_accounting.DpEvent:
+            single = DiscreteLaplaceDpEvent(1.0 / (s * smallest), smallest) if grid else dp_accounting.LaplaceDpEvent(s)
+            return dp_accounting.SelfComposedDpEvent(single, steps)
+
+        # A Laplace multiplier of 0 is not an event the RDP accountant (or the discrete event) can take. At
+        # 1/(2 epsilon) one release alone exceeds the target; at steps/epsilon basic composition meets it.
+        bracket = dp_accounting.LowerEndpointAndGuess(0.5 / self.epsilon, steps / self.epsilon)
+        return dp_accounting.calibrate_dp_mechanism(self.make_accountant, event, self.epsilon, self.delta,
+                                                    bracket_interval=bracket)
 
     def signature(self) -> tuple:
         return (self.epsilon, self.delta, self.mechanism, self.accountant)

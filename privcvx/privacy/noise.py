@@ -1,41 +1,95 @@
-"""Noise sources: where each agent draws the unit noise of its local updates.
+"""Noise sources: where each agent draws the noise of its releases, on one of two paths.
 
-Every agent owns one stream and draws from it once per local update, so a run is
-reproducible from its seed regardless of the order in which agents are processed:
+Every agent owns one source and perturbs each of its releases with it (:meth:`NoiseSource.perturb`:
+the value, the mechanism's kind, the float-path noise scale and the value's sensitivity), so a run
+does not depend on the order in which agents are processed. The source's ``path`` says which
+path a run used (the runtime reports it):
 
-* :class:`SeededNoise`: numpy ``Generator(PCG64)`` on one child of
-  ``numpy.random.SeedSequence(seed).spawn(P)``. Its state is JSON-serializable and
-  restoring it reproduces the following draws bit for bit (checkpoints).
-* :class:`SecureNoise`: bytes from the operating system (``os.urandom``) turned into
-  draws by inverse-CDF transforms. Not reproducible, by design.
+* :class:`SeededNoise`, path :data:`SEEDED_PATH`: numpy ``Generator(PCG64)`` on one child of
+  ``numpy.random.SeedSequence(seed).spawn(P)``, releasing ``value + scale * u`` with u standard
+  Laplace or normal in floating point. Reproducible: its state is JSON-serializable and restoring it
+  reproduces the following draws bit for bit (checkpoints). **Not floating-point safe**: the low-order
+  bits of a float Laplace or Gaussian release depend on the noise-free value, and many releases
+  cannot be produced from a neighbouring dataset at all (Mironov, CCS 2012; ``tests/test_secure_noise.py``
+  measures it). For experiments.
+* :class:`SecureNoise`, path :data:`GRID_PATH` (``seed="secure"``): the release is
+  ``gamma * (round(value / gamma) + K)`` with K integer noise drawn by OpenDP's exact samplers from
+  the operating system's entropy, discrete Laplace or discrete Gaussian, calibrated to the grid's
+  inflated sensitivity (:mod:`privcvx.privacy.grid`). Not reproducible, by design.
 
 The privacy guarantee assumes the adversary does not know the noise: a run seeded with
-a published integer seed has no privacy at all. Use ``seed="secure"`` (or a secret
-seed) for anything but experiments.
+a published integer seed has no privacy at all. Use ``seed="secure"`` for anything but experiments.
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from scipy.special import ndtri
 
 from privcvx.errors import ParameterError, PrivacyError
-from privcvx.privacy.mechanisms import check_size
+from privcvx.privacy.grid import GridCalibration, calibrate, from_grid, integer_noise, to_grid
+from privcvx.privacy.mechanisms import Mechanism, check_size
+
+#: ``SeededNoise.path``: the reproducible research path.
+SEEDED_PATH = "seeded-float (reproducible, not floating-point safe)"
+#: ``SecureNoise.path``: the path of ``seed="secure"``.
+GRID_PATH = "opendp-grid (floating-point safe)"
+
+_KINDS = ("laplace", "gaussian")
+
+
+@dataclass(frozen=True)
+class Perturbed:
+    """One noisy release.
+
+    Attributes
+    ----------
+    value:
+        The released vector.
+    magnitude:
+        Sum of |noise| over its coordinates (Eq. (29)): |xi| on the float path, gamma |K| on the grid
+        (the rounding to the grid is not noise and is not counted).
+    grid:
+        The grid it was released on, or ``None`` on the float path (and for a noise-free release).
+    """
+
+    value: np.ndarray
+    magnitude: float
+    grid: GridCalibration | None
+
+    def accounted(self, mechanism: Mechanism) -> Mechanism:
+        """The ledger entry of this release, whose float-path mechanism is ``mechanism``.
+
+        Float path: ``mechanism``. Grid: the grid release's own mechanism (``DiscreteLaplace`` or
+        ``DiscreteGaussian`` with the inflated sensitivity and the noise actually drawn), except for a
+        data-independent release (sensitivity 0), which keeps ``mechanism``: a valid, conservative entry.
+        """
+        if self.grid is None or self.grid.sensitivity == 0.0:
+            return mechanism
+        return self.grid.mechanism()
 
 
 @runtime_checkable
 class NoiseSource(Protocol):
-    """One agent's stream of unit noise."""
+    """One agent's noise: how its releases are perturbed, and which path they take (``path``)."""
 
-    def standard_laplace(self, size: int) -> np.ndarray:
-        """``size`` iid draws of the Laplace distribution with mean 0 and scale 1."""
+    path: str
+
+    def calibrated(self, mechanism: Mechanism) -> Mechanism:
+        """The mechanism whose noise this source draws where ``mechanism`` is configured (differs for a budget)."""
         ...
 
-    def standard_normal(self, size: int) -> np.ndarray:
-        """``size`` iid draws of N(0, 1)."""
+    def perturb(self, value: np.ndarray, kind: str, scale: float, sensitivity: float, *,
+                subtract: bool = False) -> Perturbed:
+        """``value`` with noise of kind ``kind`` ("laplace" or "gaussian").
+
+        ``scale`` is the float-path noise scale (Laplace b or Gaussian sigma) and ``sensitivity`` the
+        bound Delta of ``value`` over neighbouring datasets in the kind's norm (L1 or L2), so that
+        ``scale / sensitivity`` is the noise multiplier. ``subtract=True`` releases value - noise
+        (ObjPert's g - xi).
+        """
         ...
 
     def get_state(self) -> dict:
@@ -47,13 +101,32 @@ class NoiseSource(Protocol):
         ...
 
 
+def _check_kind(kind: Any) -> str:
+    if kind not in _KINDS:
+        raise PrivacyError(f'must be "laplace" or "gaussian", got {kind!r}', argument="kind")
+    return kind
+
+
 class SeededNoise:
-    """Reproducible noise: numpy ``Generator(PCG64)`` seeded from a ``SeedSequence``."""
+    """Reproducible floating-point noise: numpy ``Generator(PCG64)`` seeded from a ``SeedSequence``."""
+
+    path = SEEDED_PATH
 
     def __init__(self, seed: np.random.SeedSequence | int) -> None:
         if not isinstance(seed, np.random.SeedSequence):
             seed = np.random.SeedSequence(_check_seed(seed))
         self._generator = np.random.Generator(np.random.PCG64(seed))
+
+    def calibrated(self, mechanism: Mechanism) -> Mechanism:
+        """``mechanism`` itself: the float path releases what it accounts."""
+        return mechanism
+
+    def perturb(self, value: np.ndarray, kind: str, scale: float, sensitivity: float, *,
+                subtract: bool = False) -> Perturbed:
+        """``value + xi`` (or ``value - xi``) with xi = ``scale`` * u, u one draw of the standard Laplace or normal."""
+        unit = self.standard_laplace(value.size) if _check_kind(kind) == "laplace" else self.standard_normal(value.size)
+        noise = scale * unit
+        return Perturbed(value - noise if subtract else value + noise, float(np.abs(noise).sum()), None)
 
     def standard_laplace(self, size: int) -> np.ndarray:
         return self._generator.laplace(0.0, 1.0, check_size(size))
@@ -81,20 +154,41 @@ class SeededNoise:
 
 
 class SecureNoise:
-    """Noise from the operating system's entropy (``os.urandom``); not reproducible by design.
+    """Floating-point-safe noise: OpenDP's integer samplers on a public grid; not reproducible by design.
 
-    Each draw takes one 64-bit word: its top 53 bits give ``v`` uniform on (0, 1)
-    (never 0 or 1), its lowest bit the sign. The magnitude is ``-ln v`` (Exp(1)) for the
-    Laplace, ``-ndtri(v/2)`` (the half-normal inverse CDF) for the normal.
+    A release is ``gamma * (round(value / gamma) + K)`` (:mod:`privcvx.privacy.grid`): gamma and the
+    integer noise's scale come from :func:`~privcvx.privacy.grid.calibrate` (public quantities only), K
+    is discrete Laplace or discrete Gaussian noise drawn by OpenDP from the operating system's entropy
+    (Canonne, Kamath & Steinke 2020), and the ledger records the grid's mechanism
+    (:meth:`Perturbed.accounted`). The integer noise is symmetric, so ``subtract`` is irrelevant here.
     """
 
-    def standard_laplace(self, size: int) -> np.ndarray:
-        v, sign = _uniform_and_sign(check_size(size))
-        return sign * -np.log(v)
+    path = GRID_PATH
 
-    def standard_normal(self, size: int) -> np.ndarray:
-        v, sign = _uniform_and_sign(check_size(size))
-        return sign * -ndtri(0.5 * v)
+    def calibrated(self, mechanism: Mechanism) -> Mechanism:
+        """``mechanism``, or for a budget-calibrated one the multiplier that meets the budget with grid releases.
+
+        A budget is calibrated for Laplace or Gaussian releases; the grid's discrete mechanisms are accounted
+        differently (no PLD for the discrete Gaussian), so the budget is spent with ``Budget.per_update(steps,
+        grid=True)`` instead.
+        """
+        if mechanism.budget is None:
+            return mechanism
+        if mechanism.budget_steps is None:
+            raise PrivacyError("a budget-calibrated mechanism without its number of steps (restored from a "
+                               "description?): resolve the budget with Budget.per_update(steps)", argument="mechanism")
+        return mechanism.budget.per_update(mechanism.budget_steps, grid=True)
+
+    def perturb(self, value: np.ndarray, kind: str, scale: float, sensitivity: float, *,
+                subtract: bool = False) -> Perturbed:
+        """``value`` rounded to the grid plus integer noise calibrated to the grid's sensitivity."""
+        values = np.asarray(value, dtype=np.float64)
+        if scale == 0.0 and sensitivity == 0.0:  # a data-independent value that takes no noise
+            return Perturbed(values.copy(), 0.0, None)
+        grid = calibrate(_check_kind(kind), scale, sensitivity, values.size)
+        noise = integer_noise(kind, grid.scale, values.size)
+        return Perturbed(from_grid(to_grid(values, grid.step) + noise, grid.step),
+                         grid.step * float(np.abs(noise).sum()), grid)
 
     def get_state(self) -> dict:
         return {"secure": True}
@@ -102,13 +196,6 @@ class SecureNoise:
     def set_state(self, state: dict) -> None:
         if not isinstance(state, dict) or state.get("secure") is not True:
             raise PrivacyError(f"a SecureNoise has no state to restore, got {state!r}", argument="state")
-
-
-def _uniform_and_sign(size: int) -> tuple[np.ndarray, np.ndarray]:
-    words = np.frombuffer(os.urandom(8 * size), dtype="<u8")
-    v = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53
-    sign = np.where(words & np.uint64(1), -1.0, 1.0)
-    return v, sign
 
 
 def _check_seed(seed: Any) -> int:
@@ -123,7 +210,7 @@ def agent_noise_sources(seed: int | None | str, count: int) -> list[NoiseSource]
     ``seed`` int: ``SeedSequence(seed).spawn(count)``, one :class:`SeededNoise` each, so
     the same seed gives the same draws. ``None``: the same from a fresh OS-seeded
     ``SeedSequence`` (reproducible only through :meth:`SeededNoise.get_state`).
-    ``"secure"``: one :class:`SecureNoise` each.
+    ``"secure"``: one :class:`SecureNoise` each (the floating-point-safe grid path).
     """
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
         raise ParameterError(f"must be an int >= 0, got {count!r}", argument="count")

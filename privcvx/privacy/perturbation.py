@@ -1,14 +1,18 @@
 """How noise enters a local update: objective perturbation Eq. (10) and output perturbation Eq. (12).
 
-Both perturbations draw, per agent and per local update, one vector ``u`` of standard
-noise (unit Laplace or unit Gaussian) from the agent's own stream and scale it.
+Both perturbations make, per agent and per local update, one noisy release with the agent's own
+noise source (:meth:`Perturbation.perturb`): on the float path (integer seeds) the value plus
+``scale * u`` with ``u`` standard Laplace or Gaussian noise; on the secure path the value on a public
+grid plus OpenDP's integer noise (:mod:`privcvx.privacy.grid`). What is released is the gradient
+(ObjPert) or the projected point (OutPert).
 
 * ObjPert (Eq. (10)): ``xi = scale_g * u`` with ``scale_g`` calibrated to the agent's
   gradient sensitivity (Eqs. (18), (21)). Eq. (10) adds xi through the dual term, which
   is the same as taking the projected step with the gradient perturbed by xi. privcvx
   uses the gradient ``g - xi``; xi is symmetric, so this is Eq. (10) with the same
   distribution, and it makes Remark 3.1 hold draw by draw. The release is a projection
-  onto W_p, so it is always feasible, and it is a post-processing of the noisy gradient.
+  onto W_p, so it is always feasible, and it is a post-processing of the noisy gradient
+  (on the secure path, of the gradient released on the grid).
 * OutPert (Eq. (12)): the noise ``scale_out * u`` is added after the projection. With
   ``sensitivity="derived"`` the output sensitivity follows from the gradient one:
   the projection in the metric M = diag(m) is nonexpansive in the M-norm, so
@@ -20,13 +24,17 @@ noise (unit Laplace or unit Gaussian) from the agent's own stream and scale it.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privcvx.errors import PrivacyError
 from privcvx.privacy.mechanisms import Budget, Mechanism, Sensitivity
+
+if TYPE_CHECKING:
+    from privcvx.privacy.noise import NoiseSource
 
 
 def _check_mechanism(mechanism: Any) -> Mechanism | Budget:
@@ -36,19 +44,21 @@ def _check_mechanism(mechanism: Any) -> Mechanism | Budget:
     return mechanism
 
 
-def _as_sensitivity(value: Any, *, agent: str, argument: str) -> Sensitivity:
+def _as_sensitivity(value: Any, *, agent: str | None, argument: str) -> Sensitivity:
     if not isinstance(value, Sensitivity):
         raise PrivacyError(f"must be a pc.Sensitivity, got {value!r}", agent=agent, argument=argument)
     return value
 
 
 @dataclass(frozen=True)
-class Perturbation:
+class Perturbation(ABC):
     """Common part of ObjPert and OutPert: the mechanism, per local update."""
 
     mechanism: Mechanism | Budget
 
     kind = "none"
+    #: Release value - noise instead of value + noise (ObjPert's g - xi); the same distribution.
+    subtract = False
 
     def __post_init__(self) -> None:
         _check_mechanism(self.mechanism)
@@ -61,6 +71,27 @@ class Perturbation:
 
     def needs_gradient_sensitivity(self) -> bool:
         return True
+
+    @abstractmethod
+    def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
+                            separable: bool) -> Sensitivity:
+        """The sensitivity of what is perturbed: the gradient (ObjPert) or the projected point (OutPert)."""
+
+    def perturb(self, source: NoiseSource, value: np.ndarray,
+                sensitivity: Sensitivity) -> tuple[np.ndarray, float, Mechanism]:
+        """One noisy release of ``value``, whose sensitivity is ``sensitivity``, with the agent's ``source``.
+
+        Returns the release, its sum |noise| (Eq. (29)) and the ledger entry: the mechanism on the float
+        path, the grid release's discrete mechanism on the secure path (where a budget is spent with the
+        multiplier calibrated for the grid, :meth:`SecureNoise.calibrated`).
+        """
+        if not isinstance(self.mechanism, Mechanism):
+            raise PrivacyError("a pc.Budget must be resolved into its per-update mechanism first "
+                               "(Perturbation.resolve(steps))", argument="mechanism")
+        mechanism = source.calibrated(self.mechanism)
+        perturbed = source.perturb(value, mechanism.kind, mechanism.scale(sensitivity), sensitivity.get(mechanism.norm),
+                                   subtract=self.subtract)
+        return perturbed.value, perturbed.magnitude, perturbed.accounted(mechanism)
 
     def gradient_sensitivity(self, agent: Any, values: list[np.ndarray]) -> Sensitivity:
         """The agent's declared gradient sensitivity (Eqs. (18), (21)), evaluated at z if it is a callable."""
@@ -78,9 +109,11 @@ class ObjectivePerturbation(Perturbation):
     """ObjPert, Eq. (10): noise in the linearized objective; every release lies in W_p."""
 
     kind = "objective"
+    subtract = True
 
-    def noise_scale(self, gradient_sensitivity: Sensitivity, weights: np.ndarray, separable: bool) -> float:
-        return self.mechanism.scale(gradient_sensitivity)
+    def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
+                            separable: bool) -> Sensitivity:
+        return _as_sensitivity(gradient_sensitivity, agent=None, argument="sensitivity")
 
 
 @dataclass(frozen=True)
@@ -101,11 +134,11 @@ class OutputPerturbation(Perturbation):
             raise PrivacyError(f'must be "derived" or a pc.Sensitivity, got {self.sensitivity!r}',
                                argument="sensitivity")
 
-    def noise_scale(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
-                    separable: bool) -> float:
+    def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
+                            separable: bool) -> Sensitivity:
         if isinstance(self.sensitivity, Sensitivity):
-            return self.mechanism.scale(self.sensitivity)
-        return self.mechanism.scale(derived_output_sensitivity(gradient_sensitivity, weights, separable))
+            return self.sensitivity
+        return derived_output_sensitivity(gradient_sensitivity, weights, separable)
 
     def needs_gradient_sensitivity(self) -> bool:
         return self.sensitivity == "derived"

@@ -173,7 +173,8 @@ def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str
     encoder = _Encoder()
     encoded = json.dumps(encoder.encode(state), allow_nan=False)
     buffer = io.BytesIO()
-    np.savez(buffer, __header__=np.array(json.dumps(header)), __state__=np.array(encoded), **encoder.arrays)
+    np.savez(buffer, __header__=np.array(json.dumps(header)), __state__=np.array(encoded),
+             __digest__=np.array(_digest(encoded, encoder.arrays)), **encoder.arrays)
     directory = os.path.dirname(os.path.abspath(path))
     with tempfile.NamedTemporaryFile("wb", dir=directory, delete=False) as handle:
         handle.write(buffer.getvalue())
@@ -181,6 +182,15 @@ def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str
         os.fsync(handle.fileno())
     os.chmod(handle.name, 0o600)
     os.replace(handle.name, path)
+
+
+def _digest(state_text: str, arrays: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of the state and of every array (key, dtype, shape, bytes): it detects edits and damage."""
+    digest = hashlib.sha256(state_text.encode())
+    for key in sorted(arrays):
+        array = np.ascontiguousarray(arrays[key])
+        digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode() + array.tobytes())
+    return digest.hexdigest()
 
 
 def read_state(path: str | os.PathLike, expected: dict[str, Any]) -> dict[str, Any]:
@@ -194,12 +204,16 @@ def read_state(path: str | os.PathLike, expected: dict[str, Any]) -> dict[str, A
         with np.load(path, allow_pickle=False) as archive:
             header = json.loads(str(archive["__header__"]))
             state_text = str(archive["__state__"])
+            digest = str(archive["__digest__"])
             arrays = {key: archive[key] for key in archive.files if not key.startswith("__")}
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {os.fspath(path)!r}", argument="resume") from None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{os.fspath(path)!r} is not a privcvx checkpoint (or is damaged): {exc}",
                               argument="resume") from None
+    if any(not isinstance(value, np.ndarray) for value in arrays.values()) or digest != _digest(state_text, arrays):
+        raise CheckpointError(f"{os.fspath(path)!r} was edited or damaged: its content does not match its digest",
+                              argument="resume")
     differences = [f"{key}: the file has {header.get(key)!r}, this run has {value!r}"
                    for key, value in expected.items() if header.get(key) != value]
     if differences:

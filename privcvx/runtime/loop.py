@@ -205,7 +205,7 @@ class Run:
         privacy = privacy_table(self.ledgers, delta) if self.algorithm.private else None
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
         info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
-                "seed": repr(self.seed), "noise": noise_path(self.seed) if self.algorithm.private else "none",
+                "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": not self.keep_diagnostics,
                 **self.algorithm.summarize(backend.call("reports"))}
         z = backend.call("outputs", not self.keep_diagnostics)
@@ -292,11 +292,6 @@ def resolve_seed(seed: int | str | None, private: bool) -> int | str | None:
                       "so it protects nothing against them. Use it for research runs only; leave seed=None (OS "
                       "entropy) for a real release", ReproducibleNoiseWarning, stacklevel=4)
     return seed
-
-
-def noise_path(seed: int | str | None) -> str:
-    """Which noise a private run used (``result.info["noise"]``)."""
-    return "secure: OS entropy" if seed == "secure" else "seeded: numpy PCG64, reproducible"
 
 
 def _begin_checkpoint(path: str | os.PathLike, resume: str | os.PathLike | None, transcript: Transcript) -> int:

@@ -17,8 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import privcvx as pc  # noqa: E402
 from core_problems import box_l1_least_squares, general_form, soc_linear  # noqa: E402
+
+import privcvx as pc  # noqa: E402
 
 SENSITIVITY = pc.Sensitivity(l1=0.3, l2=0.2)
 
@@ -35,7 +36,7 @@ def build(case: str) -> tuple[pc.DistributedProblem, dict]:
         options = {"eta": eta, "rho": rho, "privacy": pc.ObjectivePerturbation(pc.Laplace(0.5))}
     else:
         raise SystemExit(f"unknown case {case}")
-    for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+    for agent in problem.agents:
         agent.sensitivity = SENSITIVITY
         agent.smoothness = 1.0 / eta  # declared, as privacy requires for rho="adaptive"
     return problem, options
