@@ -49,6 +49,8 @@ def _names(nodes: Nodes) -> list[str] | None:
         return None
     if isinstance(nodes, (int, np.integer)) and not isinstance(nodes, bool):
         return [f"agent-{i}" for i in range(check_int(nodes, argument="nodes", minimum=1))]
+    if not isinstance(nodes, Sequence) or isinstance(nodes, str):
+        raise ParameterError(f"must be a number of agents or a list of their names, got {nodes!r}", argument="nodes")
     names = [str(name) for name in nodes]
     if not names or len(set(names)) != len(names):
         raise ParameterError(f"must be distinct agent names, got {nodes!r}", argument="nodes")
@@ -174,7 +176,7 @@ class Topology:
     @classmethod
     def switching(cls, graphs: Sequence[nx.Graph]) -> Topology:
         """Time-varying: round t uses ``graphs[(t - 1) % len(graphs)]``."""
-        graphs = list(graphs)
+        graphs = list(graphs) if isinstance(graphs, Sequence) and not isinstance(graphs, str) else []
         if not graphs or not all(isinstance(g, nx.Graph) for g in graphs):
             raise ParameterError("must be a non-empty list of networkx graphs", argument="graphs")
         return cls(_Cycle(tuple(graphs)))
