@@ -31,8 +31,15 @@ def _rendezvous_run(**options):
     return problem.solve(rounds=8, seed=7, **options)
 
 
-def test_fixed_seed_history_is_the_one_recorded_before_the_protocol():
-    """tests/data/pinned_linearized_admm.json was written by the pre-protocol code (commit 88b68fb)."""
+def test_fixed_seed_history_is_the_one_recorded_before_the_protocol(monkeypatch):
+    """tests/data/pinned_linearized_admm.json was written by the pre-protocol code (commit 88b68fb).
+
+    Since then the derived OutPert sensitivity allows for the conic solver's error (localstep.PROJECTION_ERROR,
+    docs/privacy.md), which makes its noise slightly larger: the pin is checked with that allowance at 0.
+    """
+    from privcvx import localstep
+
+    monkeypatch.setattr(localstep, "PROJECTION_ERROR", 0.0)
     result = _rendezvous_run(local_updates=3, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)))
     history, w = _pinned("rendezvous_objpert_gaussian")
     for column, values in history.items():  # box projections are closed forms: bitwise

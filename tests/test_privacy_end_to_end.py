@@ -101,3 +101,31 @@ def test_without_diagnostics_only_releases_leave_the_agents():
     for name, layout, z, full in zip(problem.names, problem.layouts, private.z, research.z, strict=True):
         assert np.array_equal(z, last[name])  # result.z holds what the agent sent, and only that
         assert np.array_equal(full[layout.shared_local], z) and full.size > z.size  # not its private variables
+
+
+def test_the_privacy_table_says_where_each_bound_holds():
+    from problems.rendezvous import rendezvous
+
+    problem = rendezvous(_neighbours()[0])
+    with pytest.warns(ReproducibleNoiseWarning):
+        laplace = problem.solve(rounds=4, privacy=pc.ObjectivePerturbation(pc.Laplace(0.5)), seed=1).privacy
+        gaussian = problem.solve(rounds=4, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)), seed=1).privacy
+    assert (laplace["delta_basic"] == 0.0).all() and (laplace["delta_advanced"] == laplace["delta"]).all()
+    assert np.allclose(gaussian["delta_basic"], 4 * 1e-5)  # basic composition holds at the summed delta ...
+    assert (gaussian["delta_basic"] > gaussian["delta"]).all()  # ... which is not the run's delta
+
+
+def test_derived_output_sensitivity_allows_for_the_solvers_error():
+    from privcvx.localstep import PROJECTION_ERROR, Projection
+    from privcvx.privacy.perturbation import derived_output_sensitivity
+
+    gradient, weights = pc.Sensitivity(l1=0.4, l2=0.2), np.full(9, 4.0)
+    exact = derived_output_sensitivity(gradient, weights, separable=False)
+    solved = derived_output_sensitivity(gradient, weights, separable=False, solver_error=PROJECTION_ERROR)
+    assert solved.l2 == pytest.approx(exact.l2 + 2 * 3 * PROJECTION_ERROR)
+    assert solved.l1 == pytest.approx(exact.l1 + 2 * 9 * PROJECTION_ERROR)
+    problem, _, _ = general_form()
+    assert Projection(problem.agents[0], problem.layouts[0]).error_bound == PROJECTION_ERROR  # a solver
+    x = cp.Variable(2)
+    boxed = pc.Agent(cp.sum_squares(x), [x <= 1, x >= -1], shared=x)
+    assert Projection(boxed, pc.DistributedProblem([boxed]).layouts[0]).error_bound == 0.0  # np.clip: exact

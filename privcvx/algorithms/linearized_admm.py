@@ -234,7 +234,8 @@ class ADMMAgent:
         if self.privacy is not None:
             sensitivity = self.privacy.release_sensitivity(
                 self.privacy.gradient_sensitivity(self.agent, self.layout.split(z))
-                if self.privacy.needs_gradient_sensitivity() else None, weights, self.projection.kind != "conic")
+                if self.privacy.needs_gradient_sensitivity() else None, weights, self.projection.kind != "conic",
+                self.projection.error_bound)
             if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
                 gradient, magnitude, entry = self.privacy.perturb(self.context.noise, gradient, sensitivity)
                 self.context.ledger.record(entry)

@@ -66,10 +66,12 @@ from privcvx.privacy.mechanisms import (
 DEFAULT_LAPLACE_DELTA = 1e-6
 
 #: The columns of :func:`privacy_table`, in order.
+#: ``delta`` is where the RDP, PLD and moments columns hold; basic and advanced composition hold at their own
+#: ``delta_basic`` (the sum of the releases' deltas: 0 for Laplace) and ``delta_advanced`` (that plus ``delta``).
 PRIVACY_COLUMNS = ("agent", "steps", "delta", "epsilon_basic", "epsilon_advanced", "epsilon_moments",
-                   "epsilon_rdp", "epsilon_pld")
+                   "epsilon_rdp", "epsilon_pld", "delta_basic", "delta_advanced")
 
-_EPSILON_KEYS = PRIVACY_COLUMNS[3:]
+_EPSILON_KEYS = ("epsilon_basic", "epsilon_advanced", "epsilon_moments", "epsilon_rdp", "epsilon_pld")
 
 #: A ledger's signature: its (mechanism, count) pairs in a canonical order (hashable; the caches' key).
 Entries = tuple[tuple[Mechanism, int], ...]

@@ -74,8 +74,11 @@ class Perturbation(ABC):
 
     @abstractmethod
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
-                            separable: bool) -> Sensitivity:
-        """The sensitivity of what is perturbed: the gradient (ObjPert) or the projected point (OutPert)."""
+                            separable: bool, solver_error: float = 0.0) -> Sensitivity:
+        """The sensitivity of what is perturbed: the gradient (ObjPert) or the projected point (OutPert).
+
+        ``solver_error`` bounds, per coordinate, how far a computed projection may be from the exact one;
+        only OutPert, which perturbs that point, needs it."""
 
     def perturb(self, source: NoiseSource, value: np.ndarray,
                 sensitivity: Sensitivity) -> tuple[np.ndarray, float, Mechanism]:
@@ -112,7 +115,7 @@ class ObjectivePerturbation(Perturbation):
     subtract = True
 
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
-                            separable: bool) -> Sensitivity:
+                            separable: bool, solver_error: float = 0.0) -> Sensitivity:
         return _as_sensitivity(gradient_sensitivity, agent=None, argument="sensitivity")
 
 
@@ -135,24 +138,28 @@ class OutputPerturbation(Perturbation):
                                argument="sensitivity")
 
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
-                            separable: bool) -> Sensitivity:
+                            separable: bool, solver_error: float = 0.0) -> Sensitivity:
         if isinstance(self.sensitivity, Sensitivity):
             return self.sensitivity
-        return derived_output_sensitivity(gradient_sensitivity, weights, separable)
+        return derived_output_sensitivity(gradient_sensitivity, weights, separable, solver_error)
 
     def needs_gradient_sensitivity(self) -> bool:
         return self.sensitivity == "derived"
 
 
-def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separable: bool) -> Sensitivity:
+def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separable: bool,
+                               solver_error: float = 0.0) -> Sensitivity:
     """Output sensitivity of the projected step Eq. (9) from the gradient sensitivity.
 
     ``weights`` is the metric m (1/eta on private coordinates, 1/eta + rho on shared ones).
     L2: Delta_2 / min(m). L1: Delta_1 / min(m) when W_p is separable (R^n or a box),
-    otherwise sqrt(n) * Delta_2 / min(m).
+    otherwise sqrt(n) * Delta_2 / min(m). The bound is for exact projections; a solver's answer is
+    within ``solver_error`` of the exact one in every coordinate, so two neighbouring releases can
+    differ by 2 * solver_error more per coordinate: 2 sqrt(n) solver_error in L2 and 2 n solver_error
+    in L1 are added (closed-form projections pass 0).
     """
     m_min = float(np.min(weights))
+    n = weights.size
     l2 = gradient.get("l2") / m_min
-    l1 = gradient.get("l1") / m_min if separable and gradient.l1 is not None \
-        else math.sqrt(weights.size) * l2
-    return Sensitivity(l1=l1, l2=l2)
+    l1 = gradient.get("l1") / m_min if separable and gradient.l1 is not None else math.sqrt(n) * l2
+    return Sensitivity(l1=l1 + 2.0 * n * solver_error, l2=l2 + 2.0 * math.sqrt(n) * solver_error)
