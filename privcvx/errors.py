@@ -86,6 +86,10 @@ class CheckpointError(PrivcvxError, ValueError):
     """A checkpoint is missing, damaged, foreign, or belongs to another run (problem, data, settings, seed)."""
 
 
+class CentralizedSolveError(PrivcvxError, RuntimeError):
+    """The centralized reference solve (``solve_centralized``) failed in CVXPY or its solver."""
+
+
 class SolverError(PrivcvxError, RuntimeError):
     """Every solver in the fallback chain failed on an agent's local update."""
 

@@ -25,7 +25,14 @@ import numpy as np
 import scipy.sparse as sp
 from cvxpy.atoms.affine.index import index, special_index
 
-from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError, ParameterError, require_positive
+from privcvx.errors import (
+    CentralizedSolveError,
+    DeclarationError,
+    InfeasibleLocalSetError,
+    NotDCPError,
+    ParameterError,
+    require_positive,
+)
 from privcvx.privacy.mechanisms import Sensitivity
 
 if TYPE_CHECKING:
@@ -349,7 +356,10 @@ class DistributedProblem:
             constraints.extend(_substituted(expr, substitute) == globals_[key] for key, expr in agent.shared.items()
                                if not isinstance(expr, cp.Variable))
         problem = cp.Problem(cp.Minimize(objective), constraints)
-        problem.solve(**solver_options)
+        try:
+            problem.solve(**solver_options)
+        except (cp.error.SolverError, cp.error.DCPError, TypeError, ValueError) as exc:
+            raise CentralizedSolveError(f"the centralized solve failed: {exc}", argument="solver_options") from exc
         if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise DeclarationError(f"the centralized problem is {problem.status}", argument="agents")
         w = np.concatenate([np.asarray(globals_[k].value, dtype=float).reshape(-1, order="F")

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privcvx.errors import ParameterError
 from privcvx.messages import Transcript
 
 #: History columns that are not plotted by default.
@@ -63,8 +64,11 @@ class Result:
         meta["transcript"], messages = self.transcript.to_arrays()
         arrays.update({f"transcript:{key}": value for key, value in messages.items()})
         arrays["meta"] = np.array(json.dumps(meta, default=str))
-        with open(path, "wb") as handle:
-            np.savez(handle, **arrays)
+        try:
+            with open(path, "wb") as handle:
+                np.savez(handle, **arrays)
+        except OSError as exc:
+            raise ParameterError(f"cannot write {os.fspath(path)!r}: {exc}", argument="path") from exc
 
     def plot(self, columns: tuple[str, ...] | None = None, path: str | os.PathLike | None = None) -> Any:
         """One log-scale panel per history column (default: every metric the algorithm recorded, the
@@ -90,7 +94,17 @@ class Result:
 
 
 def load_result(path: str | os.PathLike) -> Result:
-    """Read a result written by :meth:`Result.save`."""
+    """Read a result written by :meth:`Result.save` (nothing in the file is executed: no pickle)."""
+    try:
+        return _read_result(path)
+    except FileNotFoundError:
+        raise ParameterError(f"no result file at {os.fspath(path)!r}", argument="path") from None
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise ParameterError(f"{os.fspath(path)!r} is not a result written by Result.save: {exc}",
+                             argument="path") from exc
+
+
+def _read_result(path: str | os.PathLike) -> Result:
     from privcvx.problem import CentralizedSolution
 
     with np.load(path, allow_pickle=False) as data:

@@ -239,3 +239,28 @@ def test_solver_faults_keep_the_run_or_leave_a_resumable_checkpoint(tmp_path, mo
         resumed = problem.solve(resume=path, checkpoint=path, **options)
     columns = [c for c in clean.history.columns if c != "time_s"]
     assert resumed.history[columns].equals(clean.history[columns])
+
+
+def test_validation_at_the_door_and_errors_of_public_calls_are_wrapped(tmp_path):
+    import cvxpy as cp
+
+    x, y = cp.Variable(2), cp.Variable(2)
+    with pytest.raises(pc.errors.DeclarationError, match=r"\[agent 'bad'\] argument 'objective'.*NaN"):
+        pc.Agent(cp.sum_squares(x - np.array([1.0, np.nan])), shared=x, name="bad")
+    data = cp.Parameter(2, value=np.array([np.inf, 0.0]))
+    with pytest.raises(pc.errors.DeclarationError, match=r"argument 'constraints'.*parameter"):
+        pc.Agent(cp.sum_squares(x), [x <= data], shared=x, name="bad")
+    # A linear f_p (a market operator) and a quadratic one: L_p = 0 for the first, and the defaults run.
+    operator = pc.Agent(np.array([1.0, -2.0]) @ x, [cp.abs(x) <= 1], shared=x, name="operator")
+    market = pc.Agent(cp.sum_squares(y - 0.5), shared=y, name="market")
+    result = pc.DistributedProblem([operator, market]).solve(rounds=60)
+    assert np.all(np.isfinite(result.history["objective"]))
+    with pytest.raises(pc.errors.ParameterError, match="no result file"):
+        pc.load_result(tmp_path / "missing.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a result")
+    with pytest.raises(pc.errors.ParameterError, match="not a result"):
+        pc.load_result(tmp_path / "junk.npz")
+    with pytest.raises(pc.errors.ParameterError, match="cannot write"):
+        result.save(tmp_path / "no-such-folder" / "result.npz")
+    with pytest.raises(pc.errors.CentralizedSolveError, match="centralized solve failed"):
+        pc.DistributedProblem([market]).solve_centralized(solver="NO_SUCH_SOLVER")

@@ -51,7 +51,7 @@ from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
-from privcvx.tuning import estimate_smoothness, is_smooth
+from privcvx.tuning import smoothness_of
 
 CALIBRATIONS = ("safe", "paper")
 STEPS = ("geometric", "diminishing")
@@ -195,8 +195,8 @@ class DPDistributedGradient(Algorithm):
         for agent, layout in zip(problem.agents, problem.layouts, strict=True):
             if agent.smoothness is not None:
                 smoothness.append(agent.smoothness)
-            elif is_smooth(agent.objective):  # not private here: check() refused undeclared L_i under privacy
-                smoothness.append(estimate_smoothness(GradientEvaluator(agent, layout), np.zeros(layout.dim)))
+            else:  # not private here: check() refused undeclared L_i under privacy
+                smoothness.append(smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim)))
         finite = [v for v in smoothness if math.isfinite(v) and v > 0]
         return self.clone(c=1.0 / max(finite) if finite else 1.0)
 

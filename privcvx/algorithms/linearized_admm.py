@@ -36,7 +36,7 @@ from privcvx.privacy.perturbation import Perturbation
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
 from privcvx.schedules import ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
 from privcvx.topology import SERVER, Topology
-from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth
+from privcvx.tuning import SmoothStep, is_smooth, smoothness_of
 
 #: The history columns of Algorithm 1 (the API contract's, plus rho and eta), in order.
 HISTORY_COLUMNS = ("round", "objective", "consensus_residual", "primal_residual", "dual_residual",
@@ -196,13 +196,13 @@ class ADMMAgent:
 
     @property
     def smoothness(self) -> float:
-        """L_p: declared (``pc.Agent(smoothness=...)``), else estimated at z_p^1 (nan for a nonsmooth f_p)."""
+        """L_p: declared (``pc.Agent(smoothness=...)``), else :func:`~privcvx.tuning.smoothness_of` at z_p^1
+        (nan for a nonsmooth f_p, 0 for an affine one)."""
         if self.declared_smoothness is None:
             if self.private and is_smooth(self.agent.objective):  # LinearizedADMM.check refuses this run
                 raise PrivacyError("L_p would be estimated from private data", agent=self.layout.name,
                                    argument="smoothness")
-            smooth = is_smooth(self.agent.objective)
-            self.declared_smoothness = estimate_smoothness(self.evaluator, self.z) if smooth else math.nan
+            self.declared_smoothness = smoothness_of(self.agent, self.evaluator, self.z)
         return self.declared_smoothness
 
     def step_rule(self) -> Schedule:
