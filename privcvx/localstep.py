@@ -60,11 +60,12 @@ SOLVER_SETTINGS: dict[str, dict] = {
 #: tolerances: a slightly looser target, the same feasibility requirement for an "AlmostSolved" answer.
 CLARABEL_RETRY = {**SOLVER_SETTINGS[cp.CLARABEL], "tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
-#: The largest error, per coordinate, of a projection computed by a solver, that privcvx allows for: the
-#: derived OutPert sensitivity adds it (privacy/perturbation.py). Measured, not proven: on sets with
-#: second-order cones the computed points are within 5e-7 to 1.7e-5 of SCS at 1e-12 (bench/bench_localstep.py,
-#: docs/algorithm.md); closed-form projections (free, box) are exact and use 0.
-PROJECTION_ERROR = 2e-5
+#: The allowance, per coordinate, for a projection computed by a solver: the solver's feasibility tolerance
+#: (Clarabel's reduced one, the loosest it accepts). The derived OutPert sensitivity adds it
+#: (privacy/perturbation.py); closed-form projections (free, box) are exact and use 0. The distance of a
+#: computed point to the exact projection can be larger (up to 2.8e-4 against SCS at 1e-12 on a 500-variable
+#: set with cones, docs/performance.md): that is not covered (docs/privacy.md).
+PROJECTION_ERROR = SOLVER_SETTINGS[cp.CLARABEL]["reduced_tol_feas"]
 
 #: QP-representable local sets larger than this go to warm-started OSQP before Clarabel.
 OSQP_MIN_DIMENSION = 300
