@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privcvx.errors import ParameterError, PrivacyError, RunFailed
+from privcvx.errors import ParameterError, PrivacyError, ReproducibleNoiseWarning, RunFailed
 from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation, Perturbation
 from privcvx.problem import DistributedProblem
@@ -161,11 +161,14 @@ def run_setting(problem: DistributedProblem, experiment: Experiment, setting: Se
                 on_round: Callable[[dict[str, Any]], Any] | None = None) -> tuple[pd.DataFrame, str]:
     """Run one setting; return its rows of runs.csv and how the run ended (``result.info["stop"]``)."""
     # eta and rho are always passed: the paper's eta^t = 1/sqrt(t) (Eq. (26a), Sec. 6.1.1 and 6.2.1),
-    # not solve()'s own defaults.
-    result = problem.solve(rounds=experiment.rounds, local_updates=setting.local_updates,
-                           rho=experiment.rho.schedule(setting.epsilon), eta=inverse_sqrt(),
-                           privacy=perturbation(problem, setting, experiment.delta),
-                           seed=setting.seed, callback=on_round)
+    # not solve()'s own defaults. These are research runs: integer seeds (reproducible, seeded float noise,
+    # so ReproducibleNoiseWarning is expected and silenced) and the diagnostic columns kept.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReproducibleNoiseWarning)
+        result = problem.solve(rounds=experiment.rounds, local_updates=setting.local_updates,
+                               rho=experiment.rho.schedule(setting.epsilon), eta=inverse_sqrt(),
+                               privacy=perturbation(problem, setting, experiment.delta),
+                               seed=setting.seed, callback=on_round, diagnostics=True)
     history = result.history
     metrics = list(problem.metrics)
     rows = pd.DataFrame({"method": setting.method, "calibration": setting.calibration,
