@@ -32,6 +32,12 @@ def _mismatch_gradient(a: Any, at: Any, model: SocModel, x: np.ndarray) -> np.nd
     return 2.0 * (at @ (a @ x + np.concatenate([model.pd.value, model.qd.value])))
 
 
+#: The neighbouring relation of the zonal problem (Sec. 6.1.1): two load vectors are neighbours when they
+#: differ in one entry (an active or a reactive load of one bus) by at most beta. Every sensitivity below is
+#: for it (only "exact" is a valid bound, docs/powerflow.md).
+RELATION = "one load entry changed by at most beta"
+
+
 def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> pc.Sensitivity:
     """Gradient sensitivity of Eq. (28) for loads that differ by at most ``beta`` in one entry.
 
@@ -107,5 +113,6 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
     cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
     info = {"zones": mapping, "output_sensitivity": pc.Sensitivity(l1=beta, l2=beta),
             "smoothness": [model.smoothness() for model in models], "models": models,
-            "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name}
+            "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name,
+            "relation": RELATION}
     return pc.DistributedProblem(agents, info=info)

@@ -29,6 +29,10 @@ def _box(box: Any, d: int, argument: str) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+#: The neighbouring relation (Definition 3 of paper 001): one agent's address replaced by any point of the box.
+RELATION = "replace_one: one agent's address moved anywhere in the box"
+
+
 def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.DistributedProblem:
     """Build the rendezvous problem: minimize sum_i ||x - a_i||^2 over the meeting box.
 
@@ -69,7 +73,7 @@ def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.D
         agents.append(pc.Agent(cp.sum_squares(x - address), [x <= m_hi, x >= m_lo], shared=x,
                                name=f"agent-{i}", gradient=_gradient(address), sensitivity=sensitivity,
                                smoothness=2.0))
-    return pc.DistributedProblem(agents, info={"smoothness": [2.0] * len(agents)})
+    return pc.DistributedProblem(agents, info={"smoothness": [2.0] * len(agents), "relation": RELATION})
 
 
 def _gradient(address: np.ndarray) -> Any:

@@ -66,3 +66,24 @@ def test_bad_input_raises(kwargs, argument):
     with pytest.raises(DeclarationError) as caught:
         rendezvous(**args)
     assert caught.value.argument == argument
+
+
+def test_relation_and_sensitivity_hold_for_every_neighbour():
+    """Replace-one: moving one address anywhere in the box changes the gradient by at most the declared bound."""
+    rng = np.random.default_rng(3)
+    points = rng.uniform(-1, 1, (4, 2))
+    problem = rendezvous(points)
+    assert problem.info["relation"].startswith("replace_one")
+    declared = problem.agents[1].sensitivity
+    worst = [0.0, 0.0]
+    corners = [np.array(c, dtype=float) for c in ((-1, -1), (1, 1), (-1, 1), (1, -1))]
+    for moved in [*rng.uniform(-1, 1, (200, 2)), *corners]:
+        neighbour = points.copy()
+        neighbour[1] = moved
+        other = rendezvous(neighbour)
+        for x in [*rng.uniform(-3, 3, (5, 2)), np.zeros(2)]:  # outside the box too: z_i(t) may leave it
+            change = problem.agents[1].gradient(x) - other.agents[1].gradient(x)
+            worst = [max(worst[0], np.abs(change).sum() / declared.l1),
+                     max(worst[1], np.linalg.norm(change) / declared.l2)]
+            assert np.array_equal(problem.agents[0].gradient(x), other.agents[0].gradient(x))  # others untouched
+    assert max(worst) <= 1.0 + 1e-12 and min(worst) >= 0.5

@@ -150,6 +150,10 @@ class Run:
         w = self.monitor.global_vector()
         row: dict[str, Any] = {"round": t, "time_s": elapsed, "epsilon": self.epsilon()}
         row.update({c: float(v) for c, v in metrics.items() if c in self.columns})
+        for column in self.columns:
+            if column in row and not math.isfinite(row[column]):
+                raise PrivcvxError(f"the public metric {column!r} is {row[column]} in round {t}: the iterates "
+                                   "overflowed (check the scale of the data, eta and rho)", argument=column)
         if self.keep_diagnostics and self.algorithm.diagnostic_columns:
             values = backend.call_split("diagnostics", [w[layout.shared_global] for layout in self.problem.layouts])
             for column, reduce in self.algorithm.diagnostic_columns.items():
@@ -221,6 +225,11 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
     rounds = check_int(rounds, argument="rounds")
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm (pc.algorithms.*), got {algorithm!r}", argument="algorithm")
+    for argument, path in (("checkpoint", checkpoint), ("resume", resume)):
+        if path is not None and (not isinstance(path, str | os.PathLike) or not os.fspath(path)):
+            raise ParameterError(f"must be a file path, got {path!r}", argument=argument)
+    if callback is not None and not callable(callback):
+        raise ParameterError(f"must be callable (row -> bool or None), got {callback!r}", argument="callback")
     if checkpoint is not None and not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint))):
         raise ParameterError(f"the folder of {os.fspath(checkpoint)!r} does not exist", argument="checkpoint")
     topology = algorithm.default_topology() if topology is None else topology
