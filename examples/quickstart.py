@@ -25,9 +25,10 @@ def least_squares_agents(seed: int = 0, agents: int = 3, n: int = 4) -> list[pc.
         b = np.clip(A @ rng.uniform(-0.5, 0.5, n) + 0.1 * rng.normal(size=20), -1, 1)
         x = cp.Variable(n, name=f"x_{p}")
         # Changing one b_i by at most 2 changes the gradient 2 A^T (A x - b) by at most 4 ||a_i|| <= 4 (L2),
-        # and 4 ||a_i||_1 <= 4 sqrt(n) (L1): Eqs. (18) and (21).
+        # and 4 ||a_i||_1 <= 4 sqrt(n) (L1): Eqs. (18) and (21). The Hessian 2 A^T A has largest eigenvalue
+        # at most 2 sum_i ||a_i||^2 <= 2 * 20 for every dataset of 20 rows of norm <= 1: a public L_p.
         result.append(pc.Agent(cp.sum_squares(A @ x - b), [cp.abs(x) <= 1], shared=x, name=f"agent-{p}",
-                               sensitivity=pc.Sensitivity(l1=4 * np.sqrt(n), l2=4.0)))
+                               sensitivity=pc.Sensitivity(l1=4 * np.sqrt(n), l2=4.0), smoothness=2.0 * 20))
     return result
 
 

@@ -35,3 +35,13 @@ def test_the_rendezvous_accuracy_example_runs_and_shows_the_trend(tmp_path):
     assert list(table["epsilon"]) == [0.1, 1.0, 10.0] and (tmp_path / "accuracy.png").exists()
     assert table["mean_d"].iloc[0] > 10 * table["mean_d"].iloc[2]  # d falls with epsilon
     assert np.allclose(table["epsilon_spent"], table["epsilon"] * (1 - (0.9 / 0.9670) ** 100), rtol=1e-3)
+
+
+def test_the_quickstart_runs_as_written():
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "quickstart.py"
+    output = subprocess.run([sys.executable, str(script)], check=True, capture_output=True, text=True,
+                            timeout=300).stdout
+    lines = {line[:27].strip(): line[27:].split()[0] for line in output.splitlines()}  # label, then the value
+    assert abs(float(lines["centralized optimum"]) - float(lines["Algorithm 1, no privacy"])) <= 1e-3
