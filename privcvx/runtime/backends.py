@@ -41,9 +41,8 @@ class AgentHost:
     def __init__(self, algorithm: Algorithm, agents: Sequence[Agent], contexts: Sequence[AgentContext]) -> None:
         self.contexts = list(contexts)
         self.phases = algorithm.phases
-        self.programs = list(agents)  # each replaced by its program, built here (where the agent lives)
         self.programs = self._each(lambda agent, context: algorithm.agent_program(agent, context), self.contexts,
-                                   where="while building the agent's program")
+                                   where="while building the agent's program", targets=agents)
 
     def _checked(self, context: AgentContext, messages: list[Message]) -> list[Message]:
         for message in messages:
@@ -52,13 +51,14 @@ class AgentHost:
                                    agent=context.name, argument="messages")
         return messages
 
-    def _each(self, call: Callable[[Any, Any], Any], items: Sequence[Any] | None = None,
-              where: str = "") -> list[Any]:
-        """``call(program, item)`` for every program, in agent order; an exception that is not a privcvx error
-        (a user oracle, numpy, CVXPY, a solver) becomes an AgentError naming the agent, with it as ``__cause__``."""
+    def _each(self, call: Callable[[Any, Any], Any], items: Sequence[Any] | None = None, where: str = "",
+              targets: Sequence[Any] | None = None) -> list[Any]:
+        """``call(target, item)`` for every agent's program (or ``targets``), in agent order; an exception that is
+        not a privcvx error (a user oracle, numpy, CVXPY, a solver) becomes an AgentError naming the agent, with it
+        as ``__cause__``."""
+        targets = self.programs if targets is None else targets
         answers = []
-        for context, program, item in zip(self.contexts, self.programs, items or [None] * len(self.programs),
-                                          strict=True):
+        for context, program, item in zip(self.contexts, targets, items or [None] * len(self.contexts), strict=True):
             try:
                 answers.append(call(program, item))
             except PrivcvxError as exc:
