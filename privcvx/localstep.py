@@ -79,12 +79,12 @@ class DirectClarabel:
 
     CVXPY compiles the DPP problem once (``get_problem_data``). Each update then only
     evaluates the linear term q from CVXPY's parameter tensor; P, A and b are re-evaluated only
-    when the metric weights change (once per round when eta^t or rho^t change). The first solve of a
-    round sets up a new Clarabel solver on the cached P, A, b; the later local updates of the round
-    reuse it through ``solver.update(q=...)``. An updated solver keeps the cost scaling of an earlier q,
-    so its answers differ from a fresh one's in the last digits; starting every round fresh makes a run
-    resumed at a round boundary, in a new process, repeat every solve bitwise. A fresh solver costs
-    1.3-2.1x an update (``bench/bench_fresh_solver.py``). Not applicable when CVXPY replaced a variable
+    when the metric weights change (once per round when eta^t or rho^t change), and a Clarabel solver
+    is set up on them then, **always with q = 0**; every solve passes its q through
+    ``solver.update(q=...)``. A solver keeps the cost scaling of the q it was built with, so building it
+    from a canonical q makes every answer a function of (P, A, b, q) alone, whatever was solved before:
+    a run resumed in a new process, which builds a new solver, repeats every solve bitwise
+    (``bench/bench_fresh_solver.py`` checks it). Not applicable when CVXPY replaced a variable
     (variables with attributes); the CVXPY path is used then.
     """
 
@@ -109,26 +109,21 @@ class DirectClarabel:
                                                    program.param_id_to_size,
                                                    lambda pid: np.array(program.id_to_param[pid].value))
 
-    def solve(self, reuse: bool = False) -> tuple[np.ndarray, bool]:
-        """Solve at the current parameter values; returns (z, inaccurate) or raises RuntimeError.
-
-        ``reuse`` lets the solve update the previous solver (a later local update of the same round).
-        """
+    def solve(self) -> tuple[np.ndarray, bool]:
+        """Solve at the current parameter values; returns (z, inaccurate) or raises RuntimeError."""
         metric = None if self.weights is None else self.weights.value
         if self.data is None or (metric is not None and not np.array_equal(self.metric, metric)):
             matrix_p, q, _, matrix_a, b = self.program.apply_parameters(quad_obj=True)
             self.data = (sp.triu(matrix_p).tocsc(), -matrix_a.tocsc(), b)
             self.metric = None if metric is None else np.array(metric)
-            reuse = False  # new matrices: a new solver
+            self.solver = clarabel.DefaultSolver(self.data[0], np.zeros_like(q), self.data[1], self.data[2],
+                                                 self.cones, self.settings)
         else:
             q, _ = canonInterface.get_matrix_from_tensor(self.program.q, self._parameter_vector(),
                                                          self.program.x.size, with_offset=True)
             q = np.asarray(q.toarray()).reshape(-1)
         matrix_p, matrix_a, b = self.data
-        if reuse and self.solver is not None:
-            self.solver.update(q=q)
-        else:
-            self.solver = clarabel.DefaultSolver(matrix_p, q, matrix_a, b, self.cones, self.settings)
+        self.solver.update(q=q)
         solution = self.solver.solve()
         if str(solution.status) not in _CLARABEL_OK:  # stalled at the tight targets: retry at reachable ones
             solution = clarabel.DefaultSolver(matrix_p, q, matrix_a, b, self.cones, self.retry_settings).solve()
@@ -257,7 +252,7 @@ class Projection:
         if self.direct is not None:
             start = time.perf_counter()
             try:
-                z, inaccurate = self.direct.solve(reuse=warm_start)
+                z, inaccurate = self.direct.solve()
             except RuntimeError as exc:  # fall back to the CVXPY chain, same parameters, same noise
                 errors.append(f"direct Clarabel: {exc}")
             else:

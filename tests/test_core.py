@@ -273,7 +273,7 @@ def test_solver_fallback_reuses_the_same_parameters():
     point, weights = np.linspace(-1, 1, layout.dim), np.full(layout.dim, 2.0)
     expected = projection(point, weights)
 
-    def failing_solve(reuse: bool = False):
+    def failing_solve():
         raise RuntimeError("injected failure")
 
     projection.direct.solve = failing_solve  # fault injection: the first solver in the chain fails

@@ -207,10 +207,10 @@ def test_solver_faults_keep_the_run_or_leave_a_resumable_checkpoint(tmp_path, mo
         rng = np.random.default_rng(0)
         original = DirectClarabel.solve
 
-        def sometimes_failing(self, reuse: bool = False):  # the first solver of the chain fails at random solves
+        def sometimes_failing(self):  # the first solver of the chain fails at random solves
             if rng.random() < 0.4:
                 raise RuntimeError("injected Clarabel failure")
-            return original(self, reuse)
+            return original(self)
 
         monkeypatch.setattr(DirectClarabel, "solve", sometimes_failing)
         faulty = problem.solve(**options)
