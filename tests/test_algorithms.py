@@ -51,8 +51,8 @@ def test_fixed_seed_history_is_the_one_recorded_before_the_protocol(monkeypatch)
     result = problem.solve(rounds=6, local_updates=2, rho=rho, eta=eta, seed=3,
                            privacy=pc.OutputPerturbation(pc.Laplace(1.0)))
     history, w = _pinned("general_form_outpert_laplace")
-    # Conic projections (Clarabel): since the pin, every solve sets up a fresh solver (bitwise resume across
-    # processes, docs/performance.md) where the old code updated q; the answers moved by up to 1e-9.
+    # Conic projections (Clarabel): since the pin, the solver is built from q = 0 rather than from the first q
+    # (bitwise resume across processes, docs/performance.md); the answers moved by up to 1e-9.
     for column, values in history.items():
         np.testing.assert_allclose(result.history[column].to_numpy(), values, rtol=1e-7, atol=1e-9, err_msg=column)
     np.testing.assert_allclose(result.w, w, rtol=1e-7, atol=1e-9)
