@@ -46,6 +46,12 @@ def problem_builder(kind: str) -> Callable[..., DistributedProblem]:
     return found[0].load()
 
 
+def figure_hook(kind: str) -> Callable[..., list[Path]] | None:
+    """Extra figures registered for ``kind`` in the entry-point group ``privcvx.figures``, if any."""
+    found = [point for point in entry_points(group="privcvx.figures") if point.name == kind]
+    return found[0].load() if found else None
+
+
 def _common_options(parser: argparse.ArgumentParser, *, methods: list[str], rounds: int, seeds: int,
                     delta: float) -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", default=PAPER_EPSILONS,
@@ -146,7 +152,13 @@ def compare(options: argparse.Namespace) -> int:
           f"in {elapsed:.0f} s")
     for line in check_claims(outcome.summary):
         print("  " + line)
-    for path in outcome.files:
+    files = list(outcome.files)
+    hook = figure_hook(options.problem) if options.problem == "powerflow" and not outcome.interrupted else None
+    if hook is not None:
+        files += hook(out, case=options.case, zones=str(options.zones), beta=options.beta,
+                      sensitivity=options.sensitivity, zone_seed=options.zone_seed, epsilon=max(options.epsilons),
+                      delta=options.delta, rounds=options.rounds, rho=options.rho)
+    for path in files:
         print(f"  wrote {path}")
     for setting, error in outcome.failed:
         print(f"  run {setting} {error}", file=sys.stderr)

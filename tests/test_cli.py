@@ -58,6 +58,8 @@ def test_compare_powerflow_writes_consistent_outputs(tmp_path, capsys):
     assert summary.loc[summary["method"].str.startswith("Obj"), "max_violation_worst"].max() <= 1e-6
     printed = capsys.readouterr().out
     assert "12 of 12 runs finished" in printed and str(out / "figure.png") in printed
+    for extra in ("zones.png", "powerflow.png"):  # the power-flow figures, from the entry point privcvx.figures
+        assert (out / extra).stat().st_size > 10_000 and str(out / extra) in printed
 
 
 def test_run_logistic_from_toml_in_two_processes(tmp_path):
