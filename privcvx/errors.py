@@ -104,6 +104,10 @@ class RunFailed(PrivcvxError, RuntimeError):
         self.__cause__ = cause
 
 
+class ModelingWarning(UserWarning):
+    """A declaration that is valid but looks like a mistake (a shared key no other agent holds, an unused variable)."""
+
+
 class ReproducibleNoiseWarning(UserWarning):
     """A private run was given an explicit integer seed: anyone who knows it can regenerate the noise."""
 

@@ -16,6 +16,8 @@ column-major (``order="F"``, like ``cp.vec``), in the order of
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,7 @@ from privcvx.errors import (
     CentralizedSolveError,
     DeclarationError,
     InfeasibleLocalSetError,
+    ModelingWarning,
     NotDCPError,
     ParameterError,
     require_positive,
@@ -147,6 +150,13 @@ class Agent:
         self.variables = self._collect_variables()
         if not self.variables:
             raise DeclarationError("the agent has no variables", agent=label, argument="objective")
+        used = {var.id for source in [objective, *constraints] for var in source.variables()}
+        for key, expr in shared_map.items():
+            variable = _shared_variable(expr, key=key, agent=label)
+            if variable.id not in used:
+                warnings.warn(f"[agent {label!r}] shared key {key!r}: its variable {variable.name()} appears in "
+                              "neither the objective nor the constraints, so only consensus decides it",
+                              ModelingWarning, stacklevel=2)
 
     def _collect_variables(self) -> list[cp.Variable]:
         ordered: dict[int, cp.Variable] = {}
@@ -294,6 +304,12 @@ class DistributedProblem:
                 self.key_shapes.setdefault(key, shape)
                 key_owner.setdefault(key, agent.name)
         self.keys: list[Hashable] = list(self.key_shapes)
+        holders = Counter(key for agent in agents for key in agent.shared)
+        lonely = [key for key in self.keys if holders[key] == 1]
+        if len(agents) > 1 and lonely:
+            warnings.warn(f"shared keys held by one agent only, which nothing couples to the others (a typo?): "
+                          f"{', '.join(f'{key!r} ({key_owner[key]})' for key in lonely[:5])}"
+                          f"{' ...' if len(lonely) > 5 else ''}", ModelingWarning, stacklevel=2)
         sizes = [int(np.prod(s, dtype=int)) for s in self.key_shapes.values()]
         self.key_offsets: dict[Hashable, int] = dict(zip(self.keys, np.cumsum([0, *sizes[:-1]]).tolist(),
                                                          strict=True))
@@ -336,6 +352,22 @@ class DistributedProblem:
             out[key] = w[start:start + int(np.prod(shape, dtype=int))].reshape(shape, order="F")
         return out
 
+    def layout_description(self) -> dict[str, Any]:
+        """The public layout as JSON-able data (``result.info["layout"]``): keys, and each agent's variables.
+
+        ``keys``: ``[str(key), shape, offset in w]``; ``agents``: ``{name: [[variable name, shape, offset in z_p]]}``.
+        """
+        return {"keys": [[str(key), list(shape), self.key_offsets[key]] for key, shape in self.key_shapes.items()],
+                "agents": {agent.name: [[var.name(), list(shape), offset] for var, shape, offset in
+                                        zip(agent.variables, layout.shapes, layout.offsets, strict=True)]
+                           for agent, layout in zip(self.agents, self.layouts, strict=True)}}
+
+    def write_back(self, z: Sequence[np.ndarray]) -> None:
+        """Give every agent's CVXPY variables the values of its local vector z_p (as ``cp.Problem.solve`` does)."""
+        for agent, layout, z_p in zip(self.agents, self.layouts, z, strict=True):
+            for variable, value in zip(agent.variables, layout.split(np.asarray(z_p, dtype=float)), strict=True):
+                variable.save_value(value)
+
     def solve_centralized(self, **solver_options: Any) -> CentralizedSolution:
         """Solve the whole problem as one CVXPY model with the consensus equalities.
 
@@ -366,6 +398,7 @@ class DistributedProblem:
                             for k in self.keys])
         z = [layout.flatten([substitute.get(v.id, v).value for v in agent.variables])
              for agent, layout in zip(self.agents, self.layouts, strict=True)]
+        self.write_back(z)  # substituted variables get their key's value too
         return CentralizedSolution(value=float(problem.value), w=w, z=z, status=problem.status,
                                    solve_time=float(problem.solver_stats.solve_time or float("nan")))
 

@@ -41,6 +41,31 @@ class Result:
     info: dict[str, Any] = field(default_factory=dict)
     transcript: Transcript = field(default_factory=Transcript)
 
+    def w_of(self, key: Any) -> np.ndarray:
+        """The global vector's entries of one shared key, shaped like the key."""
+        for name, shape, offset in self.info.get("layout", {}).get("keys", []):
+            if name == str(key):
+                size = int(np.prod(shape, dtype=int))
+                return self.w[offset:offset + size].reshape(shape, order="F")
+        raise ParameterError(f"no shared key {key!r} in this result", argument="key")
+
+    def value_of(self, agent: str, variable: Any) -> np.ndarray:
+        """The value of one of ``agent``'s variables (a ``cp.Variable`` or its name) in its last release.
+
+        Needs the whole local vectors: a run with ``diagnostics=False`` keeps only what agents sent.
+        """
+        name = variable.name() if hasattr(variable, "name") and callable(variable.name) else str(variable)
+        if self.info.get("release_only"):
+            raise ParameterError("this run kept only what agents sent (diagnostics=False)", argument="variable")
+        described = self.info.get("layout", {}).get("agents", {})
+        if agent not in described:
+            raise ParameterError(f"no agent {agent!r} in this result", argument="agent")
+        for variable_name, shape, offset in described[agent]:
+            if variable_name == name:
+                size = int(np.prod(shape, dtype=int))
+                return self.z[self.agents.index(agent)][offset:offset + size].reshape(shape, order="F")
+        raise ParameterError(f"agent {agent!r} has no variable {name!r}", agent=agent, argument="variable")
+
     def save(self, path: str | os.PathLike) -> None:
         """Write everything to one ``.npz`` file; floats are stored exactly."""
         arrays: dict[str, np.ndarray] = {"w": self.w}

@@ -264,3 +264,48 @@ def test_validation_at_the_door_and_errors_of_public_calls_are_wrapped(tmp_path)
         result.save(tmp_path / "no-such-folder" / "result.npz")
     with pytest.raises(pc.errors.CentralizedSolveError, match="centralized solve failed"):
         pc.DistributedProblem([market]).solve_centralized(solver="NO_SUCH_SOLVER")
+
+
+def test_modelling_mistakes_are_caught_at_declaration():
+    import cvxpy as cp
+
+    from privcvx.errors import ModelingWarning, PrivacyError
+
+    x, y, unused = cp.Variable(2), cp.Variable(2), cp.Variable(2)
+    first = pc.Agent(cp.sum_squares(x - 1), shared={"power": x}, name="plant")
+    typo = pc.Agent(cp.sum_squares(y), shared={"powr": y}, name="grid")
+    with pytest.warns(ModelingWarning, match=r"'powr' \(grid\)"):
+        pc.DistributedProblem([first, typo])
+    with pytest.warns(ModelingWarning, match=r"\[agent 'idle'\] shared key 'power'.*neither"):
+        pc.Agent(cp.sum_squares(y), shared={"power": unused}, name="idle")
+    z = cp.Variable(2)
+    only_l2 = pc.Agent(cp.sum_squares(z - 1), [z >= -1], shared=z, name="l2-only",
+                       sensitivity=pc.Sensitivity(l2=0.1), smoothness=2.0)
+    problem = pc.DistributedProblem([only_l2])
+    with pytest.raises(PrivacyError, match=r"\[agent 'l2-only'\].*L1 sensitivity"):  # at set-up, not in round 1
+        problem.solve(rounds=3, privacy=pc.ObjectivePerturbation(pc.Laplace(1.0)))
+    with pytest.raises(PrivacyError, match="L1 sensitivity"):
+        problem.solve(rounds=3, privacy=pc.ObjectivePerturbation(pc.Budget(1.0, 1e-5, mechanism="laplace")))
+    with pytest.raises(pc.errors.ParameterError, match="tol"):
+        problem.solve(rounds=3, tol=1e-3)  # a scalar instead of (abs, rel)
+
+
+def test_results_are_written_back_to_the_users_variables():
+    from core_problems import general_form
+
+    problem, eta, rho = general_form()
+    reference = problem.solve_centralized()
+    first = problem.agents[0]
+    v, y = first.variables
+    assert np.allclose(v.value.reshape(-1, order="F"), reference.z[0][:v.size])  # the centralized solution
+    result = problem.solve(rounds=5, local_updates=2, rho=rho, eta=eta)
+    for agent, z in zip(problem.agents, result.z, strict=True):  # now the distributed one: each agent's release
+        assert np.array_equal(np.concatenate([var.value.reshape(-1, order="F") for var in agent.variables]), z)
+    assert np.array_equal(result.value_of("agent-0", y), y.value)
+    assert np.array_equal(result.value_of("agent-0", y.name()), y.value)
+    assert np.array_equal(result.w_of("b"), result.w[problem.key_offsets["b"]:problem.key_offsets["b"] + 2])
+    with pytest.raises(pc.errors.ParameterError, match="no shared key"):
+        result.w_of("nope")
+    released = problem.solve(rounds=2, rho=rho, eta=eta, diagnostics=False)
+    with pytest.raises(pc.errors.ParameterError, match="diagnostics=False"):
+        released.value_of("agent-0", y)

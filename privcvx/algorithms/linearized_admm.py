@@ -31,7 +31,7 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
 from privcvx.privacy.accounting import default_accounting_delta
-from privcvx.privacy.mechanisms import Budget
+from privcvx.privacy.mechanisms import Budget, Sensitivity
 from privcvx.privacy.perturbation import Perturbation
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
 from privcvx.schedules import ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
@@ -127,10 +127,16 @@ class LinearizedADMM(Algorithm):
         self.require_star(topology)
         if self.privacy is None:
             return
+        mechanism = self.privacy.mechanism
+        laplace = mechanism.mechanism == "laplace" if isinstance(mechanism, Budget) else mechanism.norm == "l1"
         for agent in problem.agents:
             if self.privacy.needs_gradient_sensitivity() and agent.sensitivity is None:
                 raise PrivacyError("privacy is on but this agent declares no gradient sensitivity",
                                    agent=agent.name, argument="sensitivity")
+            if self.privacy.kind == "objective" and laplace and isinstance(agent.sensitivity, Sensitivity) \
+                    and agent.sensitivity.l1 is None:
+                raise PrivacyError("the Laplace mechanism perturbs the gradient and needs its L1 sensitivity "
+                                   "(Eq. (18)); this agent declares only l2", agent=agent.name, argument="sensitivity")
             if self.uses_smoothness and agent.smoothness is None and is_smooth(agent.objective):
                 raise PrivacyError(
                     "eta='auto' and rho='adaptive' set the step and the penalty from L_p, which shape every release; "

@@ -213,6 +213,9 @@ class Run:
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": not self.keep_diagnostics,
                 **self.algorithm.summarize(backend.call("reports"))}
         z = backend.call("outputs", not self.keep_diagnostics)
+        info["layout"] = self.problem.layout_description()
+        if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does
+            self.problem.write_back(z)
         return Result(w=self.monitor.global_vector(), z=z, history=history, privacy=privacy,
                       reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
 
