@@ -166,8 +166,7 @@ class ProcessBackend:
                         agent=problem.agents[members[0]].name, argument="backend") from exc
                 self.connections.append(parent)
                 self.processes.append(process)
-            for connection in self.connections:
-                self._receive(connection)
+            self._receive_all()
         except BaseException:
             self.close()
             raise
@@ -193,15 +192,28 @@ class ProcessBackend:
                 merged[i] = value
         return merged
 
+    def _receive_all(self) -> list[Any]:
+        """Every worker's reply; a worker's error is raised only after all replies are read, so that no stale
+        reply stays in a pipe (the partial result of a failed run is read right after)."""
+        replies, error = [], None
+        for connection in self.connections:
+            try:
+                replies.append(self._receive(connection))
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after draining the other pipes
+                error = error or exc
+        if error is not None:
+            raise error
+        return replies
+
     def call(self, method: str, *args: Any) -> Any:
         for connection in self.connections:
             connection.send((method, args))
-        return self._gather([self._receive(connection) for connection in self.connections])
+        return self._gather(self._receive_all())
 
     def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
         for members, connection in zip(self.groups, self.connections, strict=True):
             connection.send((method, ([per_agent[i] for i in members], *args)))
-        return self._gather([self._receive(connection) for connection in self.connections])
+        return self._gather(self._receive_all())
 
     def close(self) -> None:
         for connection in self.connections:
