@@ -41,6 +41,33 @@ class Result:
     info: dict[str, Any] = field(default_factory=dict)
     transcript: Transcript = field(default_factory=Transcript)
 
+    def summary(self, file: Any = None) -> str:
+        """Print (to ``file``, default stdout) and return the run's final metrics and its privacy table, in full.
+
+        The accountants' valid bounds are kept apart from ``epsilon_moments``, the paper's Thm. 4.9 as printed,
+        which is not a bound (the erratum in docs/privacy.md).
+        """
+        lines = [f"{self.info.get('algorithm', 'run')}: {len(self.history)} rounds, stopped by "
+                 f"{self.info.get('stop', '?')}; noise: {self.info.get('noise', 'none')}"]
+        if len(self.history):
+            last = self.history.iloc[-1]
+            diagnostics = set(self.info.get("diagnostics", []))
+            for column in self.history.columns:
+                if column not in ("round", "time_s"):
+                    label = " (diagnostic: computed from private data)" if column in diagnostics else ""
+                    lines.append(f"  {column:>22} = {float(last[column]):.6g}{label}")
+            lines.append(f"  {'time_s':>22} = {float(last['time_s']):.3g}")
+        if self.privacy is not None:
+            valid = self.privacy.drop(columns=["epsilon_moments"])
+            with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
+                lines += ["privacy, per agent (valid bounds; each epsilon holds at its delta column):",
+                          valid.to_string(index=False),
+                          "the paper's Thm. 4.9 as printed, NOT a bound (erratum in docs/privacy.md):",
+                          self.privacy[["agent", "epsilon_moments"]].to_string(index=False)]
+        text = "\n".join(lines)
+        print(text, file=file)
+        return text
+
     def w_of(self, key: Any) -> np.ndarray:
         """The global vector's entries of one shared key, shaped like the key."""
         for name, shape, offset in self.info.get("layout", {}).get("keys", []):

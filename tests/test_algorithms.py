@@ -123,3 +123,17 @@ def test_linearized_admm_passes_the_conformance_checks():
     check_algorithm(LinearizedADMM(privacy=pc.OutputPerturbation(pc.Budget(1.0, 1e-5, mechanism="laplace",
                                                                             accountant="pld"))),
                     rounds=150, backends=("serial",))
+
+
+def test_summary_prints_everything_and_keeps_the_papers_bound_apart(capsys):
+    from problems.rendezvous import rendezvous
+
+    problem = rendezvous(np.random.default_rng(0).uniform(-1, 1, (12, 2)))  # a table pandas would cut
+    with pytest.warns(pc.errors.ReproducibleNoiseWarning):
+        result = problem.solve(rounds=3, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)), seed=1)
+    text = result.summary()
+    assert capsys.readouterr().out.strip() == text.strip()
+    assert "..." not in text and all(f"agent-{i} " in text for i in range(12))
+    valid, paper = text.split("NOT a bound")
+    assert "epsilon_moments" not in valid and "epsilon_pld" in valid and "epsilon_moments" in paper
+    assert "objective = " in text and "(diagnostic" in text.split("objective = ")[1].splitlines()[0]
