@@ -171,7 +171,7 @@ class Topology:
     @classmethod
     def random_sequence(cls, nodes: Nodes = None, *, edges: int | None = None, seed: int = 0) -> Topology:
         """Time-varying: round t's graph is a fresh random connected graph (seeded by ``seed`` and t)."""
-        return cls._deferred(functools.partial(_random_sequence, edges=edges, seed=seed), nodes)
+        return cls._deferred(functools.partial(_Sequence, edges=edges, seed=seed), nodes)
 
     @classmethod
     def switching(cls, graphs: Sequence[nx.Graph]) -> Topology:
@@ -347,5 +347,3 @@ class _Cycle:
         return f"switching({len(self.graphs)} graphs)"
 
 
-def _random_sequence(names: Sequence[str], *, edges: int | None, seed: int) -> _Sequence:
-    return _Sequence(names, edges, seed)

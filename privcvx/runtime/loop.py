@@ -306,12 +306,12 @@ def resolve_seed(seed: int | str | None, private: bool) -> int | str | None:
     return seed
 
 
-def _begin_checkpoint(path: str | os.PathLike, resume: str | os.PathLike | None, transcript: Transcript) -> int:
+def _begin_checkpoint(path: str | os.PathLike, resume: str | os.PathLike | None, transcript: Transcript) -> None:
     """Start the checkpoint's transcript file with the messages so far (unless resuming into the same file)."""
     if resume is not None and os.path.abspath(resume) == os.path.abspath(path):
-        return checkpoints.transcript_path(path).stat().st_size
+        return
     checkpoints.start_transcript(path)
-    return checkpoints.append_messages(path, list(transcript))
+    checkpoints.append_messages(path, list(transcript))
 
 
 def _progress(enabled: bool, total: int, start: int) -> Any:
