@@ -257,7 +257,8 @@ class DistributedProblem:
 
     Validation happens here, at construction: every agent is DCP (checked by
     :class:`Agent`), no variable belongs to two agents, every key has one shape
-    everywhere, and every local set W_p is non-empty (a feasibility solve per agent).
+    everywhere, every local set W_p is non-empty (a feasibility solve per agent), and the sets meet on the
+    shared keys (one feasibility solve of all of them).
     """
 
     def __init__(self, agents: Sequence[Agent], metrics: Mapping[str, Metric] | None = None,
@@ -321,6 +322,11 @@ class DistributedProblem:
             np.add.at(self.multiplicity, layout.shared_global, 1.0)
         for agent in agents:
             _check_feasible(agent)
+        try:
+            self._check_intersection()
+        except cp.error.SolverError as exc:
+            raise InfeasibleLocalSetError(f"the feasibility solve of the agents' common set failed: {exc}",
+                                          argument="agents") from exc
 
     def _layout(self, agent: Agent) -> AgentLayout:
         shapes = tuple(tuple(v.shape) for v in agent.variables)
@@ -368,6 +374,46 @@ class DistributedProblem:
             for variable, value in zip(agent.variables, layout.split(np.asarray(z_p, dtype=float)), strict=True):
                 variable.save_value(value)
 
+    def _consensus_model(self, agents: Sequence[Agent], objective: bool) -> tuple[cp.Problem, dict, dict]:
+        """The agents' model with the consensus equalities: their objectives (or 0) and constraints.
+
+        A whole shared variable is replaced by its key's global variable (fewer variables and no
+        equality rows); an indexed one is tied to it by an equality constraint.
+        """
+        keys = {key for agent in agents for key in agent.shared}
+        globals_ = {key: cp.Variable(shape if shape else ()) for key, shape in self.key_shapes.items() if key in keys}
+        substitute = {expr.id: globals_[key] for agent in agents for key, expr in agent.shared.items()
+                      if isinstance(expr, cp.Variable)}
+        constraints: list[cp.Constraint] = []
+        for agent in agents:
+            constraints.extend(c.copy([_substituted(a, substitute) for a in c.args]) for c in agent.constraints)
+            constraints.extend(_substituted(expr, substitute) == globals_[key] for key, expr in agent.shared.items()
+                               if not isinstance(expr, cp.Variable))
+        goal = cp.sum([_substituted(agent.objective, substitute) for agent in agents]) if objective else 0
+        return cp.Problem(cp.Minimize(goal), constraints), globals_, substitute
+
+    def _check_intersection(self) -> None:
+        """Raise InfeasibleLocalSetError when the local sets W_p admit no common w (no consensus is possible).
+
+        One feasibility solve of all the public sets at set-up; on failure, pairs of agents that share a key
+        are tried to name two whose sets do not meet.
+        """
+        if len(self.agents) < 2 or not any(agent.constraints for agent in self.agents):
+            return
+        if _feasible(self._consensus_model(self.agents, objective=False)[0]):
+            return
+        for i, first in enumerate(self.agents):
+            for second in self.agents[i + 1:]:
+                if set(first.shared) & set(second.shared) and not _feasible(
+                        self._consensus_model([first, second], objective=False)[0]):
+                    raise InfeasibleLocalSetError(
+                        f"the local sets of agents {first.name!r} and {second.name!r} do not intersect on their "
+                        "shared keys, so the agents can never agree (check the constraints' bounds)",
+                        agent=first.name, argument="constraints")
+        raise InfeasibleLocalSetError("the agents' local sets have no common point on the shared keys, so the "
+                                      "agents can never agree (each pair meets, but not all together)",
+                                      argument="agents")
+
     def solve_centralized(self, **solver_options: Any) -> CentralizedSolution:
         """Solve the whole problem as one CVXPY model with the consensus equalities.
 
@@ -376,18 +422,7 @@ class DistributedProblem:
         tolerances (:data:`REFERENCE_SOLVER`), since this is the yardstick of every run.
         """
         solver_options = solver_options or dict(REFERENCE_SOLVER)
-        globals_ = {key: cp.Variable(shape if shape else ()) for key, shape in self.key_shapes.items()}
-        # A whole shared variable is replaced by its key's global variable (fewer variables and no
-        # equality rows); an indexed one is tied to it by an equality constraint.
-        substitute = {expr.id: globals_[key] for agent in self.agents for key, expr in agent.shared.items()
-                      if isinstance(expr, cp.Variable)}
-        objective = cp.sum([_substituted(agent.objective, substitute) for agent in self.agents])
-        constraints: list[cp.Constraint] = []
-        for agent in self.agents:
-            constraints.extend(c.copy([_substituted(a, substitute) for a in c.args]) for c in agent.constraints)
-            constraints.extend(_substituted(expr, substitute) == globals_[key] for key, expr in agent.shared.items()
-                               if not isinstance(expr, cp.Variable))
-        problem = cp.Problem(cp.Minimize(objective), constraints)
+        problem, globals_, substitute = self._consensus_model(self.agents, objective=True)
         try:
             problem.solve(**solver_options)
         except (cp.error.SolverError, cp.error.DCPError, TypeError, ValueError) as exc:
@@ -458,16 +493,21 @@ def _substituted(expr: Any, substitute: dict[int, cp.Variable]) -> Any:
     return expr.copy([_substituted(arg, substitute) for arg in expr.args])
 
 
+def _feasible(problem: cp.Problem) -> bool:
+    """Whether a feasibility problem has a point; a solver failure raises SolverError."""
+    problem.solve()
+    return problem.status not in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+
+
 def _check_feasible(agent: Agent) -> None:
     """Raise InfeasibleLocalSetError when W_p is empty (a feasibility solve at set-up)."""
     if not agent.constraints:
         return
-    problem = cp.Problem(cp.Minimize(0), agent.constraints)
     try:
-        problem.solve()
+        feasible = _feasible(cp.Problem(cp.Minimize(0), agent.constraints))
     except cp.error.SolverError as exc:
         raise InfeasibleLocalSetError(f"the feasibility solve of W_p failed: {exc}",
                                       agent=agent.name, argument="constraints") from exc
-    if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+    if not feasible:
         raise InfeasibleLocalSetError("the local set W_p is empty (the constraints are infeasible)",
                                       agent=agent.name, argument="constraints")

@@ -288,6 +288,18 @@ def test_modelling_mistakes_are_caught_at_declaration():
         problem.solve(rounds=3, privacy=pc.ObjectivePerturbation(pc.Budget(1.0, 1e-5, mechanism="laplace")))
     with pytest.raises(pc.errors.ParameterError, match="tol"):
         problem.solve(rounds=3, tol=1e-3)  # a scalar instead of (abs, rel)
+    # Local sets that never meet on the shared keys: the residual would be stuck forever.
+    a, b, c = cp.Variable(2), cp.Variable(2), cp.Variable(2)
+    high = pc.Agent(cp.sum_squares(a), [a >= 2], shared=a, name="high")
+    free = pc.Agent(cp.sum_squares(b), shared=b, name="free")
+    low = pc.Agent(cp.sum_squares(c), [c <= 0], shared=c, name="low")
+    with pytest.raises(pc.errors.InfeasibleLocalSetError, match=r"agents 'high' and 'low' do not intersect"):
+        pc.DistributedProblem([high, free, low])
+    u, v, s = cp.Variable(2), cp.Variable(), cp.Variable()  # every pair that shares a key meets; all do not
+    budget = pc.Agent(cp.sum_squares(u), [cp.sum(u) <= 0], shared={"x": u[0], "y": u[1]}, name="budget")
+    with pytest.raises(pc.errors.InfeasibleLocalSetError, match="each pair meets"):
+        pc.DistributedProblem([budget, pc.Agent(cp.square(v), [v >= 1], shared={"x": v}, name="x-floor"),
+                               pc.Agent(cp.square(s), [s >= 1], shared={"y": s}, name="y-floor")])
 
 
 def test_results_are_written_back_to_the_users_variables():
