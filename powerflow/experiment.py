@@ -46,10 +46,8 @@ def figures(out: Path, *, case: str, zones: str, beta: float, sensitivity: str, 
     """
     import warnings
 
-    import matplotlib.pyplot as plt
-
     from .data import load_case
-    from .results import plot_comparison, plot_zones, to_net
+    from .results import to_net, write_figures
 
     problem = build(case, zones, beta, sensitivity, zone_seed)
     net = load_case(case)
@@ -61,21 +59,9 @@ def figures(out: Path, *, case: str, zones: str, beta: float, sensitivity: str, 
                 "non-private ADMM": problem.solve(**settings),
                 f"ObjG, eps={epsilon:g} per update": problem.solve(privacy=pc.ObjectivePerturbation(mechanism),
                                                                    **settings),
-                f"OutG derived, eps={epsilon:g} per update": problem.solve(
+                f"OutG (derived), eps={epsilon:g} per update": problem.solve(
                     privacy=pc.OutputPerturbation(mechanism, sensitivity="derived"), **settings)}
     nets = {label: to_net(net, solution, problem=problem) for label, solution in runs.items()}
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "zones.png", out / "powerflow.png"]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    plot_zones(net, problem.info["zones"], ax=ax)
-    ax.set_title(f"{case}, {zones} zones")
-    fig.tight_layout()
-    fig.savefig(paths[0], dpi=150)
-    plt.close(fig)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    plot_comparison(nets, problem.info["zones"], ax=axes)
-    fig.suptitle(f"{case}: relaxed voltages and load shed after {rounds} rounds")
-    fig.tight_layout()
-    fig.savefig(paths[1], dpi=150)
-    plt.close(fig)
-    return paths
+    return write_figures(net, problem.info["zones"], nets, (out / "zones.png", out / "powerflow.png"),
+                         f"{case}, {zones} zones, {rounds} rounds")

@@ -17,6 +17,7 @@ import copy
 import json
 from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -417,7 +418,7 @@ def plot_zones(net: pp.pandapowerNet, zones: Mapping[int, Hashable], ax: Any = N
         for b, (x, y) in xy.items():
             ax.annotate(str(b), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.plot([], [], color="red", linestyle="--", label=f"tie branches ({ties})")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the map
     ax.set_xticks([])
     ax.set_yticks([])
     return ax
@@ -427,29 +428,37 @@ def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Ha
                     ax: Any = None) -> Any:
     """Voltage profile per bus (left) and load shed per zone (right) of several :func:`to_net` answers.
 
-    ``nets`` maps a label (e.g. "centralized", "ADMM") to a net with results; ``ax`` is a pair of axes.
-    The shed is the sum over a zone's buses of ``|p_shed_mw|`` on a log axis, floored at 1e-9 MW (without
-    ``zones``, one bar per answer).
+    ``nets`` maps a label (e.g. "centralized", "non-private ADMM", "ObjG ...") to a net with results; ``ax``
+    is a pair of axes. Colours follow :mod:`privcvx.plotting` (a label naming a method or a reference gets its
+    colour). The shed is the sum over a zone's buses of ``|p_shed_mw|`` on a log axis; a zone that sheds
+    nothing has no bar and is marked "0" (without ``zones``, one bar per answer). The lines carry the
+    labels and no legend is drawn on the data: call ``plotting.figure_legend`` or ``ax.legend``.
     Returns the axes.
     """
+    from privcvx import plotting
+
     axes = _axes(ax, 2)
     volt, shed = axes[0], axes[1]
     markers = "os^dvx"
     groups = sorted(set(zones.values()), key=lambda z: (str(type(z)), z)) if zones else ["all"]
     width = 0.8 / max(len(nets), 1)
     for k, (label, net) in enumerate(nets.items()):
+        color = plotting.color_of(label, k)
         res = net.res_bus
         volt.plot(res.index, res.vm_pu, marker=markers[k % len(markers)], markersize=4, linewidth=0.8,
-                  label=label, alpha=0.8)
+                  label=label, alpha=0.8, color=color)
         amounts = []
         for group in groups:
             buses = [b for b in res.index if zones is None or zones.get(int(b)) == group]
-            total = float(res.p_shed_mw.reindex(buses).abs().sum(min_count=1)) if "p_shed_mw" in res else np.nan
-            amounts.append(max(total, 1e-9))  # log axis: below 1e-9 MW is drawn at 1e-9
-        shed.bar(np.arange(len(groups)) + k * width, amounts, width=width, label=label)
+            amounts.append(float(res.p_shed_mw.reindex(buses).abs().sum(min_count=1)) if "p_shed_mw" in res
+                           else np.nan)
+        where = np.arange(len(groups)) + k * width
+        shed.bar(where, plotting.log_values(amounts), width=width, color=color)
+        for x, amount in zip(where, amounts, strict=True):
+            if amount == 0:
+                shed.text(x, 0.01, "0", transform=shed.get_xaxis_transform(), ha="center", fontsize=7, color=color)
     volt.set_xlabel("bus (pandapower index)")
     volt.set_ylabel("vm_pu")
-    volt.legend(fontsize=7)
     shed.set_xticks(np.arange(len(groups)) + width * (len(nets) - 1) / 2)
     shed.set_xticklabels([f"zone {g}" if zones else g for g in groups])
     shed.set_ylabel("sum |p_shed_mw| (MW)")
@@ -458,21 +467,30 @@ def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Ha
     return axes
 
 
+def write_figures(net: pp.pandapowerNet, zones: Mapping[int, Hashable], nets: Mapping[str, pp.pandapowerNet],
+                  paths: tuple[Path, Path], title: str) -> list[Path]:
+    """Save the zone map (``paths[0]``) and :func:`plot_comparison` of ``nets`` (``paths[1]``) at 150 dpi."""
+    from privcvx import plotting
+
+    fig, ax = plotting.new_figure(1, 1, panel=(7.5, 5.0))
+    plot_zones(net, zones, ax=ax[0][0])
+    ax[0][0].set_title(title, fontsize=10)
+    plotting.save(fig, paths[0])
+    fig, axes = plotting.new_figure(1, 2, panel=(6.5, 4.6), sharex=False)
+    plot_comparison(nets, zones, ax=axes[0])
+    fig.suptitle(f"{title}: relaxed voltages and load shed", fontsize=10)
+    plotting.figure_legend(fig, axes[0][:1])
+    plotting.save(fig, paths[1])
+    return list(paths)
+
+
 def _figures(directory: str = "docs/figures") -> None:
     """Write ``case14_zones.png`` and ``case14_powerflow.png`` (``python -m powerflow.results``)."""
-    import matplotlib.pyplot as plt
-
     from .model import socopf
     from .zonal import zonal_problem
 
     net = load_case("case14")
     problem = zonal_problem(net, 3)
-    zones = problem.info["zones"]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    plot_zones(net, zones, ax=ax)
-    ax.set_title("case14, 3 Louvain zones")
-    fig.tight_layout()
-    fig.savefig(f"{directory}/case14_zones.png", dpi=120)
     eta = 1.8 / max(problem.info["smoothness"])
     run = problem.solve(rounds=300, local_updates=1, rho=10.0, eta=eta,
                         callback=lambda row: not (row["objective"] <= 1e-4 and row["consensus_residual"] <= 1e-3))
@@ -482,14 +500,10 @@ def _figures(directory: str = "docs/figures") -> None:
                             privacy=pc.ObjectivePerturbation(pc.Gaussian(epsilon=1.0, delta=1e-5)))
     epsilon = float(private.privacy.epsilon_pld.max())
     nets = {"centralized socopf": to_net(net, socopf(net)),
-            f"ADMM non-private ({rounds} rounds)": to_net(net, run, problem=problem),
-            f"ADMM ObjPert Gaussian (eps=1 per step; {rounds} steps: PLD eps={epsilon:.1f})":
-                to_net(net, private, problem=problem)}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    plot_comparison(nets, zones, ax=axes)
-    fig.suptitle("case14: relaxed voltages and load shed")
-    fig.tight_layout()
-    fig.savefig(f"{directory}/case14_powerflow.png", dpi=120)
+            f"non-private ADMM ({rounds} rounds)": to_net(net, run, problem=problem),
+            f"ObjG (eps=1 per step; {rounds} steps: PLD eps={epsilon:.1f})": to_net(net, private, problem=problem)}
+    write_figures(net, problem.info["zones"], nets, (Path(directory) / "case14_zones.png",
+                                                      Path(directory) / "case14_powerflow.png"), "case14, 3 zones")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ calibration, epsilon, E, seed). :func:`run_experiment` runs every setting with
 * ``runs.csv``: one row per setting and round, columns :data:`RUN_COLUMNS` plus one per problem metric;
 * ``summary.csv``: per setting (over seeds) the mean, std, min and max of the final-round values,
   plus the worst W_p violation and the mean noise magnitude over all rounds and seeds;
-* ``figure.png``: the paper's Figure 3/4 layout (power flow) or Figure 5/6 layout (learning).
+* ``references.csv``: the non-private run at each E and the centralized optimum (:func:`references`);
+* ``figure.png``: one column per epsilon, rows :data:`FIGURE_ROWS` and the problem metrics, with the
+  references as lines (:func:`plot`).
 
 Methods (Sec. 6): ObjG / ObjL are ObjPert (Eq. (10)) with the Gaussian / Laplace mechanism
 (Thm. 4.8), OutG / OutL are OutPert (Eq. (12)). The calibration of an OutPert method is
@@ -51,7 +53,6 @@ VALUE_COLUMNS = ["objective", "consensus_residual", "max_violation", "noise_magn
 METHODS = {"ObjG": ("objective", "gaussian"), "ObjL": ("objective", "laplace"),
            "OutG": ("output", "gaussian"), "OutL": ("output", "laplace")}
 CALIBRATIONS = ("paper", "derived")
-COLORS = {"ObjG": "tab:blue", "ObjL": "tab:green", "OutG": "tab:red", "OutL": "tab:orange"}
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class Experiment:
 
     ``builder(**builder_args)`` returns the ``pc.DistributedProblem``; it must be a module-level
     function so that worker processes can rebuild the problem. ``kind`` ("powerflow" or
-    "logistic") selects the figure layout. ``delta`` is the Gaussian mechanism's delta.
+    "logistic") names it in the progress bar. ``delta`` is the Gaussian mechanism's delta.
     """
 
     kind: str
@@ -230,11 +231,15 @@ def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
     interrupted = False
     from tqdm.auto import tqdm
 
+    problem = experiment.builder(**experiment.builder_args)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        refs = references(experiment, problem)
     runs_bar = tqdm(total=len(order), desc=f"{experiment.title or experiment.kind} runs", unit="run",
                     disable=not progress, position=0)
     try:
         if workers == 1:
-            interrupted = _run_serial(experiment, order, finished, failed, runs_bar, progress)
+            interrupted = _run_serial(problem, experiment, order, finished, failed, runs_bar, progress)
         else:
             interrupted = _run_pool(experiment, order, finished, failed, runs_bar, workers)
     finally:
@@ -242,7 +247,7 @@ def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
     runs = pd.concat(finished, ignore_index=True) if finished else pd.DataFrame(columns=RUN_COLUMNS)
     runs = order_runs(runs)
     summary = summarize(runs)
-    files = write_outputs(experiment, runs, summary, out)
+    files = write_outputs(experiment, runs, summary, out, refs)
     if failed:
         failures = pd.DataFrame([{**s.__dict__, "error": err} for s, err in failed])
         failures.to_csv(out / "failures.csv", index=False)
@@ -251,11 +256,11 @@ def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
                    completed=len(finished))
 
 
-def _run_serial(experiment: Experiment, order: list[Setting], finished: list[pd.DataFrame],
-                failed: list[tuple[Setting, str]], runs_bar: Any, progress: bool) -> bool:
+def _run_serial(problem: DistributedProblem, experiment: Experiment, order: list[Setting],
+                finished: list[pd.DataFrame], failed: list[tuple[Setting, str]], runs_bar: Any,
+                progress: bool) -> bool:
     from tqdm.auto import tqdm
 
-    problem = experiment.builder(**experiment.builder_args)
     for setting in order:
         rounds_bar = tqdm(total=experiment.rounds, desc=f"{setting.method} eps={setting.epsilon:g} "
                           f"E={setting.local_updates} seed={setting.seed}", unit="round", leave=False,
@@ -367,15 +372,48 @@ def check_claims(summary: pd.DataFrame, tolerance: float = 1e-6) -> list[str]:
     return lines
 
 
-def write_outputs(experiment: Experiment, runs: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path]:
-    """Write runs.csv, summary.csv and (when there are runs) figure.png; return the paths."""
+def write_outputs(experiment: Experiment, runs: pd.DataFrame, summary: pd.DataFrame, out: Path,
+                  refs: pd.DataFrame | None = None) -> list[Path]:
+    """Write runs.csv, summary.csv, references.csv (when given) and figure.png (when there are runs)."""
     files = [out / "runs.csv", out / "summary.csv"]
     runs.to_csv(files[0], index=False)
     summary.to_csv(files[1], index=False)
+    if refs is not None:
+        files.append(out / "references.csv")
+        refs.to_csv(files[-1], index=False)
     if not runs.empty:
         files.append(out / "figure.png")
-        plot(experiment.kind, runs, files[-1], title=experiment.title)
+        plot(runs, files[-1], title=experiment.title, refs=refs)
     return files
+
+
+#: Rows of figure.png, top to bottom; problem metrics (e.g. ``test_error``) follow.
+FIGURE_ROWS = {"objective": "objective", "max_violation": "max violation of W_p",
+               "consensus_residual": "consensus residual", "noise_magnitude": "noise magnitude, Eq. (29)",
+               "epsilon_spent": "epsilon spent (worst agent)"}
+#: Rows on which the non-private run is drawn, and those with the centralized optimum as a line.
+NON_PRIVATE_ROWS = ("objective", "max_violation", "consensus_residual")
+
+
+def references(experiment: Experiment, problem: DistributedProblem) -> pd.DataFrame:
+    """The reference lines of figure.png (``references.csv``).
+
+    * ``non-private``: the run without noise at each E, with the same rounds, eta and rho (rho of Eq. (73)
+      at the largest epsilon of the grid, where the schedule depends on epsilon);
+    * ``centralized``: the optimum of :meth:`DistributedProblem.solve_centralized` (``round`` 0), with the
+      problem metrics at w*.
+    """
+    centralized = problem.solve_centralized()
+    rows = [pd.DataFrame({"reference": ["centralized"], "local_updates": [0], "round": [0],
+                          "objective": [centralized.value],
+                          **{m: [float(metric(centralized.w))] for m, metric in problem.metrics.items()}})]
+    epsilon = max(s.epsilon for s in experiment.settings)
+    for e in sorted({s.local_updates for s in experiment.settings}):
+        history = problem.solve(rounds=experiment.rounds, local_updates=e, rho=experiment.rho.schedule(epsilon),
+                                eta=inverse_sqrt()).history
+        rows.append(pd.DataFrame({"reference": "non-private", "local_updates": e, "round": history["round"],
+                                  **{c: history[c] for c in (*NON_PRIVATE_ROWS, *problem.metrics)}}))
+    return pd.concat(rows, ignore_index=True)
 
 
 def _curve(runs: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -384,88 +422,66 @@ def _curve(runs: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.
     return stats.index.to_numpy(), stats["mean"].to_numpy(), stats["min"].to_numpy(), stats["max"].to_numpy()
 
 
-def _draw(ax: Any, runs: pd.DataFrame, column: str, label: str, color: str, style: str) -> None:
-    if runs.empty:
-        return
-    rounds, mean, low, high = _curve(runs, column)
-    floor = 1e-300  # log axes: a zero is drawn at the bottom of the axis
-    ax.plot(rounds, np.maximum(mean, floor), style, color=color, label=label, linewidth=1.2)
-    if runs["seed"].nunique() > 1:
-        ax.fill_between(rounds, np.maximum(low, floor), np.maximum(high, floor), color=color, alpha=0.15,
-                        linewidth=0)
+def draw_panel(ax: Any, runs: pd.DataFrame, column: str, refs: pd.DataFrame | None = None) -> None:
+    """One panel of figure.png on ``ax``: ``column`` of every method (colour) and E (line style) in ``runs``.
 
-
-def _method_curves(ax: Any, runs: pd.DataFrame, column: str) -> None:
-    for (method, calibration), group in runs.groupby(["method", "calibration"], sort=False):
-        style = "--" if calibration == "derived" and METHODS[method][0] == "output" else "-"
-        label = method if style == "-" else f"{method} (derived)"
-        _draw(ax, group, column, label, COLORS[method], style)
-
-
-def plot(kind: str, runs: pd.DataFrame, path: str | Path, title: str = "") -> None:
-    """Draw the paper's layout, one column per epsilon, log y-scales.
-
-    Power flow (Figures 3 and 4): noise magnitude Eq. (29) at the smallest E; objective at the
-    smallest E; objective at the largest E; consensus residual of ObjG for every E.
-    Learning (Figures 5 and 6): noise magnitude, objective and test error, each method at each E.
-    Lines are means over seeds, bands their min-max range. A panel whose data span less than a
-    decade keeps a linear axis (log ticks would be unreadable).
+    Lines are means over seeds and bands their min-max range; ``refs`` (from :func:`references`) adds the
+    non-private run in grey and the centralized optimum as a black dashed line where they apply.
     """
-    import matplotlib
+    from privcvx import plotting
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    updates = sorted(set(runs["local_updates"]) | set(refs["local_updates"][refs["local_updates"] > 0]
+                                                       if refs is not None else ()))
+    drawn = [runs[column].to_numpy(dtype=float)]
+    non_private = refs[refs["reference"] == "non-private"] if refs is not None and column in refs else None
+    if non_private is not None and column in NON_PRIVATE_ROWS + tuple(c for c in runs if c not in RUN_COLUMNS):
+        drawn.append(non_private[column].to_numpy(dtype=float))
+    centralized = refs[refs["reference"] == "centralized"] if refs is not None and column in refs else None
+    if centralized is not None and (column == "objective" or column not in RUN_COLUMNS):
+        drawn.append(centralized[column].to_numpy(dtype=float))
+    log = plotting.set_scale(ax, np.concatenate(drawn)) == "log"
+    for (method, calibration, e), group in runs.groupby(["method", "calibration", "local_updates"], sort=False):
+        rounds, mean, low, high = _curve(group, column)
+        label = plotting.method_label(method, calibration)
+        several = group["seed"].nunique() > 1
+        plotting.draw_curve(ax, rounds, mean, label=label, color=plotting.COLORS[label],
+                            style=plotting.line_style(e, updates), low=low if several else None,
+                            high=high if several else None, log=log)
+    if len(drawn) > 1 and non_private is not None:
+        for e, group in non_private.groupby("local_updates"):
+            plotting.draw_curve(ax, group["round"], group[column], label="non-private",
+                                color=plotting.COLORS["non-private"], style=plotting.line_style(e, updates), log=log,
+                                behind=True)
+    if centralized is not None and (column == "objective" or column not in RUN_COLUMNS):
+        plotting.reference_line(ax, float(centralized[column].iloc[0]))
+
+
+def plot(runs: pd.DataFrame, path: str | Path, title: str = "", refs: pd.DataFrame | None = None) -> None:
+    """figure.png: one column per epsilon; rows :data:`FIGURE_ROWS`, then the problem metrics.
+
+    Colour is the method, line style the number of local updates E (:mod:`privcvx.plotting`); the
+    non-private run (grey) and the centralized optimum (black, dashed) are the references; the column
+    titles give the per-update epsilon, and the row ``epsilon spent`` the cumulative epsilon of the
+    worst agent after each round (the tightest valid accountant; ObjG and OutG spend the same and overlap).
+    """
+    from privcvx import plotting
 
     runs = order_runs(runs)
     epsilons = sorted(runs["epsilon"].unique())
-    updates = sorted(runs["local_updates"].unique())
-    if kind == "powerflow":
-        rows = [("noise_magnitude", f"noise magnitude, E={updates[0]}"),
-                ("objective", f"objective, E={updates[0]}"),
-                ("objective", f"objective, E={updates[-1]}"),
-                ("consensus_residual", "feasibility of ObjG")]
-    else:
-        rows = [("noise_magnitude", "noise magnitude"), ("objective", "objective"),
-                ("test_error", "test error")]
-        rows = [r for r in rows if r[0] in runs.columns]
-    fig, axes = plt.subplots(len(rows), len(epsilons), figsize=(3.1 * len(epsilons), 2.3 * len(rows)),
-                             squeeze=False, sharex=True)
+    rows = {**FIGURE_ROWS, **{c: c.replace("_", " ") for c in runs.columns if c not in RUN_COLUMNS}}
+    fig, axes = plotting.new_figure(len(rows), len(epsilons))
     for j, epsilon in enumerate(epsilons):
         at = runs[runs["epsilon"] == epsilon]
-        for i, (column, label) in enumerate(rows):
-            ax = axes[i][j]
-            if kind == "powerflow" and i < 2:
-                _method_curves(ax, at[at["local_updates"] == updates[0]], column)
-            elif kind == "powerflow" and i == 2:
-                _method_curves(ax, at[at["local_updates"] == updates[-1]], column)
-            elif kind == "powerflow":
-                for e, style in zip(updates, ["-", "--", ":", "-."] * len(updates), strict=False):
-                    objg = at[(at["method"] == "ObjG") & (at["local_updates"] == e)]
-                    _draw(ax, objg, column, f"ObjG E={e}", COLORS["ObjG"], style)
-            else:
-                for e, style in zip(updates, ["-", "--", ":", "-."] * len(updates), strict=False):
-                    for method, group in at[at["local_updates"] == e].groupby("method", sort=False):
-                        _draw(ax, group, column, f"{method} E={e}", COLORS[method], style)
-            drawn = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()]
-            drawn = np.concatenate(drawn) if drawn else np.ones(1)
-            if drawn.max() > 10 * drawn.min():  # log scale as in the paper, unless the data span < a decade
-                ax.set_yscale("log")
-            ax.tick_params(labelsize=7)
+        for i, (column, label) in enumerate(rows.items()):
+            draw_panel(axes[i][j], at, column, refs)
             if j == 0:
-                ax.set_ylabel(label, fontsize=8)
-            if i == 0:
-                ax.set_title(f"eps = {epsilon:g}", fontsize=9)
-            if i == len(rows) - 1:
-                ax.set_xlabel("round", fontsize=8)
-    for i in range(len(rows)):
-        handles, labels = axes[i][-1].get_legend_handles_labels()
-        if handles:
-            axes[i][-1].legend(fontsize=6, loc="best")
+                axes[i][j].set_ylabel(label, fontsize=8)
+        axes[0][j].set_title(f"epsilon = {epsilon:g} per update", fontsize=9)
+        axes[-1][j].set_xlabel("round", fontsize=8)
+    plotting.figure_legend(fig, axes, sorted(runs["local_updates"].unique()))
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=72)
-    plt.close(fig)
+    plotting.save(fig, path)
 
 
 def summary_table(summary: pd.DataFrame, columns: Sequence[str] = ("objective", "consensus_residual",

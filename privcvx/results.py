@@ -122,26 +122,58 @@ class Result:
         except OSError as exc:
             raise ParameterError(f"cannot write {os.fspath(path)!r}: {exc}", argument="path") from exc
 
-    def plot(self, columns: tuple[str, ...] | None = None, path: str | os.PathLike | None = None) -> Any:
-        """One log-scale panel per history column (default: every metric the algorithm recorded, the
-        settings and the clock left out); saved to ``path`` when given."""
+    def plot(self, columns: tuple[str, ...] | None = None, path: str | os.PathLike | None = None,
+             ax: Any = None) -> Any:
+        """One panel per history column against the round; returns the figure (saved to ``path`` when given).
+
+        ``columns`` defaults to every metric the algorithm recorded (the settings and the clock left out).
+        ``ax``: a sequence of one matplotlib axis per column to draw on (default: a new figure). The style is
+        :mod:`privcvx.plotting`'s: a log axis where the values span a decade, zeros left out of it and counted
+        in the panel, and a signed column (``objective_gap``) drawn as its absolute value; the centralized optimum as a reference line on ``objective`` when ``reference=True``
+        was given; the cumulative epsilon spent in the title under privacy. Library code never changes the
+        matplotlib backend.
+        """
+        from privcvx import plotting
+
         if columns is None:
             columns = tuple(c for c in self.history.columns if c not in UNPLOTTED_COLUMNS)
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, len(columns), figsize=(4 * len(columns), 3.2), squeeze=False)
-        for ax, column in zip(axes[0], columns, strict=True):
+        unknown = [c for c in columns if c not in self.history.columns]
+        if unknown:
+            raise ParameterError(f"no history column {unknown[0]!r}; the history has {list(self.history.columns)}",
+                                 argument="columns")
+        if ax is None:
+            width = min(len(columns), 4)
+            fig, grid = plotting.new_figure(-(-len(columns) // width), width)
+            axes = list(grid.flat)[:len(columns)]
+            for unused in list(grid.flat)[len(columns):]:
+                unused.set_visible(False)
+        else:
+            axes = list(np.atleast_1d(ax))
+            if len(axes) != len(columns):
+                raise ParameterError(f"needs one axis per column ({len(columns)}), got {len(axes)}", argument="ax")
+            fig = axes[0].figure
+        rounds = self.history["round"].to_numpy()
+        diagnostics = set(self.info.get("diagnostics", []))
+        for panel, column in zip(axes, columns, strict=True):
             values = self.history[column].to_numpy(dtype=float)
-            ax.plot(self.history["round"], np.abs(values) + 1e-300)
-            ax.set_yscale("log")
-            ax.set_xlabel("round")
-            ax.set_title(column)
-        fig.tight_layout()
+            signed = bool(np.any(values < 0))  # e.g. objective_gap: its size is what a log axis can show
+            values = np.abs(values) if signed else values
+            scale = plotting.set_scale(panel, values)
+            plotting.draw_curve(panel, rounds, values, label=self.info.get("algorithm", "run"),
+                                color=plotting.COLORS["ObjG"], log=scale == "log")
+            if column == "objective" and self.reference is not None:
+                plotting.reference_line(panel, self.reference.value)
+            panel.set_title((f"|{column}|" if signed else column) + (" (diagnostic)" if column in diagnostics else ""),
+                            fontsize=9)
+            panel.set_xlabel("round", fontsize=8)
+        if ax is None:
+            spent = self.history["epsilon"].iloc[-1] if "epsilon" in self.history and self.privacy is not None \
+                else None
+            fig.suptitle(f"{self.info.get('algorithm', 'run')}, {len(rounds)} rounds"
+                         + (f", epsilon spent {spent:.3g} (worst agent)" if spent is not None else ""), fontsize=10)
+            plotting.figure_legend(fig, axes)
         if path is not None:
-            fig.savefig(path, dpi=120)
+            plotting.save(fig, path)
         return fig
 
 

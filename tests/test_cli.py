@@ -24,6 +24,13 @@ def _check_outputs(out: Path, columns: list[str], settings: int, rounds: int) ->
     assert sorted(runs["round"].unique()) == list(range(1, rounds + 1))
     image = matplotlib.image.imread(out / "figure.png")
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    # The references drawn as lines: the non-private run at every E and the centralized optimum.
+    refs = pd.read_csv(out / "references.csv")
+    updates = sorted(runs["local_updates"].unique())
+    non_private = refs[refs["reference"] == "non-private"]
+    assert sorted(non_private["local_updates"].unique()) == updates and len(non_private) == rounds * len(updates)
+    assert (non_private["max_violation"] <= 1e-6).all()
+    assert len(refs[refs["reference"] == "centralized"]) == 1
     # summary.csv recomputed independently from runs.csv: final round of every seed, then over seeds.
     assert len(summary) == runs.groupby(KEYS).ngroups
     final = runs[runs["round"] == rounds]

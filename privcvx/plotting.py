@@ -1,0 +1,140 @@
+"""One style vocabulary for every privcvx figure, and the drawing helpers behind them.
+
+* **Colour is the method**: :data:`COLORS` (ObjG, ObjL, OutG, OutL, an OutPert method with the derived
+  calibration in a lighter shade of its colour) and the two references, the non-private run (grey) and
+  the centralized optimum (black).
+* **Line style is the number of local updates E** (:func:`line_style`): solid for the smallest E, then
+  dashed, dotted, dash-dotted. No other dimension is drawn by line style.
+* **Log axes never draw a zero at 1e-300**: :func:`log_values` leaves out values <= 0, and
+  :func:`set_scale` keeps a linear axis when the data span less than a decade or are all zero, and writes
+  how many zeros were left out in the panel's corner.
+* Figures are made with :class:`matplotlib.figure.Figure` (no pyplot state, and never a change of the
+  user's matplotlib backend) and saved at :data:`DPI` dots per inch; legends sit outside the panels.
+
+Every drawing function takes the ``ax`` it draws on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+#: Resolution of every saved figure.
+DPI = 150
+#: Colour per method; references in grey (non-private) and black (centralized).
+COLORS = {"ObjG": "#1f77b4", "ObjL": "#2ca02c", "OutG": "#d62728", "OutL": "#ff7f0e",
+          "OutG (derived)": "#f2968f", "OutL (derived)": "#ffbf80", "non-private": "#7f7f7f",
+          "centralized": "#000000"}
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def method_label(method: str, calibration: str) -> str:
+    """The legend label, and the key of :data:`COLORS`: OutPert with the derived calibration is its own colour."""
+    return f"{method} (derived)" if calibration == "derived" and method.startswith("Out") else method
+
+
+def color_of(label: str, index: int = 0) -> str:
+    """The colour of a free-form label: that of the first method or reference of :data:`COLORS` it names
+    (the longest name first, so "OutG (derived)" wins over "OutG"), else matplotlib's ``C<index>``."""
+    lowered = label.lower()
+    for name in sorted(COLORS, key=len, reverse=True):
+        if name.lower() in lowered:
+            return COLORS[name]
+    return f"C{index % 10}"
+
+
+def line_style(local_updates: int, all_local_updates: Sequence[int]) -> str:
+    """The line style of E = ``local_updates`` among the E values of the figure (sorted ascending)."""
+    return LINE_STYLES[sorted(all_local_updates).index(local_updates) % len(LINE_STYLES)]
+
+
+def log_values(values: Any) -> np.ndarray:
+    """``values`` as floats with every value <= 0 (or not finite) replaced by NaN, which a log axis skips."""
+    values = np.asarray(values, dtype=float)
+    return np.where(np.isfinite(values) & (values > 0), values, np.nan)
+
+
+def set_scale(ax: Any, values: Any) -> str:
+    """A log y-axis when the positive values span at least a decade, else linear; returns the scale.
+
+    On a log axis, the values <= 0 (which it cannot show) are counted in a note in the panel's corner.
+    """
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    positive = values[values > 0]
+    if positive.size == 0 or positive.max() < 10 * positive.min():
+        ax.set_yscale("linear")
+        return "linear"
+    ax.set_yscale("log")
+    zeros = int(values.size - positive.size)
+    if zeros:
+        ax.text(0.98, 0.02, f"{zeros} zero value{'s' if zeros > 1 else ''} not drawn", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=7, color="#555555")
+    return "log"
+
+
+def draw_curve(ax: Any, rounds: Any, mean: Any, *, label: str, color: str, style: str = "-",
+               low: Any = None, high: Any = None, log: bool = True, behind: bool = False) -> None:
+    """A line per round (with a min-max band when ``low``/``high`` are given); zeros skipped on log axes.
+
+    ``behind`` draws a reference curve wide and pale under the others, so a method that follows it stays
+    visible.
+    """
+    clean = log_values if log else (lambda v: np.asarray(v, dtype=float))
+    ax.plot(rounds, clean(mean), style, color=color, label=label, linewidth=3.0 if behind else 1.4,
+            alpha=0.5 if behind else 1.0, zorder=1 if behind else 2)
+    if low is not None and high is not None:
+        ax.fill_between(rounds, clean(low), clean(high), color=color, alpha=0.15, linewidth=0)
+
+
+def reference_line(ax: Any, value: float, label: str = "centralized optimum") -> None:
+    """A horizontal line at a reference value (black, thin, dashed), drawn after the curves.
+
+    A value outside the data's range (e.g. an optimum of 1e-21 under curves near 1) would squash them: it
+    is written in the panel instead of drawn.
+    """
+    low, high = ax.get_ylim()
+    if low <= value <= high:
+        ax.axhline(value, color=COLORS["centralized"], linestyle=(0, (4, 2)), linewidth=1.0, label=label)
+    else:
+        ax.text(0.02, 0.02 if value < low else 0.98, f"{label} = {value:.3g} (off the axis)", transform=ax.transAxes,
+                ha="left", va="bottom" if value < low else "top", fontsize=7, color=COLORS["centralized"])
+
+
+def new_figure(rows: int, columns: int, *, panel: tuple[float, float] = (3.6, 2.6),
+               sharex: bool = True) -> tuple[Any, np.ndarray]:
+    """A :class:`~matplotlib.figure.Figure` with a ``rows`` x ``columns`` grid of panels of ``panel`` inches."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(panel[0] * columns, panel[1] * rows + 0.9), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False, sharex=sharex)
+    for ax in axes.flat:
+        ax.tick_params(labelsize=8)
+        ax.grid(True, which="major", linewidth=0.4, alpha=0.5)
+    return fig, axes
+
+
+def figure_legend(fig: Any, axes: Any, local_updates: Sequence[int] = ()) -> None:
+    """One legend for the whole figure, below the panels (never on the data), without repeated labels.
+
+    With ``local_updates``, grey entries explain the line styles: "E = 1" solid, "E = 5" dashed, ...
+    """
+    from matplotlib.lines import Line2D
+
+    seen: dict[str, Any] = {}
+    for ax in np.asarray(axes).flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    for e in sorted(local_updates):
+        seen[f"E = {e}"] = Line2D([], [], color="#444444", linestyle=line_style(e, local_updates))
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 6), fontsize=8,
+                   frameon=False)
+
+
+def save(fig: Any, path: str | os.PathLike) -> None:
+    """Write ``fig`` to ``path`` at :data:`DPI`."""
+    fig.savefig(path, dpi=DPI)
