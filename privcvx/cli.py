@@ -24,8 +24,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from privcvx import __version__
 from privcvx.errors import ParameterError, PrivcvxError
-from privcvx.experiments import Experiment, RhoSpec, check_claims, make_settings, run_experiment
+from privcvx.experiments import Experiment, RhoSpec, check_claims, make_settings, run_experiment, validate
 from privcvx.problem import DistributedProblem
 
 POWERFLOW_METHODS = ["ObjG", "ObjL", "OutG", "OutL", "OutG:derived", "OutL:derived"]
@@ -70,16 +71,20 @@ def _common_options(parser: argparse.ArgumentParser, *, methods: list[str], roun
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of ``privcvx``."""
     parser = argparse.ArgumentParser(prog="privcvx", description="Differentially private distributed convex "
-                                     "optimization: ObjPert against OutPert (Ryu & Kim, Sec. 6).")
+                                     "optimization: ObjPert against OutPert (Ryu & Kim, Sec. 6).",
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"privcvx {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="small comparison on case14 and digits (under a minute)")
+    demo = commands.add_parser("demo", help="small comparison on case14 and digits (about a minute)",
+                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     demo.add_argument("--out", default="out/demo", help="output folder")
     demo.add_argument("--workers", type=int, default=2, help="processes")
     demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
     compare = commands.add_parser("compare", help="run a comparison")
     compare = compare.add_subparsers(dest="problem", required=True)
 
-    power = compare.add_parser("powerflow", help="Sec. 6.1: zonal power flow, Figures 3 and 4")
+    power = compare.add_parser("powerflow", help="Sec. 6.1: zonal power flow, Figures 3 and 4",
+                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     power.add_argument("--case", default="case14", help="a pandapower.networks case name")
     power.add_argument("--zones", default="3", help='number of zones, or "standin" (case118)')
     power.add_argument("--zone-seed", type=int, default=0, help="seed of the zone partition")
@@ -89,14 +94,17 @@ def make_parser() -> argparse.ArgumentParser:
     power.add_argument("--rho", type=float, default=100.0, help="constant rho (Sec. 6.1.1)")
     _common_options(power, methods=POWERFLOW_METHODS, rounds=100, seeds=5, delta=1e-2)
 
-    logistic = compare.add_parser("logistic", help="Sec. 6.2: federated logistic regression, Figures 5 and 6")
-    logistic.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer", "mnist"])
+    logistic = compare.add_parser("logistic", help="Sec. 6.2: federated logistic regression, Figures 5 and 6",
+                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    logistic.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer", "mnist"],
+                          help="data set (digits and breast_cancer ship with scikit-learn)")
     logistic.add_argument("--data-path", default=None, help="folder of the MNIST IDX files")
-    logistic.add_argument("--agents", type=int, default=10)
-    logistic.add_argument("--split", default="iid", choices=["iid", "dirichlet"])
+    logistic.add_argument("--agents", type=int, default=10, help="number of agents")
+    logistic.add_argument("--split", default="iid", choices=["iid", "dirichlet"],
+                          help="how the training rows are shared among the agents")
     logistic.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration (non-IID split)")
     logistic.add_argument("--bound", type=float, default=0.1, help="u of W_p = [-u, u] (Sec. 6.2.1)")
-    logistic.add_argument("--test-fraction", type=float, default=0.25)
+    logistic.add_argument("--test-fraction", type=float, default=0.25, help="share of the rows held out for test")
     logistic.add_argument("--data-seed", type=int, default=0,
                           help="seed of the train/test split and the shares")
     logistic.add_argument("--sensitivity", default="paper", choices=["paper", "worst_case"],
@@ -145,6 +153,8 @@ def compare(options: argparse.Namespace) -> int:
         experiment = logistic_experiment(options)
         default_out = Path("out") / options.dataset
     out = Path(options.out) if options.out else default_out
+    validate(experiment, options.workers)  # every option checked before the first run (and the network load)
+    _check_writable(out)
     start = time.perf_counter()
     outcome = run_experiment(experiment, out, workers=options.workers, progress=options.progress)
     elapsed = time.perf_counter() - start
@@ -166,6 +176,18 @@ def compare(options: argparse.Namespace) -> int:
         print("interrupted: the runs that finished are written above", file=sys.stderr)
         return 130
     return 1 if outcome.failed else 0
+
+
+def _check_writable(out: Path) -> None:
+    """Create ``out`` and write a probe file in it, or raise ParameterError naming ``out``."""
+    probe = out / ".privcvx-write-test"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ParameterError(f"cannot write the outputs to {str(out)!r}: {exc.strerror or exc}",
+                             argument="out") from None
 
 
 def demo(options: argparse.Namespace) -> int:
@@ -200,6 +222,9 @@ def run_config(path: str) -> int:
     actions = {action.dest: action for action in _subparser(parser, "compare", problem)._actions}
     for key, value in config.items():
         name = key.replace("-", "_")
+        if name == "no_progress":  # the command line's --no-progress, in either spelling
+            value = not _config_value(actions["progress"], value, key)
+            name = "progress"
         if name in ("command", "problem", "help") or name not in actions:
             raise ParameterError(f"{path}: unknown key {key!r} for compare {problem}", argument=key)
         setattr(options, name, _config_value(actions[name], value, key))

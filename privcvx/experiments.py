@@ -37,8 +37,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privcvx.errors import ParameterError, PrivacyError, ReproducibleNoiseWarning, RunFailed
-from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism
+from privcvx.errors import (
+    ParameterError,
+    PrivacyError,
+    ReproducibleNoiseWarning,
+    RunFailed,
+    check_int,
+    require_positive,
+)
+from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism, check_delta, check_epsilon
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation, Perturbation
 from privcvx.problem import DistributedProblem
 from privcvx.schedules import Schedule, inverse_sqrt, paper_rho
@@ -212,6 +219,28 @@ class Outcome:
     completed: int
 
 
+def validate(experiment: Experiment, workers: int = 1) -> None:
+    """Check every setting of ``experiment`` before any run starts; errors name the option.
+
+    The rounds, workers, delta, rho (constant, or c1, c2 and the period of Eq. (73)), and every
+    method's mechanism at every epsilon (so an epsilon the Gaussian mechanism cannot calibrate is found
+    here, not after the first runs).
+    """
+    check_int(experiment.rounds, argument="rounds")
+    check_int(workers, argument="workers")
+    spec = experiment.rho
+    if spec.constant is not None:
+        require_positive(spec.constant, argument="rho")
+    else:
+        require_positive(spec.c1, argument="c1")
+        require_positive(spec.c2, argument="c2")
+        check_int(spec.period, argument="period")
+    check_delta(experiment.delta, argument="delta")
+    for method, epsilon in {(s.method, s.epsilon) for s in experiment.settings}:
+        check_epsilon(epsilon, argument="epsilons")
+        mechanism(METHODS[method][1], epsilon, experiment.delta)
+
+
 def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
                    progress: bool = True) -> Outcome:
     """Run every setting, then write runs.csv, summary.csv and figure.png to ``out``.
@@ -220,8 +249,7 @@ def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
     bar counts finished runs with an ETA; in serial mode a second bar counts rounds. On
     Ctrl-C the finished runs are kept and written, and ``Outcome.interrupted`` is True.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ParameterError(f"must be an integer >= 1, got {workers!r}", argument="workers")
+    validate(experiment, workers)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     # Long runs (large E) first, so that the pool's last runs are short.

@@ -129,9 +129,9 @@ class Result:
         ``columns`` defaults to every metric the algorithm recorded (the settings and the clock left out).
         ``ax``: a sequence of one matplotlib axis per column to draw on (default: a new figure). The style is
         :mod:`privcvx.plotting`'s: a log axis where the values span a decade, zeros left out of it and counted
-        in the panel, and a signed column (``objective_gap``) drawn as its absolute value; the centralized optimum as a reference line on ``objective`` when ``reference=True``
-        was given; the cumulative epsilon spent in the title under privacy. Library code never changes the
-        matplotlib backend.
+        in the panel, and a signed column (``objective_gap``) drawn as its absolute value; the centralized
+        optimum as a reference line on ``objective`` when ``reference=True`` was given; the cumulative epsilon
+        spent in the title under privacy. Library code never changes the matplotlib backend.
         """
         from privcvx import plotting
 

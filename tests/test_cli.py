@@ -86,6 +86,9 @@ def test_run_logistic_from_toml_in_two_processes(tmp_path):
     ('compare = "heat"\n', "compare"),
     ('compare = "powerflow"\nmethods = ["ObjX"]\n', "methods"),
     ('compare = "powerflow"\nmethods = ["ObjG:derived"]\n', "methods"),
+    ('compare = "powerflow"\nrounds = "ten"\n', "rounds"),
+    ('compare = "logistic"\nepsilons = [0.5, -1.0]\n', "epsilons"),
+    ('compare = "logistic"\nno-progress = "yes"\n', "no-progress"),
 ])
 def test_bad_config_names_the_key(tmp_path, capsys, text, fault):
     config = tmp_path / "bad.toml"
@@ -93,3 +96,45 @@ def test_bad_config_names_the_key(tmp_path, capsys, text, fault):
     assert main(["run", str(config)]) == 2
     assert f"argument '{fault}'" in capsys.readouterr().err
     assert not (tmp_path / "never" / "runs.csv").exists()
+
+
+@pytest.mark.parametrize("argv, fault", [
+    (["--epsilons", "0.1", "-1"], "epsilons"),
+    (["--rho", "0"], "rho"),
+    (["--delta", "1.5"], "delta"),
+    (["--rounds", "0"], "rounds"),
+    (["--workers", "0"], "workers"),
+    (["--epsilons", "2", "--methods", "ObjG"], "epsilon"),  # the classic Gaussian calibration needs eps <= 1
+])
+def test_bad_options_exit_2_before_any_run(tmp_path, capsys, argv, fault):
+    out = tmp_path / "never"
+    assert main(["compare", "powerflow", "--case", "no-such-case", "--out", str(out), "--no-progress", *argv]) == 2
+    assert f"argument '{fault}'" in capsys.readouterr().err  # found before the (bad) case is ever loaded
+    assert not out.exists()
+
+
+def test_an_unwritable_out_exits_2(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["compare", "logistic", "--rounds", "1", "--out", str(blocker / "sub"), "--no-progress"]) == 2
+    assert "argument 'out': cannot write the outputs" in capsys.readouterr().err
+
+
+def test_version_help_defaults_and_no_progress_spellings(tmp_path, capsys):
+    import privcvx
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"privcvx {privcvx.__version__}"
+    with pytest.raises(SystemExit):
+        main(["compare", "logistic", "--help"])
+    shown = capsys.readouterr().out
+    for default in ("(default: digits)", "(default: 10)", "(default: [0.05, 0.1, 0.5, 1.0])", "(default: 100)"):
+        assert default in " ".join(shown.split()), default
+    for spelling in ("no-progress", "no_progress"):
+        out = tmp_path / spelling
+        config = tmp_path / f"{spelling}.toml"
+        config.write_text(f'compare = "logistic"\nagents = 3\nepsilons = [0.5]\nlocal_updates = [1]\nrounds = 1\n'
+                          f'seeds = 1\nmethods = ["ObjG"]\n{spelling} = true\nout = "{out}"\n')
+        assert main(["run", str(config)]) == 0
+        assert (out / "runs.csv").exists()
