@@ -104,6 +104,7 @@ class SocModel:
         return {name: np.asarray(x)[s] for name, s in self._slices.items()}
 
     def local_bus(self, global_bus: np.ndarray) -> np.ndarray:
+        """Positions in this zone's bus order of the global bus indices ``global_bus``."""
         return _positions(self.buses, global_bus)
 
     def _coo(self, rows: list[np.ndarray], cols: list[np.ndarray], vals: list[np.ndarray],

@@ -288,6 +288,7 @@ class AcCheck:
     iterations: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The check as a plain dict (JSON-able)."""
         return asdict(self)
 
 

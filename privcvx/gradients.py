@@ -284,6 +284,7 @@ class GradientEvaluator:
         self.root = _compile(agent.objective, offsets, layout.dim)
 
     def value(self, z: np.ndarray) -> float:
+        """f_p at ``z`` (the sum of the compiled expression's entries)."""
         return float(np.sum(self.root.forward(z)))
 
     def gradient(self, z: np.ndarray) -> np.ndarray:

@@ -71,6 +71,7 @@ class Transcript:
         self._messages: list[Message] = list(messages)
 
     def append(self, messages: Iterable[Message]) -> None:
+        """Add one round's messages, in the order they were sent."""
         self._messages.extend(messages)
 
     def __iter__(self) -> Iterator[Message]:
@@ -87,6 +88,7 @@ class Transcript:
         return [m for m in self._messages if m.round == t]
 
     def by_sender(self, name: str) -> list[Message]:
+        """Every message ``name`` sent, in order."""
         return [m for m in self._messages if m.sender == name]
 
     def same_as(self, other: Transcript) -> bool:

@@ -165,9 +165,11 @@ class ResidualBalancing:
             self.value = max(self.value / self.tau, self.minimum)
 
     def state_dict(self) -> dict[str, float | None]:
+        """The schedule's current value and how many rounds it has observed (checkpoints)."""
         return {"value": self.value, "observed": self.observed}
 
     def load_state_dict(self, state: dict[str, float | None]) -> None:
+        """Restore a state written by :meth:`state_dict`."""
         self.value, self.observed = state["value"], int(state["observed"])
 
 

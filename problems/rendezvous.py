@@ -36,6 +36,11 @@ RELATION = "replace_one: one agent's address moved anywhere in the box"
 def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.DistributedProblem:
     """Build the rendezvous problem: minimize sum_i ||x - a_i||^2 over the meeting box.
 
+    Each agent ``"agent-<i>"`` gets the gradient oracle 2 (x - a_i) and the constant gradient
+    sensitivity (Eqs. (18), (21) of Ryu & Kim) 2 ||hi - lo||_1 (L1) and 2 ||hi - lo||_2 (L2), since
+    moving a_i within X changes the gradient by 2 (a_i - a_i'). Every agent declares its smoothness,
+    2 (``problem.info["smoothness"]`` repeats it).
+
     Parameters
     ----------
     points:
@@ -45,11 +50,6 @@ def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.D
         (one agent moves anywhere in X, Definition 3 of paper 001) and hence the sensitivity.
     meeting:
         ``(lo, hi)``: the public local set W_i of the meeting point; ``box`` by default.
-
-    Each agent ``"agent-<i>"`` gets the gradient oracle 2 (x - a_i) and the constant gradient
-    sensitivity (Eqs. (18), (21) of paper 004) 2 ||hi - lo||_1 (L1) and 2 ||hi - lo||_2 (L2), since
-    moving a_i within X changes the gradient by 2 (a_i - a_i'). Every agent declares its smoothness,
-    2 (``problem.info["smoothness"]`` repeats it).
     """
     try:
         points = np.asarray(points, dtype=float)

@@ -86,36 +86,63 @@ class AgentProgram(Protocol):
     (``released_only=True``, runs without diagnostics) only the values it actually sent.
     """
 
-    def start(self) -> list[Message]: ...
-    def step(self, t: int, inbox: list[Message]) -> list[Message]: ...
-    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]: ...
-    def output(self, released_only: bool = False) -> np.ndarray: ...
-    def report(self) -> dict[str, Any]: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def start(self) -> list[Message]:
+        """The messages the agent sends before round 1 (stamped round 0), e.g. its initial release."""
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """Round ``t`` (one phase of it): take the messages addressed to this agent, return those it sends."""
+
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
+        """Values computed from private data at the agent's slice ``w_p`` of the global vector (research runs)."""
+
+    def output(self, released_only: bool = False) -> np.ndarray:
+        """The agent's last release in its local layout (``released_only``: only the entries it sent)."""
+
+    def report(self) -> dict[str, Any]:
+        """Public facts about the run of this agent (e.g. solver counters), gathered into ``result.info``."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bitwise (arrays, numbers, strings; the noise state included)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state written by :meth:`state_dict` (read from an untrusted checkpoint: validate it)."""
 
 
 @runtime_checkable
 class Coordinator(Protocol):
     """The server, where an algorithm has one (its name in messages is ``"server"``)."""
 
-    def start(self) -> list[Message]: ...
-    def step(self, t: int, inbox: list[Message]) -> list[Message]: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def start(self) -> list[Message]:
+        """The messages the server sends before round 1 (stamped round 0)."""
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """Round ``t``: take the agents' messages to the server, return what it sends."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bitwise."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state written by :meth:`state_dict`."""
 
 
 @runtime_checkable
 class Monitor(Protocol):
     """The public metrics of a run, computed from the messages of each round alone (post-processing)."""
 
-    def observe(self, t: int, messages: list[Message]) -> dict[str, float]: ...
-    def global_vector(self) -> np.ndarray: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        """The public metrics of round ``t`` from its messages (``t = 0``: the start messages)."""
+
+    def global_vector(self) -> np.ndarray:
+        """The current global vector w (``result.w``), computed from the messages only."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bitwise."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state written by :meth:`state_dict`."""
 
 
-class LatestReleases:
+class LatestReleases(Monitor):
     """A monitor's memory for decentralized methods: each agent's latest broadcast of one payload key,
     and their average (the global vector ``result.w``). Subclasses compute their metrics in ``observe``."""
 
@@ -232,6 +259,7 @@ class Algorithm(ABC):
     # ---- helpers for subclasses ------------------------------------------------------------------------
     def unsupported(self, feature: str, message: str, *, agent: str | None = None,
                     argument: str | None = None) -> UnsupportedError:
+        """An :class:`~privcvx.errors.UnsupportedError` naming this algorithm and ``feature`` (to raise)."""
         return UnsupportedError(message, algorithm=type(self).__name__, feature=feature, agent=agent,
                                 argument=argument)
 
@@ -247,11 +275,13 @@ class Algorithm(ABC):
                                        agent=layout.name, argument="shared")
 
     def require_decentralized(self, topology: Topology) -> None:
+        """Refuse a star topology (a server): this method runs on a graph of agents."""
         if topology.is_star:
             raise self.unsupported("Topology.star()", "this is a decentralized method: give a graph over the agents",
                                    argument="topology")
 
     def require_star(self, topology: Topology) -> None:
+        """Refuse any topology but the star: this method needs a server."""
         if not topology.is_star:
             raise self.unsupported("peer-to-peer topologies",
                                    f"it is server-based; use Topology.star() (agents talk to {SERVER!r})",

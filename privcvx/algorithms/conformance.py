@@ -82,6 +82,7 @@ def _same_history(a: Any, b: Any) -> bool:
 
 
 def check_settings(algorithm: Algorithm) -> None:
+    """The settings survive pickling and ``clone()`` unchanged (they travel to worker processes)."""
     restored = pickle.loads(pickle.dumps(algorithm))
     if restored != algorithm or algorithm.clone() != algorithm:
         raise _fail("settings", f"{algorithm!r} does not survive pickling or clone()")
@@ -180,6 +181,7 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def check_state_round_trip(algorithm: Algorithm) -> None:
+    """An agent program restored from its ``state_dict`` continues bitwise like the original."""
     problem = supported_problem(algorithm)
     topology = algorithm.default_topology().bind(problem.names)
     ready = algorithm.prepare(problem, topology, rounds=4)

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
@@ -227,7 +227,7 @@ class DPDistributedGradient(Algorithm):
         return None
 
 
-class DPDGAgent:
+class DPDGAgent(AgentProgram):
     """Agent i of paper 001: its estimate x_i, its last broadcast y_i, its noise stream and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPDistributedGradient) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
@@ -177,7 +177,7 @@ class LinearizedADMM(Algorithm):
         return {"projection": reports}
 
 
-class ADMMAgent:
+class ADMMAgent(AgentProgram):
     """Agent p of Algorithm 1 (lines 11-23), with its private data, noise stream and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
@@ -326,7 +326,7 @@ class ConsensusDuals:
                 "entries": float(sum(layout.shared_local.size for layout in self.layouts))}
 
 
-class ADMMServer:
+class ADMMServer(Coordinator):
     """The server of Algorithm 1 (lines 1-9), generalized to shared keys."""
 
     def __init__(self, problem: DistributedProblem, rho: Schedule) -> None:
@@ -384,7 +384,7 @@ class ADMMServer:
             self.rho.load_state_dict(state["rho"])
 
 
-class ADMMMonitor:
+class ADMMMonitor(Monitor):
     """The public metrics of Algorithm 1 from its messages: residuals, rho and the global vector w.
 
     The server's messages carry w_p and rho^t, the agents' carry their released shared entries;

@@ -121,6 +121,7 @@ class PrivacyLedger:
         return tuple(sorted(self._counts.items(), key=lambda entry: repr((entry[0].signature(), entry[1]))))
 
     def to_dict(self) -> dict:
+        """The ledger as JSON-able data: the agent and each mechanism with its count (checkpoints)."""
         return {"agent": self.agent,
                 "entries": [{"mechanism": m.to_dict(), "count": c} for m, c in self._counts.items()]}
 

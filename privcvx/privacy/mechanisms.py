@@ -496,6 +496,7 @@ class Budget(_SignatureEquality):
         return (self.epsilon, self.delta, self.mechanism, self.accountant)
 
     def to_dict(self) -> dict:
+        """The budget as JSON-able data (checkpoints and saved results)."""
         return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": self.mechanism,
                 "accountant": self.accountant}
 

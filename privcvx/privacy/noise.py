@@ -107,7 +107,7 @@ def _check_kind(kind: Any) -> str:
     return kind
 
 
-class SeededNoise:
+class SeededNoise(NoiseSource):
     """Reproducible floating-point noise: numpy ``Generator(PCG64)`` seeded from a ``SeedSequence``."""
 
     path = SEEDED_PATH
@@ -129,9 +129,11 @@ class SeededNoise:
         return Perturbed(value - noise if subtract else value + noise, float(np.abs(noise).sum()), None)
 
     def standard_laplace(self, size: int) -> np.ndarray:
+        """``size`` draws of Laplace(0, 1) from the seeded generator (research runs only)."""
         return self._generator.laplace(0.0, 1.0, check_size(size))
 
     def standard_normal(self, size: int) -> np.ndarray:
+        """``size`` draws of N(0, 1) from the seeded generator (research runs only)."""
         return self._generator.standard_normal(check_size(size))
 
     def get_state(self) -> dict:
@@ -153,7 +155,7 @@ class SeededNoise:
             raise PrivacyError(f"cannot restore {state!r}: {error}", argument="state") from None
 
 
-class SecureNoise:
+class SecureNoise(NoiseSource):
     """Floating-point-safe noise: OpenDP's integer samplers on a public grid; not reproducible by design.
 
     A release is ``gamma * (round(value / gamma) + K)`` (:mod:`privcvx.privacy.grid`): gamma and the

@@ -70,6 +70,7 @@ class Perturbation(ABC):
         return self
 
     def needs_gradient_sensitivity(self) -> bool:
+        """Whether the calibration reads the agents' gradient sensitivity (ObjPert: always)."""
         return True
 
     @abstractmethod
@@ -144,6 +145,7 @@ class OutputPerturbation(Perturbation):
         return derived_output_sensitivity(gradient_sensitivity, weights, separable, solver_error)
 
     def needs_gradient_sensitivity(self) -> bool:
+        """Whether the calibration reads the agents' gradient sensitivity (OutPert: only when derived from it)."""
         return self.sensitivity == "derived"
 
 

@@ -74,26 +74,33 @@ class AgentHost:
                                                                                           strict=True)]
 
     def start(self) -> StepReply:
+        """Every program's start messages, with the ledger entries they recorded."""
         return self._replies(self._each(lambda program, _: program.start(), where="at the start"))
 
     def step(self, inboxes: Sequence[list[Message]], t: int, phase: int) -> StepReply:
+        """One phase of round ``t`` for every program, each with its inbox."""
         extra = {"phase": phase} if self.phases > 1 else {}
         return self._replies(self._each(lambda program, inbox: program.step(t, inbox, **extra), inboxes,
                                         where=f"in round {t}"))
 
     def diagnostics(self, w_parts: Sequence[np.ndarray]) -> list[dict[str, float]]:
+        """Every program's diagnostics at its slice of the global vector (research runs)."""
         return self._each(lambda program, w_p: program.diagnostics(w_p), w_parts, where="in the diagnostics")
 
     def outputs(self, released_only: bool) -> list[np.ndarray]:
+        """Every program's last release (``released_only``: only what it sent)."""
         return self._each(lambda program, _: program.output(released_only), where="in output()")
 
     def reports(self) -> list[dict[str, Any]]:
+        """Every program's public report."""
         return self._each(lambda program, _: program.report(), where="in report()")
 
     def states(self) -> list[dict[str, Any]]:
+        """Every program's state (checkpoints)."""
         return self._each(lambda program, _: program.state_dict(), where="in state_dict()")
 
     def load_states(self, states: Sequence[dict[str, Any]]) -> list[None]:
+        """Restore every program's state from a checkpoint."""
         return self._each(lambda program, state: program.load_state_dict(state), states, where="in load_state_dict()")
 
 
@@ -104,6 +111,7 @@ class SerialBackend:
         self.host = AgentHost(algorithm, problem.agents, contexts)
 
     def call(self, method: str, *args: Any) -> Any:
+        """Call ``method`` of the host in this process."""
         return getattr(self.host, method)(*args)
 
     def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
@@ -111,6 +119,7 @@ class SerialBackend:
         return getattr(self.host, method)(per_agent, *args)
 
     def close(self) -> None:
+        """Nothing to release: the agents live in this process."""
         return None
 
     def __enter__(self) -> SerialBackend:
@@ -206,16 +215,19 @@ class ProcessBackend:
         return replies
 
     def call(self, method: str, *args: Any) -> Any:
+        """Call ``method`` on every worker and gather the replies in agent order."""
         for connection in self.connections:
             connection.send((method, args))
         return self._gather(self._receive_all())
 
     def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
+        """Call ``method`` on every worker with its own agents' items of ``per_agent``."""
         for members, connection in zip(self.groups, self.connections, strict=True):
             connection.send((method, ([per_agent[i] for i in members], *args)))
         return self._gather(self._receive_all())
 
     def close(self) -> None:
+        """Stop the workers (each answers before it exits)."""
         for connection in self.connections:
             try:
                 connection.send(("close", ()))
@@ -241,6 +253,7 @@ BACKENDS: dict[str, type] = {"serial": SerialBackend, "process": ProcessBackend}
 
 def make_backend(name: str, algorithm: Algorithm, problem: DistributedProblem,
                  contexts: Sequence[AgentContext]) -> SerialBackend | ProcessBackend:
+    """The backend registered under ``name`` in :data:`BACKENDS`, hosting every agent's program."""
     if name not in BACKENDS:
         raise ParameterError(f'must be one of {sorted(BACKENDS)} (Ray actors are planned), got {name!r}',
                              argument="backend")

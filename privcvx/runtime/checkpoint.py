@@ -47,6 +47,7 @@ _LENGTH = struct.Struct("<I")
 # ---- the transcript file ----------------------------------------------------------------------------------
 
 def transcript_path(path: str | os.PathLike) -> Path:
+    """Where the transcript of the checkpoint at ``path`` is kept (``<path>.transcript``)."""
     return Path(os.fspath(path) + ".transcript")
 
 

@@ -54,6 +54,8 @@ class Router:
         self.inboxes: dict[str, list[Message]] = {name: [] for name in [*names, SERVER]}
 
     def post(self, messages: list[Message], t: int) -> None:
+        """Deliver messages sent in round ``t`` to their receivers' inboxes (broadcasts to the sender's neighbours);
+        a message to a non-neighbour or stamped in the past is refused."""
         for message in messages:
             if message.round < t:
                 raise PrivcvxError(f"a message sent in round {t} is stamped with round {message.round}",
@@ -70,13 +72,16 @@ class Router:
                 self.inboxes[receiver].append(message)
 
     def take(self, name: str) -> list[Message]:
+        """Empty and return ``name``'s inbox."""
         inbox, self.inboxes[name] = self.inboxes[name], []
         return inbox
 
     def state_dict(self) -> dict[str, list[Message]]:
+        """The undelivered messages, per receiver."""
         return {name: list(inbox) for name, inbox in self.inboxes.items()}
 
     def load_state_dict(self, state: dict[str, list[Message]]) -> None:
+        """Restore the undelivered messages."""
         self.inboxes = {name: list(inbox) for name, inbox in state.items()}
 
 
@@ -123,6 +128,7 @@ class Run:
         return sent
 
     def start(self, backend: Any) -> None:
+        """The start messages of the coordinator and the agents (round 0), posted and observed."""
         sent = self.coordinator.start() if self.coordinator is not None else []
         self.router.post(sent, 0)
         sent = sent + self._record(backend.call("start"), 0)
@@ -130,6 +136,7 @@ class Run:
         self.monitor.observe(0, sent)
 
     def round(self, backend: Any, t: int) -> list[Message]:
+        """Run every phase of round ``t``: coordinator first, then the agents; return the round's messages."""
         sent: list[Message] = []
         for phase in range(self.algorithm.phases):
             if self.coordinator is not None:
@@ -146,6 +153,7 @@ class Run:
 
     # ---- the history row ------------------------------------------------------------------------------
     def row(self, backend: Any, t: int, sent: list[Message], elapsed: float) -> tuple[dict[str, Any], str | None]:
+        """The history row of round ``t`` and a reason to stop (tolerance or callback), or None."""
         metrics = self.monitor.observe(t, sent)
         w = self.monitor.global_vector()
         row: dict[str, Any] = {"round": t, "time_s": elapsed, "epsilon": self.epsilon()}
@@ -183,12 +191,14 @@ class Run:
 
     # ---- state ----------------------------------------------------------------------------------------
     def state(self, backend: Any, next_round: int, elapsed: float, transcript_bytes: int) -> dict[str, Any]:
+        """The run's whole state after a round, for the checkpoint."""
         return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": backend.call("states"),
                 "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
                 "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
 
     def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
+        """Restore a checkpointed state; return the next round and the elapsed time."""
         backend.call_split("load_states", state["agents"])
         if self.coordinator is not None:
             self.coordinator.load_state_dict(state["coordinator"])
@@ -202,6 +212,7 @@ class Run:
         return int(state["next_round"]), float(state["elapsed"])
 
     def result(self, backend: Any, stop: str) -> Result:
+        """The :class:`~privcvx.results.Result` of the run so far (also for a run that failed part-way)."""
         gaps = [f"{c}_gap" for c in self.algorithm.objective_columns if c in self.columns] \
             if self.reference is not None else []
         history = pd.DataFrame(self.rows, columns=[*self.columns, *gaps, *self.problem.metrics])
