@@ -144,16 +144,18 @@ def logistic_experiment(options: argparse.Namespace) -> Experiment:
                       title=f"{options.dataset}, {options.agents} agents, {options.split}")
 
 
+def make_experiment(options: argparse.Namespace) -> Experiment:
+    """The experiment of ``compare <problem>``, every option checked (before any run or network load)."""
+    experiment = (powerflow_experiment if options.problem == "powerflow" else logistic_experiment)(options)
+    validate(experiment, options.workers)
+    return experiment
+
+
 def compare(options: argparse.Namespace) -> int:
     """Run one comparison; print the checks and where the files are. Returns the exit status."""
-    if options.problem == "powerflow":
-        experiment = powerflow_experiment(options)
-        default_out = Path("out") / options.case
-    else:
-        experiment = logistic_experiment(options)
-        default_out = Path("out") / options.dataset
-    out = Path(options.out) if options.out else default_out
-    validate(experiment, options.workers)  # every option checked before the first run (and the network load)
+    experiment = make_experiment(options)
+    out = Path(options.out) if options.out else Path("out") / (options.case if options.problem == "powerflow"
+                                                                else options.dataset)
     _check_writable(out)
     start = time.perf_counter()
     outcome = run_experiment(experiment, out, workers=options.workers, progress=options.progress)
@@ -208,6 +210,11 @@ def demo(options: argparse.Namespace) -> int:
 
 def run_config(path: str) -> int:
     """``privcvx run CONFIG.toml``: keys are the option names of ``compare <problem>`` (- or _)."""
+    return compare(config_options(path))
+
+
+def config_options(path: str) -> argparse.Namespace:
+    """The options of ``compare <problem>`` that a TOML file describes, each value checked as on the command line."""
     try:
         with open(path, "rb") as handle:
             config = tomllib.load(handle)
@@ -228,7 +235,7 @@ def run_config(path: str) -> int:
         if name in ("command", "problem", "help") or name not in actions:
             raise ParameterError(f"{path}: unknown key {key!r} for compare {problem}", argument=key)
         setattr(options, name, _config_value(actions[name], value, key))
-    return compare(options)
+    return options
 
 
 def _subparser(parser: argparse.ArgumentParser, *names: str) -> argparse.ArgumentParser:

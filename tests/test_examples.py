@@ -45,3 +45,47 @@ def test_the_quickstart_runs_as_written():
                             timeout=300).stdout
     lines = {line[:27].strip(): line[27:].split()[0] for line in output.splitlines()}  # label, then the value
     assert abs(float(lines["centralized optimum"]) - float(lines["Algorithm 1, no privacy"])) <= 1e-3
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+#: How the test suite runs each example script (its quick mode); every script in examples/ must be here.
+QUICK = {"quickstart.py": [], "gradient_tracking.py": None, "rendezvous_accuracy.py": None,
+         "economic_dispatch.py": ["--quick"], "lasso_general_form.py": ["--quick"], "pandapower_case.py": ["--quick"]}
+
+
+def test_every_example_script_runs_in_the_suite():
+    """None: run by a dedicated test above (gradient_tracking: conformance; rendezvous_accuracy: the trend)."""
+    assert sorted(path.name for path in EXAMPLES.glob("*.py")) == sorted(QUICK)
+
+
+def test_every_example_config_is_valid():
+    """Each TOML of examples/ gives a valid experiment: keys, values and every option checked, nothing run."""
+    from privcvx.cli import config_options, make_experiment
+
+    configs = sorted(EXAMPLES.glob("*.toml"))
+    assert configs
+    for config in configs:
+        experiment = make_experiment(config_options(str(config)))
+        assert experiment.settings and experiment.rounds >= 1
+
+
+def test_economic_dispatch_matches_plain_cvxpy_to_a_milliwatt(capsys):
+    from economic_dispatch import main
+
+    gap = main(["--quick"])
+    assert gap <= 1e-3  # MW, against the same dispatch solved by plain CVXPY
+    assert "largest difference from plain CVXPY" in capsys.readouterr().out
+
+
+def test_general_form_lasso_matches_plain_cvxpy():
+    from lasso_general_form import main
+
+    assert main(["--quick"]) <= 1e-6
+
+
+def test_pandapower_case_example_gives_an_answer_pandapower_accepts():
+    from pandapower_case import main
+
+    numbers = main(["--quick"])
+    assert numbers["ac_converged"] == 1.0  # pandapower's AC power flow converges from the distributed answer
+    assert numbers["tie_disagreement"] <= 1e-2 and numbers["consensus_residual"] <= 1e-2

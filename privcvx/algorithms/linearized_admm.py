@@ -38,6 +38,8 @@ from privcvx.schedules import ResidualBalancing, Schedule, as_schedule, checked_
 from privcvx.topology import SERVER, Topology
 from privcvx.tuning import SmoothStep, is_smooth, smoothness_of
 
+#: step_rule's marker for an agent with L_p = 0 and no per-update epsilon (no proximal term).
+_NO_PROXIMAL_TERM = object()
 #: The history columns of Algorithm 1 (the API contract's, plus rho and eta), in order.
 HISTORY_COLUMNS = ("round", "objective", "consensus_residual", "primal_residual", "dual_residual",
                    "max_violation", "noise_magnitude", "epsilon", "rho", "eta", "time_s")
@@ -211,16 +213,26 @@ class ADMMAgent(AgentProgram):
             self.declared_smoothness = smoothness_of(self.agent, self.evaluator, self.z)
         return self.declared_smoothness
 
-    def step_rule(self) -> Schedule:
-        """eta="auto": 1/L_p (no privacy), Eq. (25a) under privacy, Eq. (26a) when f_p is nonsmooth."""
+    def step_rule(self) -> Schedule | None:
+        """eta="auto": 1/L_p (no privacy), Eq. (25a) under privacy, Eq. (26a) when f_p is nonsmooth.
+
+        ``None`` when L_p = 0 (an affine or constant f_p) and there is no per-update epsilon: the linearization
+        is exact, no proximal term is needed, and :meth:`inverse_step` weights the update by rho alone.
+        """
         if self._step is None:
             lipschitz = self.smoothness
             epsilon = self.privacy.mechanism.epsilon if self.privacy is not None else math.inf
-            if not math.isfinite(lipschitz) or lipschitz <= 0:
-                self._step = inverse_sqrt()
+            epsilon = epsilon if math.isfinite(epsilon) else math.inf
+            if not math.isfinite(lipschitz) or (lipschitz <= 0 and math.isinf(epsilon)):
+                self._step = inverse_sqrt() if not math.isfinite(lipschitz) else _NO_PROXIMAL_TERM
             else:
-                self._step = SmoothStep(lipschitz, epsilon if math.isfinite(epsilon) else math.inf)
-        return self._step
+                self._step = SmoothStep(lipschitz, epsilon)
+        return None if self._step is _NO_PROXIMAL_TERM else self._step
+
+    def inverse_step(self, eta: float, rho: float) -> float | np.ndarray:
+        """1/eta in Eq. (9); for eta = inf (L_p = 0) it is 0 on shared coordinates, whose step the penalty rho
+        bounds, and rho on private ones (an affine f_p over an unbounded private set has no minimizer)."""
+        return rho * (1.0 - self.mask) if math.isinf(eta) else 1.0 / eta
 
     def start(self) -> list[Message]:
         payload: dict[str, Any] = {"z": self.z[self.layout.shared_local]}
@@ -231,7 +243,8 @@ class ADMMAgent(AgentProgram):
     def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float, eta: float,
                      warm_start: bool = False) -> tuple[np.ndarray, float]:
         """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|)."""
-        weights = 1.0 / eta + rho * self.mask
+        inverse = self.inverse_step(eta, rho)
+        weights = inverse + rho * self.mask
         gradient = self.evaluator.gradient(z)
         if not np.all(np.isfinite(gradient)):
             raise PrivcvxError("the gradient is not finite at the current iterate (check the data, eta and rho)",
@@ -245,7 +258,7 @@ class ADMMAgent(AgentProgram):
             if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
                 gradient, magnitude, entry = self.privacy.perturb(self.context.noise, gradient, sensitivity)
                 self.context.ledger.record(entry)
-        linear = z / eta - gradient
+        linear = z * inverse - gradient
         linear[self.layout.shared_local] += rho * w_p + self.lam
         z_next = self.projection(linear / weights, weights, warm_start)
         if self.privacy is not None and self.privacy.kind == "output":
@@ -257,7 +270,8 @@ class ADMMAgent(AgentProgram):
         """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
         (message,) = inbox
         w_p, rho = message["w"], float(message["rho"])
-        eta = checked_value(self.eta if self.eta is not None else self.step_rule(), t, argument="eta")
+        rule = self.eta if self.eta is not None else self.step_rule()
+        eta = math.inf if rule is None else checked_value(rule, t, argument="eta")
         z = self.z
         total = np.zeros(self.layout.dim)
         noise = 0.0
@@ -269,7 +283,7 @@ class ADMMAgent(AgentProgram):
         self.released = total / self.local_updates
         shared = self.released[self.layout.shared_local]
         self.lam = self.lam + rho * (w_p - shared)
-        self._last = {"noise_magnitude": noise, "eta": eta}
+        self._last = {"noise_magnitude": noise, "eta": 1.0 / rho if math.isinf(eta) else eta}  # 1/rho: L_p = 0
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
