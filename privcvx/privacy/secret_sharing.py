@@ -8,7 +8,7 @@ are uniform and independent of an honest agent's value (Theorem 2.1), so N >= 3 
 
 The paper gives no encoding of reals; this module's (the digest's erratum list asks for it):
 
-* fixed point: v -> round(v * 2^scale_bits), a Python integer, so the resolution is 2^-scale_bits and the
+* fixed point: v -> round(v * 2^scale_bits) in exact rational arithmetic (half to even), a Python integer, so the resolution is 2^-scale_bits and the
   encoding is *exact* for every float that is a multiple of it (e.g. every float of magnitude >=
   2^(52 - scale_bits));
 * signed values as centred residues mod p: an integer n in (-p/2, p/2) is stored as n mod p and read
@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -66,7 +67,7 @@ class FixedPointSharing:
         require_positive(self.bound, argument="bound")
         check_int(self.scale_bits, argument="scale_bits", minimum=0)
         modulus = check_int(self.modulus, argument="modulus", minimum=3)
-        needed = 2 * math.ceil(parties * self.bound * 2 ** self.scale_bits) + 1
+        needed = 2 * math.ceil(Fraction(self.bound) * parties * 2 ** self.scale_bits) + 1
         if modulus < needed:
             raise ParameterError(f"p = {modulus} is too small for centred residues of sums up to N * bound = "
                                  f"{parties * self.bound} at scale 2^{self.scale_bits}: need p >= {needed}",
@@ -83,11 +84,11 @@ class FixedPointSharing:
             raise PrivacyError(f"a shared value is not finite or above the declared bound {self.bound} "
                                f"(max |v| = {np.max(np.abs(values))}): raise share_bound", agent=agent,
                                argument="share_bound")
-        return [round(math.ldexp(v, self.scale_bits)) % self.modulus for v in values.tolist()]
+        return [round(Fraction(v) * (1 << self.scale_bits)) % self.modulus for v in values.tolist()]
 
     def exact(self, values: np.ndarray) -> bool:
         """Whether every value is a multiple of 2^-scale_bits (then encoding loses nothing)."""
-        return all(math.ldexp(v, self.scale_bits).is_integer() for v in np.asarray(values, dtype=float).ravel())
+        return all((Fraction(v) * (1 << self.scale_bits)).denominator == 1 for v in np.asarray(values, dtype=float).ravel())
 
     def decode(self, residues: Sequence[int]) -> np.ndarray:
         """The centred representative of each residue, divided by 2^scale_bits (one correct rounding)."""
