@@ -336,7 +336,9 @@ class RandomizedADMMAgent:
             beta = checked_value(self.settings._rate, t, argument="noise_rate")
             shift = self.b_inf / self.D
             c = (self.lam - gradient) / self.D
-            interval = (self.x + c, mean_neighbours + c) if self.projection.kind == "free" else None
+            interval = None  # a projected mean is not uniform on an interval: the worst case is claimed
+            if self.projection.kind == "free":  # Term A: uniform between x_i and the neighbours' mean, or fixed
+                interval = (self.x + c, mean_neighbours + c) if self.settings.aggregator == "random" else (mean, mean)
             mean = laplace_release(self.context.noise, self.context.ledger, self.account, mean, beta, shift, interval)
         self.x = mean
         return self._send(t + 1)
