@@ -137,7 +137,7 @@ def plot(curves: dict[str, np.ndarray], axes: tuple) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 runs instead of the paper's 10")
+    parser.add_argument("--quick", action="store_true", help="1 run instead of the paper's 10")
     parser.add_argument("--adult", type=Path, help="the UCI Adult CSV (adult.data); default: a synthetic stand-in")
     parser.add_argument("--out", type=Path, default=Path("ldp_figure2"), help="folder for the CSV tables")
     parser.add_argument("--figure", type=Path, help="where to save the figure (default: OUT/figure2.png)")
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         source = args.adult
         print(f"data: {source}")
     X, y = load_adult(source)
-    runs = 2 if args.quick else 10
+    runs = 1 if args.quick else 10
     table, curves = run(runs, X, y)
     table.to_csv(args.out / "runs.csv", index=False)
     summary = table.groupby("method").mean(numeric_only=True).drop(columns="run")

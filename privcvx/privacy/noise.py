@@ -152,12 +152,14 @@ class SeededNoise:
         words = -(-bits // 32)
         draws: list[int] = []
         while len(draws) < check_size(size):
-            value = 0
-            for word in self._generator.integers(0, 2 ** 32, size=words, dtype=np.uint64):
-                value = (value << 32) | int(word)
-            value >>= 32 * words - bits
-            if value < modulus:
-                draws.append(value)
+            block = self._generator.integers(0, 2 ** 32, size=(size - len(draws), words), dtype=np.uint64).tolist()
+            for row in block:
+                value = 0
+                for word in row:
+                    value = (value << 32) | word
+                value >>= 32 * words - bits
+                if value < modulus:
+                    draws.append(value)
         return draws
 
     def get_state(self) -> dict:

@@ -8,9 +8,9 @@ are uniform and independent of an honest agent's value (Theorem 2.1), so N >= 3 
 
 The paper gives no encoding of reals; this module's (the digest's erratum list asks for it):
 
-* fixed point: v -> round(v * 2^scale_bits) in exact rational arithmetic (half to even), a Python integer, so the resolution is 2^-scale_bits and the
-  encoding is *exact* for every float that is a multiple of it (e.g. every float of magnitude >=
-  2^(52 - scale_bits));
+* fixed point: v -> round(v * 2^scale_bits) in exact rational arithmetic (half to even), a Python integer,
+  so the resolution is 2^-scale_bits and the encoding is *exact* for every float that is a multiple of it
+  (every float of magnitude >= 2^(52 - scale_bits); every float at all when scale_bits >= 1074);
 * signed values as centred residues mod p: an integer n in (-p/2, p/2) is stored as n mod p and read
   back from the centred representative, which needs p > 2 * bound * 2^scale_bits with ``bound`` the public
   bound on |sum of the values| (checked at construction; values above their own bound are refused);
@@ -88,7 +88,8 @@ class FixedPointSharing:
 
     def exact(self, values: np.ndarray) -> bool:
         """Whether every value is a multiple of 2^-scale_bits (then encoding loses nothing)."""
-        return all((Fraction(v) * (1 << self.scale_bits)).denominator == 1 for v in np.asarray(values, dtype=float).ravel())
+        scale = 1 << self.scale_bits
+        return all((Fraction(v) * scale).denominator == 1 for v in np.asarray(values, dtype=float).ravel())
 
     def decode(self, residues: Sequence[int]) -> np.ndarray:
         """The centred representative of each residue, divided by 2^scale_bits (one correct rounding)."""
