@@ -195,6 +195,18 @@ def test_private_run_accounts_the_worst_case_and_the_ex_post_side_by_side(graph_
     assert np.allclose(fixed.privacy["ex_post_ratio"], 1.0, rtol=1e-12)
 
 
+def test_the_secure_path_accounts_the_grid_release_in_both_columns():
+    problem = consensus_problem(agents=4, bound=None)
+    result = problem.solve(RandomizedADMM(D=10.0, noise_rate=5.0, b_inf=0.01), pc.Topology.complete(), rounds=10,
+                           seed="secure")
+    table = result.privacy
+    assert result.info["noise"] == pc.privacy.GRID_PATH
+    assert np.allclose(table["epsilon_worst_case"], table["epsilon_basic"], rtol=1e-12)
+    worst = 10 * 3 * 5.0 * 0.01 / 10.0  # rounds d beta B_inf / D: the grid's noise is calibrated to stay below it
+    assert ((table["epsilon_basic"] <= worst) & (table["epsilon_basic"] > 0.99 * worst)).all()
+    assert np.allclose(table["ex_post_ratio"], 1.0)
+
+
 def test_bad_settings_raise_clear_errors():
     with pytest.raises(ParameterError, match="dual_sign"):
         RandomizedADMM(dual_sign="minus")

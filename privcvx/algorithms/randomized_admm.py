@@ -44,7 +44,7 @@ from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverErr
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, Projection
 from privcvx.messages import Message
-from privcvx.privacy.ex_post import ExPostAccount, laplace_release, with_ex_post
+from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
 from privcvx.problem import Agent, DistributedProblem
@@ -218,10 +218,8 @@ class RandomizedADMM(Algorithm):
         return RandomizedADMMMonitor(problem, sharing)
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """``info["ex_post"]``: per agent, the per-round sums over coordinates of the worst-case and ex-post
-        epsilons (computed from the agents' private intervals)."""
-        return {"ex_post": [{"worst": r["ex_post_account"][0].sum(axis=1), "ex_post": r["ex_post_account"][1].sum(
-            axis=1)} for r in reports]} if self.private else {}
+        """``info["ex_post"]`` under privacy (from the agents' private intervals: see the module docstring)."""
+        return ex_post_summary(reports) if self.private else {}
 
     def privacy_report(self, table: Any, reports: list[dict[str, Any]]) -> Any:
         return with_ex_post(table, reports, self._delta)

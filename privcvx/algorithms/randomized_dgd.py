@@ -39,7 +39,7 @@ from privcvx.errors import ParameterError, PrivcvxError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
-from privcvx.privacy.ex_post import ExPostAccount, laplace_release, with_ex_post
+from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
@@ -131,6 +131,10 @@ class RandomizedDGD(Algorithm):
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> RandomizedDGDMonitor:
         return RandomizedDGDMonitor(problem, self._step or Power(1.0, STEP_POWER))
+
+    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """``info["ex_post"]`` under privacy, as for RandomizedADMM."""
+        return ex_post_summary(reports) if self.private else {}
 
     def privacy_report(self, table: Any, reports: list[dict[str, Any]]) -> Any:
         return with_ex_post(table, reports, self._delta)

@@ -127,10 +127,12 @@ class ExPostAccount:
         self.worst: list[np.ndarray] = []
         self.ex_post: list[np.ndarray] = []
 
-    def record(self, y: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None, beta: float, shift: float) -> None:
+    def record(self, y: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None, beta: float, shift: float,
+               worst: float | None = None) -> None:
         """One release y with mean uniform on [lo, hi] (``lo=None``: the mean's law is not a uniform interval,
-        e.g. after a projection, and only the worst case is claimed)."""
-        worst = np.full(np.shape(y), beta * shift)
+        e.g. after a projection, and only the worst case is claimed). ``worst`` overrides the per-coordinate
+        worst case beta * shift (a grid release's own epsilon per coordinate)."""
+        worst = np.full(np.shape(y), beta * shift if worst is None else worst)
         self.worst.append(worst)
         self.ex_post.append(worst.copy() if lo is None else ex_post_epsilon(y, lo, hi, beta, shift))
 
@@ -158,15 +160,26 @@ def laplace_release(noise: NoiseSource, ledger: PrivacyLedger, account: ExPostAc
     The vector's L1 sensitivity is d * shift (shift = alpha_k B_inf per coordinate), so the ledger records a
     Laplace release with epsilon d alpha_k beta_k B_inf (the worst case of Theorem 2.2 summed over the
     coordinates). ``interval`` is the agent's private interval of the mean, or None when the mean's law is
-    not uniform on it (then, and for grid releases of the secure path, the ex-post account claims the
-    worst case).
+    not uniform on it (then the ex-post account claims the worst case). A grid release of the secure path is
+    accounted with the grid mechanism's own epsilon (noise calibrated to the rounding-inflated sensitivity), in
+    the ledger and, per coordinate, in both columns of the ex-post account.
     """
     d = mean.size
     perturbed = noise.perturb(mean, "laplace", 1.0 / beta, d * shift)
-    ledger.record(perturbed.accounted(Laplace(d * shift * beta)))
-    lo, hi = interval if interval is not None and perturbed.grid is None else (None, None)
-    account.record(perturbed.value, lo, hi, beta, shift)
+    mechanism = perturbed.accounted(Laplace(d * shift * beta))
+    ledger.record(mechanism)
+    if perturbed.grid is None:
+        lo, hi = interval if interval is not None else (None, None)
+        account.record(perturbed.value, lo, hi, beta, shift)
+    else:  # the grid's discrete Laplace: its own epsilon, spread over the coordinates
+        account.record(perturbed.value, None, None, beta, shift, worst=mechanism.epsilon / d)
     return perturbed.value
+
+
+def ex_post_summary(reports: list[dict]) -> dict:
+    """``info["ex_post"]``: per agent, the per-round sums over coordinates of its worst-case and ex-post epsilons."""
+    return {"ex_post": [{"worst": report["ex_post_account"][0].sum(axis=1),
+                         "ex_post": report["ex_post_account"][1].sum(axis=1)} for report in reports]}
 
 
 def with_ex_post(table: pd.DataFrame, reports: list[dict], delta: float) -> pd.DataFrame:
