@@ -18,7 +18,7 @@ from sklearn.preprocessing import MinMaxScaler, OrdinalEncoder, normalize
 
 import privcvx as pc
 from privcvx.algorithms import RandomizedADMM, RandomizedDGD, check_algorithm
-from privcvx.algorithms.conformance import consensus_problem
+from privcvx.algorithms.conformance import check_determinism, check_state_round_trip, consensus_problem
 from privcvx.errors import ParameterError, PrivacyError, ReproducibleNoiseWarning, RunFailed, UnsupportedError
 from privcvx.privacy.ex_post import (
     advanced_composition,
@@ -69,8 +69,23 @@ def test_algorithm_2_on_a_complete_graph_reaches_the_optimum_and_is_refused_else
     problem, topology, reference = graph_problem
     result = problem.solve(RandomizedDGD(variant="2"), pc.Topology.complete(), rounds=1000, seed=1)
     assert _gap(result, reference) <= 1e-3
+    # the conformance checks that use the algorithm as given (its defaults are checked with RandomizedDGD() below)
+    private = RandomizedDGD(variant="2", noise_rate=2.0)
+    check_determinism(private, rounds=6, backends=("serial",))  # the process backend: check_algorithm below
+    check_state_round_trip(private)
     with pytest.raises(UnsupportedError, match="RandomizedDGD.*complete"):
         problem.solve(RandomizedDGD(variant="2"), topology, rounds=5)
+
+
+@pytest.mark.parametrize("algorithm", [RandomizedADMM(update="exact"), RandomizedADMM(), RandomizedDGD()],
+                         ids=["admm-exact", "admm", "dgd-2*"])
+def test_with_a_box_the_projected_updates_reach_the_constrained_optimum(algorithm):
+    problem = consensus_problem(agents=6, bound=0.3)
+    reference = problem.solve_centralized()
+    result = problem.solve(algorithm, pc.Topology.random(edges=8, seed=2), rounds=1000 if "DGD" in repr(algorithm)
+                           else 300, seed=1)
+    assert _gap(result, reference) <= 1e-3
+    assert np.max(np.abs(np.stack(result.z))) <= 0.3 + 1e-9
 
 
 def test_the_printed_dual_sign_diverges_and_the_corrected_one_converges(graph_problem):

@@ -38,6 +38,7 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+import pandas as pd
 
 from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, check_int, require_positive
@@ -221,7 +222,7 @@ class RandomizedADMM(Algorithm):
         """``info["ex_post"]`` under privacy (from the agents' private intervals: see the module docstring)."""
         return ex_post_summary(reports) if self.private else {}
 
-    def privacy_report(self, table: Any, reports: list[dict[str, Any]]) -> Any:
+    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
         return with_ex_post(table, reports, self._delta)
 
 

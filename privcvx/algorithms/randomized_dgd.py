@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
@@ -136,7 +137,7 @@ class RandomizedDGD(Algorithm):
         """``info["ex_post"]`` under privacy, as for RandomizedADMM."""
         return ex_post_summary(reports) if self.private else {}
 
-    def privacy_report(self, table: Any, reports: list[dict[str, Any]]) -> Any:
+    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
         return with_ex_post(table, reports, self._delta)
 
 
