@@ -349,7 +349,10 @@ class RandomizedADMMAgent:
                 "epsilon_ex_post": float(ex_post.sum())}
 
     def output(self, released_only: bool = False) -> np.ndarray:
-        return self.x.copy()  # its last release (a share vector never is: under secret sharing this stays local)
+        """The last x_i. Under secret sharing x_i itself is never sent, so a release-only run gets nothing."""
+        if released_only and self.sharing is not None:
+            return np.empty(0)
+        return self.x.copy()
 
     def report(self) -> dict[str, Any]:
         return {"ex_post_account": self.account.per_round()}
