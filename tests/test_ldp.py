@@ -213,6 +213,35 @@ def test_private_run_accounts_the_worst_case_and_the_ex_post_side_by_side(graph_
     assert np.allclose(fixed.privacy["ex_post_ratio"], 1.0, rtol=1e-12)
 
 
+def test_the_ex_post_account_is_eq_10_on_the_interval_replayed_from_the_transcript(graph_problem):
+    # Agent 0's round-2 release of Algorithm 1, recomputed outside the agent: the dual from the public x^1, the
+    # interval [x_0^1 + c, mean_{N_0} x^1 + c] with c = (lambda - grad f_0(x_0^1)) / D, and y = x_0^2.
+    from privcvx.gradients import GradientEvaluator
+
+    problem, topology, _ = graph_problem
+    D, zeta, b_inf, rate = 10.0, 0.5, 0.01, Geometric(1.02, 1.02)
+    result = problem.solve(RandomizedADMM(D=D, zeta=zeta, noise_rate=rate, b_inf=b_inf), topology, rounds=3, seed=6)
+    name = problem.names[0]
+    x1 = {m.sender: m["x"] for m in result.transcript.round(2)}
+    y = next(m["x"] for m in result.transcript.round(3) if m.sender == name)
+    neighbours = topology.bind(problem.names).neighbours(name, 2)
+    total = sum(x1[j] for j in neighbours)
+    lam = zeta * (total - len(neighbours) * x1[name])
+    c = (lam - GradientEvaluator(problem.agents[0], problem.layouts[0]).gradient(x1[name])) / D
+    expected = ex_post_epsilon(y, x1[name] + c, total / len(neighbours) + c, rate(2), b_inf / D)
+    assert result.info["ex_post"][0]["ex_post"][1] == pytest.approx(expected.sum(), rel=1e-12)
+    assert result.info["ex_post"][0]["worst"][1] == pytest.approx(problem.dim * rate(2) * b_inf / D, rel=1e-12)
+
+
+def test_randomized_dgd_reports_both_accounts(graph_problem):
+    problem, topology, _ = graph_problem
+    result = problem.solve(RandomizedDGD(noise_rate=Geometric(1.02, 1.02), b_inf=0.01, step=Geometric(0.93, 0.93)),
+                           topology, rounds=30, seed=2)
+    worst = sum(problem.dim * 0.93 ** k * 1.02 ** k * 0.01 for k in range(1, 31))  # alpha_k = eta_k
+    assert np.allclose(result.privacy["epsilon_worst_case"], worst, rtol=1e-12)
+    assert (result.privacy["ex_post_ratio"] < 1.0).all()
+
+
 def test_the_secure_path_accounts_the_grid_release_in_both_columns():
     problem = consensus_problem(agents=4, bound=None)
     result = problem.solve(RandomizedADMM(D=10.0, noise_rate=5.0, b_inf=0.01), pc.Topology.complete(), rounds=10,
