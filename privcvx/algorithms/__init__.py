@@ -2,6 +2,7 @@
 
 * :class:`LinearizedADMM`: Algorithm 1 of Ryu & Kim (paper 004), server-based.
 * :class:`DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
+* :class:`RandomizedADMM`, :class:`RandomizedDGD`: random local aggregators for local DP (Xiao, Ye & Devadas).
 
 :func:`check_algorithm` runs the conformance checks every algorithm must pass.
 """
@@ -10,6 +11,8 @@ from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coord
 from privcvx.algorithms.conformance import check_algorithm
 from privcvx.algorithms.dp_gradient import DPDistributedGradient
 from privcvx.algorithms.linearized_admm import LinearizedADMM
+from privcvx.algorithms.randomized_admm import RandomizedADMM
+from privcvx.algorithms.randomized_dgd import RandomizedDGD
 
 __all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "LinearizedADMM",
-           "Monitor", "check_algorithm"]
+           "Monitor", "RandomizedADMM", "RandomizedDGD", "check_algorithm"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+import pandas as pd
 
 from privcvx.errors import UnsupportedError
 from privcvx.messages import Message
@@ -255,6 +256,11 @@ class Algorithm(ABC):
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
         """Entries of ``result.info`` from the agents' :meth:`AgentProgram.report` s."""
         return {"agents": reports} if any(reports) else {}
+
+    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
+        """The run's privacy table (``result.privacy``), given the ledgers' table of a private run and the agents'
+        reports: a method with its own accountant adds its columns here (the table's rows stay one per agent)."""
+        return table
 
     # ---- helpers for subclasses ------------------------------------------------------------------------
     def unsupported(self, feature: str, message: str, *, agent: str | None = None,

@@ -23,6 +23,7 @@ a published integer seed has no privacy at all. Use ``seed="secure"`` for anythi
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -92,6 +93,14 @@ class NoiseSource(Protocol):
         """
         ...
 
+    def uniform(self, size: int) -> np.ndarray:
+        """``size`` private draws of U(0, 1) (an agent's secret random parameters, e.g. its penalties)."""
+        ...
+
+    def below(self, modulus: int, size: int) -> list[int]:
+        """``size`` private integers uniform on {0, ..., modulus - 1} (secret shares; any modulus >= 1)."""
+        ...
+
     def get_state(self) -> dict:
         """A JSON-serializable state; :meth:`set_state` with it reproduces the following draws."""
         ...
@@ -135,6 +144,25 @@ class SeededNoise(NoiseSource):
     def standard_normal(self, size: int) -> np.ndarray:
         """``size`` draws of N(0, 1) from the seeded generator (research runs only)."""
         return self._generator.standard_normal(check_size(size))
+
+    def uniform(self, size: int) -> np.ndarray:
+        return self._generator.random(check_size(size))
+
+    def below(self, modulus: int, size: int) -> list[int]:
+        """Rejection sampling on ``modulus.bit_length()`` random bits (32-bit words): exactly uniform."""
+        bits = _check_modulus(modulus).bit_length()
+        words = -(-bits // 32)
+        draws: list[int] = []
+        while len(draws) < check_size(size):
+            block = self._generator.integers(0, 2 ** 32, size=(size - len(draws), words), dtype=np.uint64).tolist()
+            for row in block:
+                value = 0
+                for word in row:
+                    value = (value << 32) | word
+                value >>= 32 * words - bits
+                if value < modulus:
+                    draws.append(value)
+        return draws
 
     def get_state(self) -> dict:
         state = self._generator.bit_generator.state
@@ -192,12 +220,25 @@ class SecureNoise(NoiseSource):
         return Perturbed(from_grid(to_grid(values, grid.step) + noise, grid.step),
                          grid.step * float(np.abs(noise).sum()), grid)
 
+    def uniform(self, size: int) -> np.ndarray:
+        """U(0, 1) with 53 random bits from the operating system's entropy (``secrets``)."""
+        return np.array([secrets.randbits(53) for _ in range(check_size(size))], dtype=np.float64) * 2.0 ** -53
+
+    def below(self, modulus: int, size: int) -> list[int]:
+        return [secrets.randbelow(_check_modulus(modulus)) for _ in range(check_size(size))]
+
     def get_state(self) -> dict:
         return {"secure": True}
 
     def set_state(self, state: dict) -> None:
         if not isinstance(state, dict) or state.get("secure") is not True:
             raise PrivacyError(f"a SecureNoise has no state to restore, got {state!r}", argument="state")
+
+
+def _check_modulus(modulus: Any) -> int:
+    if isinstance(modulus, bool) or not isinstance(modulus, (int, np.integer)) or modulus < 1:
+        raise ParameterError(f"must be an int >= 1, got {modulus!r}", argument="modulus")
+    return int(modulus)
 
 
 def _check_seed(seed: Any) -> int:

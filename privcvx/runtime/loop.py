@@ -217,12 +217,14 @@ class Run:
             if self.reference is not None else []
         history = pd.DataFrame(self.rows, columns=[*self.columns, *gaps, *self.problem.metrics])
         delta = self.algorithm.accounting_delta
-        privacy = privacy_table(self.ledgers, delta) if self.algorithm.private else None
+        reports = backend.call("reports")
+        privacy = self.algorithm.privacy_report(privacy_table(self.ledgers, delta), reports) \
+            if self.algorithm.private else None
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
         info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
                 "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": not self.keep_diagnostics,
-                **self.algorithm.summarize(backend.call("reports"))}
+                **self.algorithm.summarize(reports)}
         z = backend.call("outputs", not self.keep_diagnostics)
         info["layout"] = self.problem.layout_description()
         if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does

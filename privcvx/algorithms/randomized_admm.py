@@ -1,0 +1,391 @@
+"""ADMM with random local aggregators: Algorithm 1 of Xiao, Ye & Devadas, "Local Differential Privacy in
+Decentralized Optimization" (the linearized ADMM (6)/(13) with private random penalties), and its exact
+proximal form (12).
+
+Every agent i holds a secret constant D_i and, in every round k + 1, draws per coordinate
+Gamma[l] ~ U(0, D_i) from its private stream (never released), with |N_i| rho_bar = D_i - Gamma
+(Algorithm 1 with N - 1 replaced by |N_i| on a general graph). With S_i = sum_{j in N_i} x_j^k:
+
+    x_i^{k+1} = Proj_C[ (Gamma x_i^k + (D_i - Gamma) S_i / |N_i| - grad f_i(x_i^k) + lambda_i^k) / D_i ]
+                + Delta_i^{k+1},        Delta[l] ~ Lap(0, beta_{k+1}) (rate beta: scale 1/beta)     (6)
+    lambda_i^{k+1} = lambda_i^k + zeta sum_{j in N_i} (x_j^{k+1} - x_i^{k+1})
+
+The dual sign is the **corrected** one (erratum 1 of the digest: the printed
+``lambda -= zeta sum (x_j - x_i)`` diverges; ``dual_sign="printed"`` keeps it to show that). The
+projection onto the agent's public set C is exact for the linearized step, whose quadratic term is
+D_i/2 ||x - v||^2 whatever Gamma is (the paper omits it, taking C = R^d). ``update="exact"`` solves (12),
+argmin_{x in C} f_i(x) + D_i/2 ||x - u||^2 with u the same point without the gradient, by a compiled CVXPY
+problem (non-private only: the paper uses it without noise, Example (d)). ``aggregator="fixed"`` is the
+baseline with fixed penalties Gamma = D_i/2, rho = D_i/(2 |N_i|) (the expectation of the random ones).
+
+Privacy (Theorems 2.2, 2.3). Term A is uniform on the interval between x_i^k[l] + c_l and
+S_i[l]/|N_i| + c_l, c = (lambda - grad f_i(x_i^k))/D_i, and a neighbouring function moves it by at most
+alpha B_inf = B_inf / D_i per coordinate. The ledger records each release as a Laplace release with epsilon
+d beta_k B_inf / D_i (the worst case); the ex-post account (:mod:`privcvx.privacy.ex_post`) evaluates
+Eq. (10) on each released coordinate, and ``result.privacy`` shows both. With a declared set the mean is
+a projection of a uniform variable, so only the worst case is claimed for an agent with constraints.
+
+``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 (:mod:`privcvx.privacy.
+secret_sharing`) on a complete graph: phase 0 sums the shares received and broadcasts the partial sum,
+phase 1 reconstructs sum_j x_j, so S_i = sum - x_i, and sends shares of the new x_i to every other agent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import pandas as pd
+
+from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, check_int, require_positive
+from privcvx.gradients import GradientEvaluator
+from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, Projection
+from privcvx.messages import Message
+from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
+from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
+from privcvx.problem import Agent, DistributedProblem
+from privcvx.schedules import Schedule, as_schedule, checked_value
+from privcvx.topology import Topology
+from privcvx.tuning import smoothness_of
+
+AGGREGATORS = ("random", "fixed")
+DUAL_SIGNS = {"corrected": 1.0, "printed": -1.0}
+UPDATES = ("linearized", "exact")
+EXCHANGES = ("plain", "secret_sharing")
+
+
+def linf_sensitivity(agent: Agent, declared: float | None) -> float:
+    """B_inf: the bound on |grad f_i(x)[l] - grad f^_i(x)[l]| (the digest's erratum 3: a gradient sensitivity).
+
+    ``declared`` (the algorithm's ``b_inf``) wins; otherwise the agent's declared ``pc.Sensitivity`` (its l2,
+    else its l1 bound, both >= the l_inf norm).
+    """
+    if declared is not None:
+        return declared
+    sensitivity = agent.sensitivity
+    if not isinstance(sensitivity, Sensitivity):
+        raise PrivacyError("privacy is on: declare b_inf, or a constant pc.Sensitivity bounding the change of the "
+                           "gradient over neighbouring datasets", agent=agent.name, argument="sensitivity")
+    return sensitivity.get("l2")
+
+
+def neighbour_sum(values: list[np.ndarray]) -> np.ndarray:
+    """sum_j x_j per coordinate, correctly rounded (``math.fsum``): the same bits as the secret-shared sum."""
+    return np.array([math.fsum(column) for column in zip(*values, strict=True)])
+
+
+def declared_smoothness(agent: Agent, layout: Any, private: bool) -> float:
+    """The agent's declared L_i; estimated at the origin without privacy (refused under privacy)."""
+    if agent.smoothness is not None:
+        return agent.smoothness
+    if private:
+        raise PrivacyError("a setting that shapes the releases must be public: declare pc.Agent(smoothness=L) "
+                           "or give the step explicitly", agent=agent.name, argument="smoothness")
+    estimate = smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim))
+    return estimate if math.isfinite(estimate) and estimate > 0 else 1.0
+
+
+class RandomizedADMM(Algorithm):
+    """Linearized ADMM with random local aggregators (Algorithm 1 of Xiao, Ye & Devadas).
+
+    Parameters
+    ----------
+    D:
+        Each agent's secret constant D_i (alpha = 1/D_i): a float for every agent or a mapping name -> D_i.
+        Default: 2 (L_i + zeta |N_i|) from the agent's declared smoothness L_i (estimated without privacy).
+        The paper's experiments use D = 10.
+    zeta:
+        The dual step (the paper's 0.5).
+    noise_rate:
+        beta_k, the Laplace *rate* of round k (a float or a schedule k -> beta_k, e.g. ``Geometric(1.02, 1.02)``
+        for the paper's 1.02^k); ``None`` (default) runs without noise.
+    b_inf:
+        The l_inf gradient sensitivity B_inf (the paper's 1/b_i); default from the agent's ``pc.Sensitivity``.
+    aggregator:
+        ``"random"`` (Gamma[l] ~ U(0, D_i) each round) or ``"fixed"`` (Gamma = D_i/2, the baseline).
+    dual_sign:
+        ``"corrected"`` (default) or ``"printed"`` (the paper's, which diverges).
+    update:
+        ``"linearized"`` (Algorithm 1) or ``"exact"`` (Eq. (12), a CVXPY solve per round; non-private).
+    exchange:
+        ``"plain"`` (broadcast x_i) or ``"secret_sharing"`` (Algorithm 3; complete graph, N >= 3).
+    share_bound, scale_bits, modulus:
+        The secret sharing's public bound on |x_i[l]|, fixed-point scale 2^-scale_bits and modulus p.
+    delta:
+        The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
+    """
+
+    name = "randomized_admm"
+    columns = ("round", "objective", "average_change", "epsilon", "epsilon_worst_case", "epsilon_ex_post", "time_s")
+    diagnostic_columns = {"objective": sum, "epsilon_worst_case": max, "epsilon_ex_post": max}
+    objective_columns = ("objective",)
+
+    def __init__(self, D: float | Mapping[str, float] | None = None, zeta: float = 0.5,
+                 noise_rate: float | Schedule | None = None, b_inf: float | None = None,
+                 aggregator: str = "random", dual_sign: str = "corrected", update: str = "linearized",
+                 exchange: str = "plain", share_bound: float = 1e3, scale_bits: int = 40,
+                 modulus: int = DEFAULT_MODULUS, delta: float = 1e-6) -> None:
+        self.D, self.zeta, self.noise_rate, self.b_inf = D, zeta, noise_rate, b_inf
+        self.aggregator, self.dual_sign, self.update, self.exchange = aggregator, dual_sign, update, exchange
+        self.share_bound, self.scale_bits, self.modulus, self.delta = share_bound, scale_bits, modulus, delta
+        if isinstance(D, Mapping):
+            self._D: float | dict[str, float] | None = {str(k): require_positive(v, argument="D", agent=str(k))
+                                                        for k, v in D.items()}
+        else:
+            self._D = None if D is None else require_positive(D, argument="D")
+        self._zeta = require_positive(zeta, argument="zeta")
+        self._rate = None if noise_rate is None else as_schedule(noise_rate, argument="noise_rate")
+        self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")
+        for argument, value, allowed in (("aggregator", aggregator, AGGREGATORS), ("dual_sign", dual_sign, DUAL_SIGNS),
+                                         ("update", update, UPDATES), ("exchange", exchange, EXCHANGES)):
+            if value not in allowed:
+                raise ParameterError(f"must be one of {tuple(allowed)}, got {value!r}", argument=argument)
+        if update == "exact" and noise_rate is not None:
+            raise PrivacyError("the exact proximal update (12) has no per-coordinate uniform mean and no accounted "
+                               "sensitivity here: use update='linearized' under privacy", argument="update")
+        require_positive(share_bound, argument="share_bound")
+        check_int(scale_bits, argument="scale_bits", minimum=0)
+        check_int(modulus, argument="modulus", minimum=3)
+        self._delta = require_positive(delta, argument="delta")
+        self.phases = 2 if exchange == "secret_sharing" else 1
+
+    # ---- run set-up -----------------------------------------------------------------------------------
+    @property
+    def private(self) -> bool:
+        return self._rate is not None
+
+    @property
+    def accounting_delta(self) -> float:
+        return self._delta if self.private else 0.0
+
+    def default_topology(self) -> Topology:
+        return Topology.complete()
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        self.require_decentralized(topology)
+        self.require_consensus(problem)
+        if self.exchange == "secret_sharing":
+            n = len(problem.agents)
+            if n < 3:
+                raise self.unsupported("secret sharing with N < 3", f"Algorithm 3 needs N >= 3 agents, got {n}",
+                                       argument="exchange")
+            graph = topology.graph(1)
+            if graph.number_of_edges() != n * (n - 1) // 2:
+                raise self.unsupported("secret sharing on an incomplete graph", "Algorithm 3 sends a share to "
+                                       "every other agent: use Topology.complete()", argument="topology")
+            self.sharing(n)
+        if self.private:
+            for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+                linf_sensitivity(agent, self._b_inf)
+                if self._D is None:
+                    declared_smoothness(agent, layout, True)
+                if Projection(agent, layout).kind == "conic":
+                    raise self.unsupported("non-box constraints under privacy", "the per-coordinate sensitivity "
+                                           "B_inf/D_i survives a box projection only", agent=agent.name,
+                                           argument="constraints")
+
+    def sharing(self, parties: int) -> FixedPointSharing:
+        return FixedPointSharing(parties, self.share_bound, self.scale_bits, self.modulus)
+
+    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedADMM:
+        """Fix every agent's D_i: given, or 2 (L_i + zeta |N_i|) from its smoothness."""
+        self.check(problem, topology)
+        if isinstance(self._D, dict):
+            missing = sorted(set(problem.names) - set(self._D))
+            if missing:
+                raise ParameterError(f"no D for the agents {missing}", argument="D")
+            return self
+        if self._D is not None:
+            return self
+        values = {}
+        for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+            degree = len(topology.neighbours(layout.name, 1))
+            values[layout.name] = 2.0 * (declared_smoothness(agent, layout, self.private) + self._zeta * degree)
+        return self.clone(D=values)
+
+    def constant(self, name: str) -> float:
+        return self._D[name] if isinstance(self._D, dict) else (self._D if self._D is not None else 1.0)
+
+    def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedADMMAgent:
+        return RandomizedADMMAgent(agent, context, self)
+
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> RandomizedADMMMonitor:
+        sharing = self.sharing(len(problem.agents)) if self.exchange == "secret_sharing" else None
+        return RandomizedADMMMonitor(problem, sharing)
+
+    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """``info["ex_post"]`` under privacy (from the agents' private intervals: see the module docstring)."""
+        return ex_post_summary(reports) if self.private else {}
+
+    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
+        return with_ex_post(table, reports, self._delta)
+
+
+class ProximalStep:
+    """Eq. (12) for one agent: argmin_{x in C} f_i(x) + D/2 ||x||^2 - D u^T x, compiled once (DPP in u)."""
+
+    def __init__(self, agent: Agent, constant: float) -> None:
+        self.agent_name = agent.name
+        self.variables = agent.variables
+        parts = [cp.vec(v, order="F") for v in agent.variables]
+        self.z = parts[0] if len(parts) == 1 else cp.hstack(parts)
+        self.u = cp.Parameter(self.z.size, name="prox_centre")
+        self.problem = cp.Problem(cp.Minimize(agent.objective + constant / 2 * cp.sum_squares(self.z)
+                                              - constant * self.u @ self.z), agent.constraints)
+        try:
+            self.direct: DirectClarabel | None = DirectClarabel(self.problem, self.variables, None)
+        except (LookupError, cp.error.SolverError, cp.error.DPPError):
+            self.direct = None
+
+    def __call__(self, u: np.ndarray) -> np.ndarray:
+        self.u.value = u
+        if self.direct is not None:
+            try:
+                return self.direct.solve()[0]
+            except RuntimeError:
+                pass  # the CVXPY path below, same parameters
+        try:
+            self.problem.solve(solver=cp.CLARABEL, **SOLVER_SETTINGS[cp.CLARABEL])
+        except cp.error.SolverError as error:
+            raise SolverError(f"the proximal step (12) failed: {error}", agent=self.agent_name,
+                              argument="objective") from None
+        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            raise SolverError(f"the proximal step (12) ended with status {self.problem.status}",
+                              agent=self.agent_name, argument="objective")
+        return np.asarray(self.z.value, dtype=float).reshape(-1)
+
+
+class RandomizedADMMAgent:
+    """Agent i of Algorithm 1: its secret D_i and penalties, its estimate, dual, noise stream and ledger."""
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedADMM) -> None:
+        self.agent, self.context, self.settings = agent, context, settings
+        self.name = context.name
+        dim = context.layout.dim
+        self.D = settings.constant(self.name)
+        self.sign = DUAL_SIGNS[settings.dual_sign]
+        self.projection = Projection(agent, context.layout)
+        self.evaluator = GradientEvaluator(agent, context.layout)
+        self.prox = ProximalStep(agent, self.D) if settings.update == "exact" else None
+        self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
+        self.sharing = settings.sharing(len(context.topology.graph(1))) if settings.phases == 2 else None
+        self.x = self.projection(np.zeros(dim), np.ones(dim))  # x_i^0: public and data independent
+        self.lam = np.zeros(dim)
+        self.account = ExPostAccount()
+        # The secret penalties of every round, drawn at once from the private stream (so that the draws do not
+        # depend on the exchange: the secret-shared run repeats the plain one's Gamma).
+        self.gammas = self.D * context.noise.uniform(context.rounds * dim).reshape(context.rounds, dim) \
+            if settings.aggregator == "random" else np.full((context.rounds, dim), self.D / 2.0)
+        self.kept: list[int] = []     # the own share s_ii of the current x_i (secret sharing)
+        self.partial: list[int] = []  # the own broadcast partial sum (secret sharing)
+
+    # ---- the exchanges --------------------------------------------------------------------------------
+    def start(self) -> list[Message]:
+        return self._send(1)
+
+    def _send(self, t: int) -> list[Message]:
+        """Round t's first messages: the broadcast of x_i, or its shares to every other agent (Algorithm 3)."""
+        if self.sharing is None:
+            return [self.context.message(t, {"x": self.x})]
+        others = [n for n in self.context.topology.graph(t) if n != self.name]
+        shares = self.sharing.split(self.sharing.encode(self.x, agent=self.name), self.context.noise)
+        self.kept = shares[0]
+        return [self.context.message(t, {"share": self.sharing.to_limbs(share)}, receiver=other)
+                for other, share in zip(others, shares[1:], strict=True)]
+
+    def step(self, t: int, inbox: list[Message], phase: int = 0) -> list[Message]:
+        if self.sharing is None:
+            received = {m.sender: m["x"] for m in inbox if m.round == t}
+            neighbours = self.context.neighbours(t)
+            missing = sorted(set(neighbours) - set(received))
+            if missing:
+                raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.name,
+                                   argument="messages")
+            return self._update(t, neighbour_sum([received[j] for j in sorted(neighbours)]), len(neighbours))
+        if phase == 0:  # round 2 of Algorithm 3: the sum of the shares held, broadcast
+            shares = [self.sharing.from_limbs(m["share"]) for m in inbox if m.round == t and m.phase == 0]
+            self.partial = self.sharing.add([self.kept, *shares])
+            return [self.context.message(t, {"partial": self.sharing.to_limbs(self.partial)}, phase=1)]
+        partials = [self.sharing.from_limbs(m["partial"]) for m in inbox if m.round == t and m.phase == 1]
+        total = self.sharing.add([self.partial, *partials])  # (15): sum_j x_j mod p
+        others = self.sharing.add([total, [(-r) % self.sharing.modulus for r in self.sharing.encode(self.x)]])
+        return self._update(t, self.sharing.decode(others), len(partials))
+
+    def _update(self, t: int, total: np.ndarray, degree: int) -> list[Message]:
+        """The dual update with x^{t-1} (from round 2 on), then Eq. (6) for x^t, released in round t + 1."""
+        if t >= 2:
+            self.lam = self.lam + self.sign * self.settings._zeta * (total - degree * self.x)
+        gamma = self.gammas[t - 1]
+        mean_neighbours = total / degree
+        gradient = self.evaluator.gradient(self.x) if self.prox is None else None
+        centre = (gamma * self.x + (self.D - gamma) * mean_neighbours + self.lam) / self.D
+        if self.prox is not None:
+            mean = self.prox(centre)
+        else:
+            if not np.all(np.isfinite(gradient)):
+                raise PrivcvxError(f"round {t}: the gradient is not finite (diverged?)", agent=self.name,
+                                   argument="gradient")
+            mean = self.projection(centre - gradient / self.D, np.ones(self.x.size))
+        if self.settings.private:
+            beta = checked_value(self.settings._rate, t, argument="noise_rate")
+            shift = self.b_inf / self.D
+            c = (self.lam - gradient) / self.D
+            interval = None  # a projected mean is not uniform on an interval: the worst case is claimed
+            if self.projection.kind == "free":  # Term A: uniform between x_i and the neighbours' mean, or fixed
+                interval = (self.x + c, mean_neighbours + c) if self.settings.aggregator == "random" else (mean, mean)
+            mean = laplace_release(self.context.noise, self.context.ledger, self.account, mean, beta, shift, interval)
+        self.x = mean
+        return self._send(t + 1)
+
+    # ---- reports and state ----------------------------------------------------------------------------
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
+        worst, ex_post = self.account.per_round()
+        return {"objective": self.evaluator.value(w_p), "epsilon_worst_case": float(worst.sum()),
+                "epsilon_ex_post": float(ex_post.sum())}
+
+    def output(self, released_only: bool = False) -> np.ndarray:
+        """The last x_i. Under secret sharing x_i itself is never sent, so a release-only run gets nothing."""
+        if released_only and self.sharing is not None:
+            return np.empty(0)
+        return self.x.copy()
+
+    def report(self) -> dict[str, Any]:
+        return {"ex_post_account": self.account.per_round()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "lam": self.lam, "gammas": self.gammas, "kept": list(self.kept),
+                "partial": list(self.partial), "account": self.account.state_dict(),
+                "noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.x, self.lam, self.gammas = state["x"], state["lam"], state["gammas"]
+        self.kept, self.partial = list(state["kept"]), list(state["partial"])
+        self.account.load_state_dict(state["account"])
+        self.context.noise.set_state(state["noise"])
+        self.context.ledger.load_dict(state["ledger"])
+
+
+class RandomizedADMMMonitor(LatestReleases):
+    """The average release (or, under secret sharing, the reconstructed sum / N) and its change."""
+
+    def __init__(self, problem: DistributedProblem, sharing: FixedPointSharing | None) -> None:
+        super().__init__(problem, "x")
+        self.sharing = sharing
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        previous = self.w
+        if self.sharing is None:
+            self.update(messages)
+        else:
+            partials = [self.sharing.from_limbs(m["partial"]) for m in messages if "partial" in m.payload]
+            if not partials:
+                return {}
+            self.w = self.sharing.decode(self.sharing.add(partials)) / len(partials)
+        if t == 0:
+            return {}
+        return {"average_change": float(np.linalg.norm(self.w - previous))}

@@ -1,0 +1,252 @@
+"""Decentralized gradient descent with random local aggregators: Algorithms 2 and 2* of Xiao, Ye & Devadas,
+"Local Differential Privacy in Decentralized Optimization".
+
+In round k + 1 every agent i releases, per coordinate l,
+
+    x_i^{k+1}[l] = Proj_C[ A_i^k[l] - eta_{k+1} grad f_i(.)[l] ] + Delta_i^{k+1}[l],   Delta ~ Lap(0, beta_{k+1})
+
+where the aggregator A (Term A) is drawn from the agent's private stream, never released:
+
+* ``variant="2*"`` (default; Appendix E, Eq. (28)): A[l] uniform on an interval inside
+  [min_{j in N~_i} x_j[l], max_{j in N~_i} x_j[l]] (N~_i = N_i and i), gradient at x_i^k. The paper draws
+  A = w min + (1 - w) max with w ~ U(0, 1), the whole range (``interval="range"``). Its mean is the
+  neighbourhood's mid-range, which is not average preserving: on heterogeneous agents the method then
+  settles at a biased point whatever the step (docs/ldp.md measures it). ``interval="centred"`` (default)
+  draws A uniform on the largest interval centred at the Metropolis average m_i inside that range,
+  [m - h, m + h] with h = min(m - min, max - m): still a random aggregator on an interval within the
+  neighbourhood's range, but with mean m_i (doubly stochastic weights), so it reaches the optimum.
+* ``variant="2"`` (Eq. (7)): on a complete graph only (it needs the globally most divergent pair
+  (i_k, ihat_k) in l1 and the global mean xbar^k): A = (2w/N) x_{i_k} + (2(1-w)/N) x_{ihat_k} +
+  (1/N) sum_{j != i_k, ihat_k} x_j, w ~ U(0, 1) per coordinate, gradient at xbar^k.
+* ``variant="fixed"``: the baseline DGD (3) with fixed Metropolis weights, A = sum_j w_ij x_j.
+
+The projection onto the agent's declared set C after each update is privcvx's; the paper omits it
+(it takes C = R^d). Privacy: A is uniform on an interval and a neighbouring function shifts the mean by at
+most alpha_k B_inf with alpha_k = eta_k (Theorem 2.2); the ledger records the worst case and the ex-post
+account Eq. (10), as for :class:`~privcvx.algorithms.randomized_admm.RandomizedADMM`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.spatial.distance import pdist
+
+from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
+from privcvx.algorithms.randomized_admm import declared_smoothness, linf_sensitivity
+from privcvx.errors import ParameterError, PrivcvxError, require_positive
+from privcvx.gradients import GradientEvaluator
+from privcvx.localstep import Projection
+from privcvx.messages import Message
+from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
+from privcvx.problem import Agent, DistributedProblem
+from privcvx.schedules import Power, Schedule, as_schedule, checked_value
+from privcvx.topology import Topology
+
+VARIANTS = ("2*", "2", "fixed")
+INTERVALS = ("centred", "range")
+#: The exponent of the default step c / k^a (non-summable, so that the method reaches the optimum).
+STEP_POWER = 0.75
+
+
+class RandomizedDGD(Algorithm):
+    """Decentralized gradient descent with random local aggregators (Algorithms 2 and 2*).
+
+    Parameters
+    ----------
+    variant:
+        ``"2*"`` (default, any graph), ``"2"`` (complete graph only) or ``"fixed"`` (Metropolis DGD baseline).
+    interval:
+        For 2*: ``"centred"`` (default, mean-preserving) or ``"range"`` (the paper's w min + (1-w) max).
+    step:
+        eta_k: a float, a schedule k -> eta_k (the paper's 0.93^k is ``Geometric(0.93, 0.93)``) or None for
+        c / k^0.75 with c = 1 / max_i L_i (declared smoothness; estimated without privacy).
+    noise_rate:
+        beta_k, the Laplace rate (float or schedule); ``None`` (default) runs without noise.
+    b_inf:
+        The l_inf gradient sensitivity B_inf; default from the agent's ``pc.Sensitivity``.
+    delta:
+        The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
+    """
+
+    name = "randomized_dgd"
+    columns = ("round", "objective", "disagreement", "average_change", "epsilon", "epsilon_worst_case",
+               "epsilon_ex_post", "step", "time_s")
+    diagnostic_columns = {"objective": sum, "epsilon_worst_case": max, "epsilon_ex_post": max}
+    objective_columns = ("objective",)
+
+    def __init__(self, variant: str = "2*", interval: str = "centred", step: float | Schedule | None = None,
+                 noise_rate: float | Schedule | None = None, b_inf: float | None = None, delta: float = 1e-6) -> None:
+        self.variant, self.interval, self.step, self.noise_rate = variant, interval, step, noise_rate
+        self.b_inf, self.delta = b_inf, delta
+        for argument, value, allowed in (("variant", variant, VARIANTS), ("interval", interval, INTERVALS)):
+            if value not in allowed:
+                raise ParameterError(f"must be one of {allowed}, got {value!r}", argument=argument)
+        self._step = None if step is None else as_schedule(step, argument="step")
+        self._rate = None if noise_rate is None else as_schedule(noise_rate, argument="noise_rate")
+        self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")
+        self._delta = require_positive(delta, argument="delta")
+
+    @property
+    def private(self) -> bool:
+        return self._rate is not None
+
+    @property
+    def accounting_delta(self) -> float:
+        return self._delta if self.private else 0.0
+
+    def default_topology(self) -> Topology:
+        return Topology.complete()
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        self.require_decentralized(topology)
+        self.require_consensus(problem)
+        n = len(problem.agents)
+        if self.variant == "2" and (topology.time_varying or topology.graph(1).number_of_edges() != n * (n - 1) // 2):
+            raise self.unsupported("Algorithm 2 on an incomplete graph", "Algorithm 2 needs the globally most "
+                                   "divergent pair and the global mean: use Topology.complete(), or variant='2*'",
+                                   argument="topology")
+        if self.private:
+            for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+                linf_sensitivity(agent, self._b_inf)
+                if self._step is None:
+                    declared_smoothness(agent, layout, True)
+                if Projection(agent, layout).kind == "conic":
+                    raise self.unsupported("non-box constraints under privacy", "the per-coordinate sensitivity "
+                                           "eta_k B_inf survives a box projection only", agent=agent.name,
+                                           argument="constraints")
+
+    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedDGD:
+        """Check the problem; fix the default step c / k^0.75 with c = 1 / max_i L_i."""
+        self.check(problem, topology)
+        if self._step is not None:
+            return self
+        smoothness = max(declared_smoothness(agent, layout, self.private)
+                         for agent, layout in zip(problem.agents, problem.layouts, strict=True))
+        return self.clone(step=Power(1.0 / smoothness, STEP_POWER))
+
+    def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedDGDAgent:
+        return RandomizedDGDAgent(agent, context, self)
+
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> RandomizedDGDMonitor:
+        return RandomizedDGDMonitor(problem, self._step or Power(1.0, STEP_POWER))
+
+    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """``info["ex_post"]`` under privacy, as for RandomizedADMM."""
+        return ex_post_summary(reports) if self.private else {}
+
+    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
+        return with_ex_post(table, reports, self._delta)
+
+
+class RandomizedDGDAgent:
+    """Agent i of Algorithm 2 / 2*: its estimate, its private aggregator draws, noise stream and ledger."""
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedDGD) -> None:
+        self.agent, self.context, self.settings = agent, context, settings
+        self.name = context.name
+        self.projection = Projection(agent, context.layout)
+        self.evaluator = GradientEvaluator(agent, context.layout)
+        self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
+        self.x = self.projection(np.zeros(context.layout.dim), np.ones(context.layout.dim))  # public x_i^0
+        self.account = ExPostAccount()
+
+    def start(self) -> list[Message]:
+        return [self.context.message(1, {"x": self.x})]
+
+    def _aggregate(self, t: int, received: dict[str, np.ndarray]) -> tuple[np.ndarray, tuple, np.ndarray]:
+        """(Term A, the interval of its law (None for the fixed weights), the point of the gradient)."""
+        variant = self.settings.variant
+        if variant == "fixed":
+            row = self.context.topology.weight_row(self.name, t, "metropolis")
+            mixed = sum(row[j] * received[j] for j in sorted(row))
+            return mixed, (mixed, mixed), self.x
+        w = self.context.noise.uniform(self.x.size)
+        if variant == "2":
+            names = sorted(received)
+            stacked = np.stack([received[j] for j in names])
+            n = len(names)
+            distances = pdist(stacked, "cityblock")
+            pair = np.argmax(distances) if distances.size else 0
+            first, second = _pair_index(int(pair), n)
+            rest = (stacked.sum(axis=0) - stacked[first] - stacked[second]) / n
+            ends = (2.0 / n * stacked[first] + rest, 2.0 / n * stacked[second] + rest)
+            return w * ends[0] + (1.0 - w) * ends[1], ends, stacked.mean(axis=0)
+        stacked = np.stack([received[j] for j in sorted(received)])
+        low, high = stacked.min(axis=0), stacked.max(axis=0)
+        if self.settings.interval == "centred":
+            row = self.context.topology.weight_row(self.name, t, "metropolis")
+            centre = sum(row[j] * received[j] for j in sorted(row))
+            half = np.maximum(np.minimum(centre - low, high - centre), 0.0)
+            low, high = centre - half, centre + half
+        return w * low + (1.0 - w) * high, (low, high), self.x
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        received = {m.sender: m["x"] for m in inbox if m.round == t}
+        neighbours = self.context.neighbours(t)
+        missing = sorted(set(neighbours) - set(received))
+        if missing:
+            raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.name,
+                               argument="messages")
+        received = {j: received[j] for j in neighbours}
+        received[self.name] = self.x
+        term_a, (low, high), point = self._aggregate(t, received)
+        gradient = self.evaluator.gradient(point)
+        if not np.all(np.isfinite(gradient)):
+            raise PrivcvxError(f"round {t}: the gradient is not finite", agent=self.name, argument="gradient")
+        eta = checked_value(self.settings._step, t, argument="step")
+        mean = self.projection(term_a - eta * gradient, np.ones(self.x.size))
+        if self.settings.private:
+            beta = checked_value(self.settings._rate, t, argument="noise_rate")
+            interval = (low - eta * gradient, high - eta * gradient) if self.projection.kind == "free" else None
+            mean = laplace_release(self.context.noise, self.context.ledger, self.account, mean, beta,
+                                   eta * self.b_inf, interval)
+        self.x = mean
+        return [self.context.message(t + 1, {"x": self.x})]
+
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
+        worst, ex_post = self.account.per_round()
+        return {"objective": self.evaluator.value(w_p), "epsilon_worst_case": float(worst.sum()),
+                "epsilon_ex_post": float(ex_post.sum())}
+
+    def output(self, released_only: bool = False) -> np.ndarray:
+        return self.x.copy()
+
+    def report(self) -> dict[str, Any]:
+        return {"ex_post_account": self.account.per_round()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "account": self.account.state_dict(), "noise": self.context.noise.get_state(),
+                "ledger": self.context.ledger.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.x = state["x"]
+        self.account.load_state_dict(state["account"])
+        self.context.noise.set_state(state["noise"])
+        self.context.ledger.load_dict(state["ledger"])
+
+
+def _pair_index(k: int, n: int) -> tuple[int, int]:
+    """The (row, column) of the k-th entry of a condensed distance matrix of n points."""
+    rows, columns = np.triu_indices(n, 1)
+    return int(rows[k]), int(columns[k])
+
+
+class RandomizedDGDMonitor(LatestReleases):
+    """Disagreement (largest pairwise distance), the average release and its change, the step."""
+
+    def __init__(self, problem: DistributedProblem, step: Schedule) -> None:
+        super().__init__(problem, "x")
+        self.step = step
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        previous = self.w
+        stacked = self.update(messages)
+        if t == 0:
+            return {}
+        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
+                "average_change": float(np.linalg.norm(self.w - previous)),
+                "step": checked_value(self.step, t, argument="step")}
+
