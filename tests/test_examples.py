@@ -50,11 +50,13 @@ def test_the_quickstart_runs_as_written():
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: How the test suite runs each example script (its quick mode); every script in examples/ must be here.
 QUICK = {"quickstart.py": [], "gradient_tracking.py": None, "rendezvous_accuracy.py": None,
-         "economic_dispatch.py": ["--quick"], "lasso_general_form.py": ["--quick"], "pandapower_case.py": ["--quick"]}
+         "economic_dispatch.py": ["--quick"], "lasso_general_form.py": ["--quick"], "pandapower_case.py": ["--quick"],
+         "ldp_figure2.py": None}
 
 
 def test_every_example_script_runs_in_the_suite():
-    """None: run by a dedicated test above (gradient_tracking: conformance; rendezvous_accuracy: the trend)."""
+    """None: run by a dedicated test (gradient_tracking: conformance; rendezvous_accuracy: the trend above;
+    ldp_figure2: tests/test_ldp.py)."""
     assert sorted(path.name for path in EXAMPLES.glob("*.py")) == sorted(QUICK)
 
 

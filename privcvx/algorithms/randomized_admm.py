@@ -40,7 +40,7 @@ import cvxpy as cp
 import numpy as np
 import pandas as pd
 
-from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, check_int, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, Projection
@@ -190,6 +190,7 @@ class RandomizedADMM(Algorithm):
                                            argument="constraints")
 
     def sharing(self, parties: int) -> FixedPointSharing:
+        """The fixed-point encoding of Algorithm 3 for ``parties`` agents (this method's scale and modulus)."""
         return FixedPointSharing(parties, self.share_bound, self.scale_bits, self.modulus)
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedADMM:
@@ -209,6 +210,7 @@ class RandomizedADMM(Algorithm):
         return self.clone(D=values)
 
     def constant(self, name: str) -> float:
+        """Agent ``name``'s secret bound D_i on its random penalties (set by :meth:`prepare`)."""
         return self._D[name] if isinstance(self._D, dict) else (self._D if self._D is not None else 1.0)
 
     def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedADMMAgent:
@@ -260,7 +262,7 @@ class ProximalStep:
         return np.asarray(self.z.value, dtype=float).reshape(-1)
 
 
-class RandomizedADMMAgent:
+class RandomizedADMMAgent(AgentProgram):
     """Agent i of Algorithm 1: its secret D_i and penalties, its estimate, dual, noise stream and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedADMM) -> None:

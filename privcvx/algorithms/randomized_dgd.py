@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy.spatial.distance import pdist
 
-from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.algorithms.randomized_admm import declared_smoothness, linf_sensitivity
 from privcvx.errors import ParameterError, PrivcvxError, require_positive
 from privcvx.gradients import GradientEvaluator
@@ -141,7 +141,7 @@ class RandomizedDGD(Algorithm):
         return with_ex_post(table, reports, self._delta)
 
 
-class RandomizedDGDAgent:
+class RandomizedDGDAgent(AgentProgram):
     """Agent i of Algorithm 2 / 2*: its estimate, its private aggregator draws, noise stream and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedDGD) -> None:

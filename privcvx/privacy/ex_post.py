@@ -143,9 +143,11 @@ class ExPostAccount:
         return np.stack(self.worst), np.stack(self.ex_post)
 
     def state_dict(self) -> dict:
+        """The account so far, for checkpoints."""
         return {"worst": list(self.worst), "ex_post": list(self.ex_post)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore an account written by :meth:`state_dict`."""
         self.worst, self.ex_post = list(state["worst"]), list(state["ex_post"])
 
 

@@ -115,6 +115,7 @@ class FixedPointSharing:
         return np.array([[(r >> (32 * k)) & mask for k in range(self.limbs)] for r in residues], dtype=np.uint64)
 
     def from_limbs(self, array: np.ndarray) -> list[int]:
+        """The residues back from their 32-bit limbs (the inverse of :meth:`to_limbs`)."""
         return [sum(int(limb) << (32 * k) for k, limb in enumerate(row)) for row in np.asarray(array)]
 
 
