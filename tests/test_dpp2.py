@@ -256,3 +256,35 @@ def test_baseline_ledgers_match_their_stated_epsilon(problem, topology, method):
 def test_check_algorithm(method):
     report = check_algorithm(method, rounds=600)
     assert any("gap" in line for line in report["optimum"])
+
+
+# ---- the experiment's quick mode ---------------------------------------------------------------------------------
+def test_the_experiment_runs_in_quick_mode(tmp_path):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "examples" / "dpp2_experiment.py"
+    spec = importlib.util.spec_from_file_location("dpp2_experiment", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.main(["--quick", "--out", str(tmp_path)])
+    assert {p.name for p in tmp_path.iterdir()} == {"dpp2_fig1.png", "dpp2_fig2.png", "dpp2_fig3.png",
+                                                    "dpp2_experiment.json"}
+    curve = out["fig1"]["no noise"]
+    assert out["fig1_final"]["no noise"] <= 1e-3 * curve[0]  # the noise-free run converges
+    assert out["fig2_peak"]["u = 3.0"] > out["fig2_peak"]["u = 0.3"] > out["fig2_peak"]["u = 0"]
+    # The same-budget baselines spend DPP2's epsilon by their own accountants (checked where it is finite).
+    row = out["fig3"][-1]
+    info, dim, iterations = out["graph"], out["config"]["dim"], out["config"]["compare_rounds"] - 1
+    target = DPP2Privacy(delta=info["delta"], dim=dim, alpha=0.0994, smoothness=info["mbar"], u_e=1.0,
+                         u_w=0.994).epsilon(iterations, row["r"])
+    diadsp = DiaDSP(alpha=0.01, u_x=2.0, u_y=row["same_budget_u"]["DiaDSP u_y"], r=row["r"])
+    ppdc = PPDC(gamma=65, omega=5, eta=0.01, u_x=row["same_budget_u"]["PPDC u_x"], u_v=1.0, r=row["r"])
+    assert diadsp.epsilon_bound(info["delta"], dim, iterations) == pytest.approx(target, rel=1e-9)
+    assert ppdc.epsilon_bound(info["delta"], dim, iterations + 1) == pytest.approx(target, rel=1e-9)  # xt^1..xt^T
+
+
+def test_a_release_beyond_the_ledger_is_refused_clearly(problem, topology):
+    with pytest.raises(pc.errors.RunFailed) as failed:  # 0.1^k: the noise vanishes, a release costs > 1e100
+        _quiet_solve(problem, DPP2(mixing_seed=0, u_w=1.0, u_e=1.0, r=0.1), topology, rounds=120, seed=1)
+    assert isinstance(failed.value.__cause__, PrivacyError) and "decayed" in str(failed.value.__cause__)

@@ -185,7 +185,8 @@ class DPP2Agent(GradientAgent):
     """Node i of Algorithm 1: (x_i, d_i, q_i), the current eta^k, and the pieces of iteration k it needs later."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPP2, etas: MixingSequence) -> None:
-        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace)
+        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
+                         accounted=settings.accounted)
         self.settings, self.etas = settings, etas
         self.privacy = settings.privacy_of(agent, self.dim) if settings.private else None
         self.x = np.zeros(self.dim)  # x_i^0: public and data-independent

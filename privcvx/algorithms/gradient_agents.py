@@ -8,7 +8,7 @@ oracle (or the compiled expression), so they accept nonconvex agents (``needs_co
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.spatial.distance import pdist
@@ -21,6 +21,9 @@ from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, Sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import WEIGHT_RULES, Topology
+
+#: The largest epsilon of one release the gradient methods record (1/epsilon^2 must stay a normal double).
+MAX_RELEASE_EPSILON = 1e100
 
 
 def check_decay(r: float | None, argument: str = "r") -> float | None:
@@ -78,6 +81,10 @@ class GradientMethod(Algorithm):
     objective_columns = ("objective", "average_objective")
     #: The constructor arguments of the two initial Laplace scales.
     noise_settings: tuple[str, str]
+    #: Whether the noisy releases are accounted (always, in the library). A research subclass that reproduces a
+    #: regime beyond a float ledger (per-release epsilon above :data:`MAX_RELEASE_EPSILON`) sets False: it then
+    #: adds the noise, records nothing, and reports no epsilon (``private`` is False).
+    accounted: ClassVar[bool] = True
 
     def check_noise(self) -> None:
         """Both scales or neither; positive; a decay rate r in (0, 1) with them."""
@@ -93,8 +100,13 @@ class GradientMethod(Algorithm):
         check_decay(self.r)
 
     @property
-    def private(self) -> bool:
+    def noisy(self) -> bool:
+        """Whether the method adds noise."""
         return getattr(self, self.noise_settings[0]) is not None
+
+    @property
+    def private(self) -> bool:
+        return self.accounted and self.noisy
 
     @property
     def accounting_delta(self) -> float:
@@ -146,8 +158,9 @@ class GradientAgent:
     them in its report (``result.info["agents"]``): values computed from private data, not DP.
     """
 
-    def __init__(self, agent: Agent, context: AgentContext, *, weights: dict[str, float], trace: bool) -> None:
-        self.agent, self.context = agent, context
+    def __init__(self, agent: Agent, context: AgentContext, *, weights: dict[str, float], trace: bool,
+                 accounted: bool = True) -> None:
+        self.agent, self.context, self.accounted = agent, context, accounted
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.dim = context.layout.dim
         self.weights = weights
@@ -184,6 +197,13 @@ class GradientAgent:
         if not (math.isfinite(scale) and scale > 0):
             raise PrivacyError(f"the noise scale {scale!r} is not a finite number > 0", agent=self.context.name,
                                argument="scale")
+        if not self.accounted:
+            return value + scale * self.context.noise.standard_laplace(value.size)
+        if sensitivity > 0.0 and not sensitivity / scale <= MAX_RELEASE_EPSILON:
+            raise PrivacyError(f"the noise has decayed to scale {scale:.3g}: this release alone would cost epsilon "
+                               f"{sensitivity / scale:.3g} > {MAX_RELEASE_EPSILON:g}, beyond any meaningful privacy "
+                               "and what the ledger composes; run fewer rounds or a decay r closer to 1",
+                               agent=self.context.name, argument="r")
         perturbed = self.context.noise.perturb(np.asarray(value, dtype=float), "laplace", scale, sensitivity)
         if sensitivity > 0.0:
             self.context.ledger.record(perturbed.accounted(Laplace(sensitivity / scale)))

@@ -81,7 +81,8 @@ class PPDCAgent(GradientAgent):
     """Node i of PPDC: x_i, v_i and its last release."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: PPDC) -> None:
-        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace)
+        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
+                         accounted=settings.accounted)
         self.settings = settings
         self.delta = settings.adjacency_radius(agent) if settings.private else 0.0
         self.x = np.zeros(self.dim)
