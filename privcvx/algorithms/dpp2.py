@@ -178,7 +178,7 @@ class DPP2(GradientMethod):
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> DPP2Monitor:
         return DPP2Monitor(problem, TranscriptReplay(*laplacian(topology, self.weights), rho=self.rho,
-                                                     etas=self.mixing_sequence()))
+                                                     etas=self.mixing_sequence(), keep_history=False))
 
 
 class DPP2Agent(GradientAgent):
@@ -257,9 +257,11 @@ class TranscriptReplay:
     - rho (P y^k)_i. ``etas`` is the eta stream (the key), or a guess of it for an attacker without the key.
     """
 
-    def __init__(self, order: list[str], p: np.ndarray, *, rho: float, etas: MixingSequence) -> None:
-        self.order, self.p, self.rho, self.etas = order, p, rho, etas
-        #: Per iteration k, the recovered x^k + w^k and grad f(x^k) + e^k (rows in ``order``).
+    def __init__(self, order: list[str], p: np.ndarray, *, rho: float, etas: MixingSequence,
+                 keep_history: bool = True) -> None:
+        self.order, self.p, self.rho, self.etas, self.keep_history = order, p, rho, etas, keep_history
+        #: Per iteration k, the recovered x^k + w^k and grad f(x^k) + e^k (rows in ``order``); without
+        #: ``keep_history`` only the latest (the run's monitor: its checkpoints stay small).
         self.states: list[np.ndarray] = []
         self.gradients: list[np.ndarray] = []
         self.d: np.ndarray | None = None
@@ -283,9 +285,10 @@ class TranscriptReplay:
                     self.d, self.q = np.zeros_like(values), np.zeros_like(values)
                 self.eta = self.etas.next()
                 self.y, self.a = values, self.rho * (self.p @ values)
-                self.states.append(values - (1.0 - self.eta) * self.d)
+                self.states = [*(self.states if self.keep_history else []), values - (1.0 - self.eta) * self.d]
             else:
-                self.gradients.append(values - self.eta * self.q - self.a)
+                self.gradients = [*(self.gradients if self.keep_history else []),
+                                  values - self.eta * self.q - self.a]
                 self.d = self.eta * self.d + self.y
                 self.q = self.eta * self.q + self.a
 
