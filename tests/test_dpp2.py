@@ -57,6 +57,7 @@ def test_the_x_trajectory_does_not_depend_on_eta_but_the_messages_do(problem, to
     x1, x2 = _traces(first)[0], _traces(second)[0]
     assert x1.shape == (151, NODES, DIM)
     assert np.max(np.abs(x1 - x2)) <= 1e-10 * max(1.0, np.max(np.abs(x1)))
+    assert "mixing_seed=<secret>" in first.info["algorithm"] and "=1," not in first.info["algorithm"]
     y1 = [m["y"] for m in first.transcript if "y" in m.payload]
     y2 = [m["y"] for m in second.transcript if "y" in m.payload]
     assert np.max(np.abs(np.array(y1[NODES:]) - np.array(y2[NODES:]))) > 0.1  # y^0 has d^0 = 0: equal

@@ -35,6 +35,7 @@ The step conditions (24)-(27) of Theorems 1-2 are far stricter than the paper's 
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -137,6 +138,10 @@ class DPP2(GradientMethod):
         check_rule(weights)
         if not isinstance(trace, bool):
             raise ParameterError(f"must be a bool, got {trace!r}", argument="trace")
+
+    def __repr__(self) -> str:
+        """The settings, with the mixing key masked: ``repr`` reaches ``result.info`` and checkpoint headers."""
+        return re.sub(r"mixing_seed=\d+", "mixing_seed=<secret>", super().__repr__())
 
     # ---- run set-up -----------------------------------------------------------------------------------
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
