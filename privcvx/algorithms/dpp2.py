@@ -50,7 +50,7 @@ from privcvx.algorithms.gradient_agents import (
     check_rule,
     laplacian,
     laplacian_row,
-    spectrum,
+    largest_eigenvalue,
 )
 from privcvx.errors import ParameterError, require_positive
 from privcvx.messages import Message
@@ -146,7 +146,7 @@ class DPP2(GradientMethod):
     # ---- run set-up -----------------------------------------------------------------------------------
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         super().check(problem, topology)
-        largest, _ = spectrum(laplacian(topology, self.weights)[1])
+        largest = largest_eigenvalue(laplacian(topology, self.weights)[1])
         if not self.beta < self.alpha / largest:
             raise ParameterError(f"G = alpha I - beta P is not positive definite: beta = {self.beta} must be below "
                                  f"alpha / lambda_max(P) = {self.alpha} / {largest:.6g} = {self.alpha / largest:.6g} "

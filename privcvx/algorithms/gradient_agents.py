@@ -61,11 +61,9 @@ def laplacian_row(context: AgentContext, rule: str) -> dict[str, float]:
     return {order[j]: float(row[j]) for j in np.flatnonzero(row)}
 
 
-def spectrum(p: np.ndarray) -> tuple[float, float]:
-    """lambda_max(P) and the smallest nonzero eigenvalue of P (0 when P is 0)."""
-    values = np.linalg.eigvalsh(p)
-    nonzero = values[values > 1e-12 * max(1.0, float(values[-1]))]
-    return float(values[-1]), float(nonzero[0]) if nonzero.size else 0.0
+def largest_eigenvalue(p: np.ndarray) -> float:
+    """lambda_max(P)."""
+    return float(np.linalg.eigvalsh(p)[-1])
 
 
 class GradientMethod(Algorithm):
