@@ -141,8 +141,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="a small, fast version (for the tests)")
     parser.add_argument("--out", default="docs/figures", help="folder of the figures and the JSON")
     parser.add_argument("--seed", type=int, default=0, help="data seed (the noise uses seed + 1)")
+    parser.add_argument("--curve-rounds", type=int, default=None, help="iterations of Figs. 1-2 (default 1000)")
+    parser.add_argument("--no-comparison", action="store_true", help="skip Fig. 3")
     args = parser.parse_args(argv)
-    config = QUICK if args.quick else FULL
+    config = dict(QUICK if args.quick else FULL)
+    if args.curve_rounds is not None:
+        config["curve_rounds"] = args.curve_rounds
+    if args.no_comparison:
+        config["fig3_r"] = []
     began = time.perf_counter()
     problem, topology, info = build(config, args.seed)
     dim, noise_seed = config["dim"], args.seed + 1
