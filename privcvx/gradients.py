@@ -255,6 +255,7 @@ def _compile(expr: cp.Expression, offsets: dict[int, int], dim: int) -> _Node:
         "exp": (np.exp, np.exp),
         "logistic": (lambda x: np.logaddexp(0.0, x), expit),
         "log": (np.log, lambda x: 1.0 / x),
+        "inv_pos": (lambda x: 1.0 / x, lambda x: -1.0 / x ** 2),
         "entr": (lambda x: -x * np.log(x), lambda x: -np.log(x) - 1.0),
         "pos": (lambda x: np.maximum(x, 0.0), lambda x: (x > 0).astype(float)),
         "neg": (lambda x: np.maximum(-x, 0.0), lambda x: -(x < 0).astype(float)),

@@ -63,7 +63,9 @@ class Agent:
     Parameters
     ----------
     objective:
-        Convex scalar CVXPY expression, minimized. It may hold the agent's private data.
+        Convex scalar CVXPY expression, minimized. It may hold the agent's private data. A smooth
+        nonconvex expression is accepted when ``gradient`` is given (``agent.convex`` is then False),
+        for the gradient-only algorithms (``Algorithm.needs_convexity = False``, e.g. DPP2).
     constraints:
         CVXPY constraints over the agent's variables: the public local set W_p.
     shared:
@@ -103,9 +105,13 @@ class Agent:
         if objective.size != 1:
             raise DeclarationError(f"must be scalar, got shape {objective.shape}",
                                    agent=label, argument="objective")
-        if not objective.is_dcp() or not objective.is_convex():
-            raise NotDCPError("is not a convex DCP expression (privcvx minimizes it)",
-                              agent=label, argument="objective")
+        #: False for a smooth objective that is not convex DCP, accepted with a gradient oracle: only
+        #: algorithms that need gradients alone (``Algorithm.needs_convexity = False``) run it.
+        self.convex = bool(objective.is_dcp() and objective.is_convex())
+        if not self.convex and gradient is None:
+            raise NotDCPError("is not a convex DCP expression (privcvx minimizes it); a smooth nonconvex objective "
+                              "needs a gradient oracle (gradient=...) and a gradient-only algorithm such as "
+                              "pc.algorithms.DPP2", agent=label, argument="objective")
         if isinstance(constraints, cp.Constraint):
             constraints = [constraints]
         if not isinstance(constraints, Sequence | set | tuple) or isinstance(constraints, str):
@@ -420,7 +426,13 @@ class DistributedProblem:
         Returns the optimal value sum_p f_p(z_p*), the global vector w* and every agent's z_p*.
         Keyword arguments go to ``cp.Problem.solve``; by default Clarabel runs with tight
         tolerances (:data:`REFERENCE_SOLVER`), since this is the yardstick of every run.
+        A problem with a nonconvex agent gets a multi-start local solve instead
+        (:func:`privcvx.nonconvex.local_reference`, status ``"local_optimum"``).
         """
+        if not all(agent.convex for agent in self.agents):
+            from privcvx.nonconvex import local_reference
+
+            return local_reference(self, **solver_options)
         solver_options = solver_options or dict(REFERENCE_SOLVER)
         problem, globals_, substitute = self._consensus_model(self.agents, objective=True)
         try:

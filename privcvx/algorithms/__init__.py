@@ -3,16 +3,21 @@
 * :class:`LinearizedADMM`: Algorithm 1 of Ryu & Kim (paper 004), server-based.
 * :class:`DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
 * :class:`RandomizedADMM`, :class:`RandomizedDGD`: random local aggregators for local DP (Xiao, Ye & Devadas).
+* :class:`DPP2`: double privacy protection for nonconvex problems, Ou, Wang, Liu & Lu (paper 003), with its
+  baselines :class:`DiaDSP` and :class:`PPDC`.
 
 :func:`check_algorithm` runs the conformance checks every algorithm must pass.
 """
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
 from privcvx.algorithms.conformance import check_algorithm
+from privcvx.algorithms.diadsp import DiaDSP
 from privcvx.algorithms.dp_gradient import DPDistributedGradient
+from privcvx.algorithms.dpp2 import DPP2
 from privcvx.algorithms.linearized_admm import LinearizedADMM
+from privcvx.algorithms.ppdc import PPDC
 from privcvx.algorithms.randomized_admm import RandomizedADMM
 from privcvx.algorithms.randomized_dgd import RandomizedDGD
 
-__all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "LinearizedADMM",
-           "Monitor", "RandomizedADMM", "RandomizedDGD", "check_algorithm"]
+__all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "DPP2", "DiaDSP",
+           "LinearizedADMM", "Monitor", "PPDC", "RandomizedADMM", "RandomizedDGD", "check_algorithm"]

@@ -188,6 +188,9 @@ class Algorithm(ABC):
     diagnostic_columns: ClassVar[Mapping[str, Reducer]] = {}
     #: Diagnostic columns holding sum_p f_p at some point: with a reference, ``<column>_gap`` = value - F*.
     objective_columns: ClassVar[tuple[str, ...]] = ()
+    #: Whether the method needs convex objectives (a CVXPY solve or a convexity argument); a method that uses
+    #: gradients alone sets False and accepts agents declared with a nonconvex objective and a gradient oracle.
+    needs_convexity: ClassVar[bool] = True
 
     # ---- settings (scikit-learn style) ----------------------------------------------------------------
     @classmethod
@@ -279,6 +282,15 @@ class Algorithm(ABC):
             if layout.shared_local.size != layout.dim:
                 raise self.unsupported("private variables", "the agent has variables it does not share",
                                        agent=layout.name, argument="shared")
+
+    def require_convexity(self, problem: DistributedProblem) -> None:
+        """Refuse an agent with a nonconvex objective when this method needs convexity (:attr:`needs_convexity`)."""
+        if not self.needs_convexity:
+            return
+        for agent in problem.agents:
+            if not agent.convex:
+                raise self.unsupported("nonconvex objectives", "the objective is not convex DCP; use a gradient-only "
+                                       "method such as pc.algorithms.DPP2", agent=agent.name, argument="objective")
 
     def require_decentralized(self, topology: Topology) -> None:
         """Refuse a star topology (a server): this method runs on a graph of agents."""

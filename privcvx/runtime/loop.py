@@ -252,6 +252,7 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
     if not isinstance(topology, Topology):
         raise ParameterError(f"must be a pc.Topology, got {topology!r}", argument="topology")
     topology = topology.bind(problem.names)
+    algorithm.require_convexity(problem)
     algorithm = algorithm.prepare(problem, topology, rounds)
     seed = resolve_seed(seed, algorithm.private)
     if resume is not None and algorithm.private and seed == "secure":

@@ -1,0 +1,269 @@
+"""What the gradient-only decentralized methods (DPP^2, DiaDSP, PPDC) share: an agent that releases
+decaying Laplace noise on a static graph, collects its neighbours' releases, and keeps an optional trace.
+
+These methods need no CVXPY solve in the loop: one gradient per node and iteration, from the agent's
+oracle (or the compiled expression), so they accept nonconvex agents (``needs_convexity = False``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy.spatial.distance import pdist
+
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
+from privcvx.gradients import GradientEvaluator
+from privcvx.messages import Message
+from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
+from privcvx.privacy.mechanisms import Laplace, Sensitivity
+from privcvx.problem import Agent, DistributedProblem
+from privcvx.topology import WEIGHT_RULES, Topology
+
+#: The largest epsilon of one release the gradient methods record (1/epsilon^2 must stay a normal double).
+MAX_RELEASE_EPSILON = 1e100
+
+
+def check_decay(r: float | None, argument: str = "r") -> float | None:
+    """A noise decay rate in (0, 1), or None."""
+    if r is None:
+        return None
+    r = require_positive(r, argument=argument)
+    if r >= 1.0:
+        raise ParameterError(f"must lie in (0, 1), got {r!r}", argument=argument)
+    return r
+
+
+def geometric_sum(iterations: int, r: float) -> float:
+    """sum_{k=1}^{K} r^{-k} = (r^{-K} - 1) / (1 - r) (inf when it overflows)."""
+    growth = -iterations * math.log(r)
+    return math.inf if growth > 700.0 else math.expm1(growth) / (1.0 - r)
+
+
+def check_rule(rule: str) -> str:
+    """``rule`` if it names a weight rule of :class:`~privcvx.topology.Topology`, else a ParameterError."""
+    if rule not in WEIGHT_RULES:
+        raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {rule!r}", argument="weights")
+    return rule
+
+
+def laplacian(topology: Topology, rule: str) -> tuple[list[str], np.ndarray]:
+    """P = I - W with W the doubly stochastic weights of ``rule``: symmetric, PSD, Null(P) = span(1) when connected."""
+    order, weights = topology.weights(1, rule)
+    return order, np.eye(len(order)) - weights
+
+
+def laplacian_row(context: AgentContext, rule: str) -> dict[str, float]:
+    """This node's nonzero entries p_ij of P = I - W (itself included)."""
+    order, p = laplacian(context.topology, rule)
+    row = p[order.index(context.name)]
+    return {order[j]: float(row[j]) for j in np.flatnonzero(row)}
+
+
+def largest_eigenvalue(p: np.ndarray) -> float:
+    """lambda_max(P)."""
+    return float(np.linalg.eigvalsh(p)[-1])
+
+
+class GradientMethod(Algorithm):
+    """A decentralized, unconstrained, full-consensus method on a static graph that only needs gradients.
+
+    Subclasses name their two Laplace scales in :attr:`noise_settings` (both given: private) and their decay ``r``.
+    """
+
+    needs_convexity = False
+    columns = ("round", "objective", "average_objective", "gradient_sq", "disagreement", "average_change",
+               "epsilon", "time_s")
+    diagnostic_columns = {"objective": sum, "average_objective": sum, "gradient_sq": sum}
+    objective_columns = ("objective", "average_objective")
+    #: The constructor arguments of the two initial Laplace scales.
+    noise_settings: tuple[str, str]
+    #: Whether the noisy releases are accounted (always, in the library). A research subclass that reproduces a
+    #: regime beyond a float ledger (per-release epsilon above :data:`MAX_RELEASE_EPSILON`) sets False: it then
+    #: adds the noise, records nothing, and reports no epsilon (``private`` is False).
+    accounted: ClassVar[bool] = True
+
+    def check_noise(self) -> None:
+        """Both scales or neither; positive; a decay rate r in (0, 1) with them."""
+        first, second = (getattr(self, name) for name in self.noise_settings)
+        if (first is None) != (second is None):
+            raise PrivacyError(f"give both {' and '.join(self.noise_settings)} (or neither, for a run without noise)",
+                               argument=self.noise_settings[0])
+        if first is not None:
+            for name in self.noise_settings:
+                require_positive(getattr(self, name), argument=name, error=PrivacyError)
+            if self.r is None:
+                raise PrivacyError("the noise needs its decay rate r in (0, 1)", argument="r")
+        check_decay(self.r)
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the method adds noise."""
+        return getattr(self, self.noise_settings[0]) is not None
+
+    @property
+    def private(self) -> bool:
+        return self.accounted and self.noisy
+
+    @property
+    def accounting_delta(self) -> float:
+        return DEFAULT_LAPLACE_DELTA if self.private else 0.0
+
+    def default_topology(self) -> Topology:
+        return Topology.complete()
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        self.require_gradient_setting(problem, topology)
+        if self.private:
+            for agent in problem.agents:
+                self.adjacency_radius(agent)
+
+    def require_gradient_setting(self, problem: DistributedProblem, topology: Topology) -> None:
+        """Refuse the star, time-varying graphs, general-form keys, private variables and constraints."""
+        self.require_decentralized(topology)
+        if topology.time_varying:
+            raise self.unsupported("time-varying topologies", "it runs on one static graph", argument="topology")
+        self.require_consensus(problem)
+        for agent in problem.agents:
+            if agent.constraints:
+                raise self.unsupported("constraints", "it is an unconstrained method (no projection)",
+                                       agent=agent.name, argument="constraints")
+
+    @staticmethod
+    def adjacency_radius(agent: Agent) -> float:
+        """delta_i of Definition 1: the agent's declared l2 gradient sensitivity (a constant pc.Sensitivity)."""
+        if not isinstance(agent.sensitivity, Sensitivity):
+            raise PrivacyError("privacy is on: declare a constant pc.Sensitivity(l2=delta) bounding "
+                               "sup_x ||grad f(x; D) - grad f(x; D')|| (delta-adjacency)", agent=agent.name,
+                               argument="sensitivity")
+        return agent.sensitivity.get("l2")
+
+    @staticmethod
+    def declared_smoothness(problem: DistributedProblem) -> float:
+        """Mbar = max_i M_i from the agents' declared smoothness (public)."""
+        missing = [agent.name for agent in problem.agents if agent.smoothness is None]
+        if missing:
+            raise PrivacyError("the privacy bound needs a public Mbar: declare pc.Agent(smoothness=M_i) for every "
+                               "agent or give smoothness=", agent=missing[0], argument="smoothness")
+        return float(max(agent.smoothness for agent in problem.agents))
+
+
+class GradientAgent(AgentProgram):
+    """An agent of a gradient-only method: its evaluator, noisy releases with ledger entries, and its trace.
+
+    With ``trace`` (research runs only) it keeps x_i^k and grad f_i(x_i^k) of every iteration and returns
+    them in its report (``result.info["agents"]``): values computed from private data, not DP.
+    """
+
+    def __init__(self, agent: Agent, context: AgentContext, *, weights: dict[str, float], trace: bool,
+                 accounted: bool = True) -> None:
+        self.agent, self.context, self.accounted = agent, context, accounted
+        self.evaluator = GradientEvaluator(agent, context.layout)
+        self.dim = context.layout.dim
+        self.weights = weights
+        self.trace = trace
+        self.trace_x: list[np.ndarray] = []
+        self.trace_gradient: list[np.ndarray] = []
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        """The agent's gradient oracle at ``x``; a non-finite gradient raises a PrivcvxError naming the agent."""
+        g = self.evaluator.gradient(x)
+        if not np.all(np.isfinite(g)):
+            raise PrivcvxError("the gradient is not finite (did the iterates diverge?)", agent=self.context.name,
+                               argument="gradient")
+        return g
+
+    def traced_gradient(self, x: np.ndarray) -> np.ndarray:
+        """grad f_i(x), recorded with x when tracing."""
+        g = self.gradient(x)
+        self.record(x, g)
+        return g
+
+    def record(self, x: np.ndarray, g: np.ndarray | None = None) -> None:
+        """Append x and grad f_i(x) to the trace (when tracing)."""
+        if self.trace:
+            self.trace_x.append(x.copy())
+            self.trace_gradient.append(self.gradient(x) if g is None else g.copy())
+
+    def release(self, value: np.ndarray, scale: float, sensitivity: float) -> np.ndarray:
+        """``value`` + Lap(scale) per coordinate, recorded as a Laplace release of l1 sensitivity ``sensitivity``.
+
+        ``scale = 0`` (no privacy) returns a copy; ``sensitivity = 0`` (a data-independent value) records nothing.
+        """
+        if scale == 0.0:
+            return np.array(value, dtype=float)
+        if not (math.isfinite(scale) and scale > 0):
+            raise PrivacyError(f"the noise scale {scale!r} is not a finite number > 0", agent=self.context.name,
+                               argument="scale")
+        if not self.accounted:
+            return value + scale * self.context.noise.standard_laplace(value.size)
+        if sensitivity > 0.0 and not sensitivity / scale <= MAX_RELEASE_EPSILON:
+            raise PrivacyError(f"the noise has decayed to scale {scale:.3g}: this release alone would cost epsilon "
+                               f"{sensitivity / scale:.3g} > {MAX_RELEASE_EPSILON:g}, beyond any meaningful privacy "
+                               "and what the ledger composes; run fewer rounds or a decay r closer to 1",
+                               agent=self.context.name, argument="r")
+        perturbed = self.context.noise.perturb(np.asarray(value, dtype=float), "laplace", scale, sensitivity)
+        if sensitivity > 0.0:
+            self.context.ledger.record(perturbed.accounted(Laplace(sensitivity / scale)))
+        return perturbed.value
+
+    def mix(self, inbox: list[Message], key: str, own: np.ndarray, round_: int, phase: int) -> np.ndarray:
+        """sum_j weights_ij v_j over the node and its neighbours, from the messages of (round_, phase)."""
+        received = {m.sender: m[key] for m in inbox if m.round == round_ and m.phase == phase and key in m.payload}
+        received[self.context.name] = own
+        missing = sorted(set(self.weights) - set(received))
+        if missing:
+            raise PrivcvxError(f"round {round_}: no {key!r} from the neighbours {missing}", agent=self.context.name,
+                               argument="messages")
+        return sum(self.weights[j] * received[j] for j in sorted(self.weights))
+
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
+        """f_i at x_i and at the public global vector, and ||grad f_i(x_i)||^2 (private data; research runs)."""
+        x = self.state_x()
+        g = self.evaluator.gradient(x)
+        return {"objective": self.evaluator.value(x), "average_objective": self.evaluator.value(w_p),
+                "gradient_sq": float(g @ g)}
+
+    def state_x(self) -> np.ndarray:
+        """The agent's current primal state x_i (private; diagnostics and outputs read it)."""
+        raise NotImplementedError
+
+    def output(self, released_only: bool = False) -> np.ndarray:
+        raise NotImplementedError
+
+    def report(self) -> dict[str, Any]:
+        if not self.trace:
+            return {}
+        x = self.state_x()
+        if not self.trace_x or not np.array_equal(self.trace_x[-1], x):  # the last iterate, once
+            self.trace_x.append(x.copy())
+            self.trace_gradient.append(self.gradient(x))
+        return {"trace_x": np.array(self.trace_x), "trace_gradient": np.array(self.trace_gradient)}
+
+    def base_state(self) -> dict[str, Any]:
+        """The state every gradient agent has (noise, ledger, traces), for a subclass's ``state_dict``."""
+        return {"noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict(),
+                "trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient)}
+
+    def load_base_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`base_state` wrote."""
+        self.context.noise.set_state(state["noise"])
+        self.context.ledger.load_dict(state["ledger"])
+        self.trace_x, self.trace_gradient = list(state["trace_x"]), list(state["trace_gradient"])
+
+
+class GradientMonitor(LatestReleases):
+    """Public metrics from the released states ("x"): their average, largest pairwise distance and its change."""
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        super().__init__(problem, "x")
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        previous = self.w
+        stacked = self.update(messages)
+        if t == 0:
+            return {}
+        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
+                "average_change": float(np.linalg.norm(self.w - previous))}
