@@ -236,8 +236,9 @@ class ProcessBackend:
                 pass
         for process in self.processes:
             process.join(timeout=5)
-            if process.is_alive():
+            if process.is_alive():  # a worker that did not exit in time (a loaded machine): kill it and reap it
                 process.kill()
+                process.join()
         self.connections, self.processes = [], []
 
     def __enter__(self) -> ProcessBackend:
