@@ -25,6 +25,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import dp_accounting
+
 from privcvx.errors import PrivacyError, require_positive
 from privcvx.privacy.accounting import PrivacyLedger
 from privcvx.privacy.mechanisms import Gaussian, Mechanism, _with_multiplier, check_delta, check_epsilon
@@ -95,12 +97,15 @@ def calibrate_first_sigma(epsilon: float, delta: float, sensitivity: float, weig
 
 
 def zcdp_gaussian(rho: float, delta: float) -> Mechanism:
-    """A ledger entry for one rho-zCDP Gaussian release: a :class:`Gaussian` of noise multiplier 1 / sqrt(2 rho).
+    """A ledger entry for one rho-zCDP Gaussian release: a :class:`Gaussian` of noise multiplier s = 1 / sqrt(2 rho).
 
-    It carries no per-update (epsilon, delta) (NaN, like a budget-calibrated Gaussian); ``delta`` is the run's.
+    Its per-update (epsilon, delta) is the exact one of that Gaussian at the run's ``delta`` (Balle & Wang 2018,
+    ``dp_accounting.get_epsilon_gaussian``), so that basic and advanced composition apply to the ledger too.
     """
-    return _with_multiplier(Gaussian, epsilon=math.nan, delta=check_delta(delta),
-                            noise_multiplier=1.0 / math.sqrt(2.0 * _rho(rho, allow_zero=False)), budget=None)
+    multiplier = 1.0 / math.sqrt(2.0 * _rho(rho, allow_zero=False))
+    delta = check_delta(delta)
+    epsilon = float(dp_accounting.get_epsilon_gaussian(multiplier, delta))
+    return _with_multiplier(Gaussian, epsilon=epsilon, delta=delta, noise_multiplier=multiplier, budget=None)
 
 
 def mechanism_rho(mechanism: Mechanism) -> float:
