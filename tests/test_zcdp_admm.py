@@ -274,3 +274,26 @@ def test_robustness_threshold_filters_deviating_neighbours(logistic):
     tight = problem.solve(PRADMM(eta=ETA, threshold=1e-9), topology, rounds=5)
     assert all(report["filtered"] for report in tight.info["agents"])
     assert not tight.transcript.same_as(off.transcript)
+
+
+# ---- the experiment script ----------------------------------------------------------------------------------
+
+def test_the_zcdp_admm_example_runs_in_quick_mode(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, str(root / "examples" / "zcdp_admm.py"), "--quick", "--out", str(tmp_path)],
+                   check=True, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    private = summary[summary["method"] != "Non-private"]
+    assert np.allclose(private["zcdp_epsilon"], private["epsilon"])  # every method spends exactly its budget
+    ipp = summary[summary["method"] == "IPP-ADMM"]
+    assert (ipp["broadcasts"] <= 5 * 5).all()  # at most c = T/2 broadcasts per agent
+    per = summary[summary["method"] == "PR-ADMM (Per)"].set_index("epsilon")["loss"]
+    assert per[10.0] < per[1.0]
+    assert (tmp_path / "zcdp_admm.png").exists() and (tmp_path / "target.csv").exists()
