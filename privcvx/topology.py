@@ -283,7 +283,7 @@ class Topology:
     def degrees(self, t: int = 1) -> dict[str, int]:
         """|V_i|: every agent's number of neighbours in round t's graph."""
         graph = self.graph(t)
-        return {str(v): int(graph.degree(v)) - int(graph.has_edge(v, v)) for v in graph.nodes}
+        return {str(v): sum(1 for u in graph.neighbors(v) if u != v) for v in graph.nodes}
 
     def laplacians(self, t: int = 1) -> tuple[list[str], np.ndarray, np.ndarray]:
         """(order, L-, L+): the signed and signless Laplacians of round t's graph (Eqs. (8)-(9) of Ding's thesis).

@@ -50,16 +50,16 @@ def _private(problem, cls, epsilon, **extra):
 
 def test_non_private_methods_reach_the_centralized_optimum_of_the_logistic_problem(logistic):
     problem, reference, topology = logistic
-    for algorithm in (PRADMM(eta=ETA), PPADMM(eta=ETA), IPPADMM(eta=ETA)):
-        result = problem.solve(algorithm, topology, rounds=80)
+    for algorithm in (PRADMM(eta=ETA), PPADMM(eta=ETA), IPPADMM(eta=ETA, threshold=1e-5)):
+        result = problem.solve(algorithm, topology, rounds=60)
         gap = abs(result.history["average_objective"].iloc[-1] - reference.value) / max(1.0, abs(reference.value))
         assert gap <= 1e-3, algorithm
         assert np.linalg.norm(result.w - reference.w) <= 0.03 * np.linalg.norm(reference.w), algorithm
         broadcasts = result.history["broadcasts"].sum()
         if isinstance(algorithm, IPPADMM):  # the gate saves broadcasts once the local losses settle
-            assert broadcasts < 5 * 80
+            assert broadcasts < 5 * 60
         else:
-            assert broadcasts == 5 * 80
+            assert broadcasts == 5 * 60
 
 
 @pytest.mark.parametrize("algorithm", [PRADMM(epsilon=1.0), PPADMM(epsilon=2.0, hessian_change=1e-4), IPPADMM()],

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import dp_accounting
 
@@ -96,6 +97,7 @@ def calibrate_first_sigma(epsilon: float, delta: float, sensitivity: float, weig
     return _rho(sensitivity, "sensitivity") * math.sqrt(total / (2.0 * dp_to_zcdp(epsilon, delta)))
 
 
+@lru_cache(maxsize=4096)
 def zcdp_gaussian(rho: float, delta: float) -> Mechanism:
     """A ledger entry for one rho-zCDP Gaussian release: a :class:`Gaussian` of noise multiplier s = 1 / sqrt(2 rho).
 
