@@ -65,7 +65,7 @@ def test_non_private_methods_reach_the_centralized_optimum_of_the_logistic_probl
 @pytest.mark.parametrize("algorithm", [PRADMM(epsilon=1.0), PPADMM(epsilon=2.0, hessian_change=1e-4), IPPADMM()],
                          ids=["PRADMM", "PPADMM", "IPPADMM"])
 def test_check_algorithm(algorithm):
-    report = check_algorithm(algorithm, rounds=150)
+    report = check_algorithm(algorithm, rounds=100)
     assert any("gap" in line for line in report["optimum"])
 
 
