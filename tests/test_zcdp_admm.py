@@ -130,7 +130,7 @@ def test_pp_admm_run_certifies_every_solve(logistic):
     problem, _, topology = logistic
     result = problem.solve(_private(problem, PPADMM, 2.0), topology, rounds=8, seed=2)
     for report in result.info["agents"]:
-        assert len(report["certificates"]) == 8 and max(report["certificates"]) <= 10 ** -3.5
+        assert len(report["diagnostic_certificates"]) == 8 and max(report["diagnostic_certificates"]) <= 10 ** -3.5
 
 
 def test_pp_admm_refuses_constrained_sets_and_checks_its_conditions(logistic):

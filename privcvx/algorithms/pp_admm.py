@@ -256,7 +256,8 @@ class PPADMMAgent(ConsensusADMMAgent):
         return self.fuzzed(t, x_hat)
 
     def report(self) -> dict[str, Any]:
-        return {**super().report(), "certificates": list(self.certificates), "newton_steps": self.newton}
+        """Adds the certified gradient norms: a *diagnostic* computed from private data, not a release."""
+        return {**super().report(), "diagnostic_certificates": list(self.certificates), "newton_steps": self.newton}
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "certificates": list(self.certificates), "newton": self.newton}
