@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import cvxpy as cp
@@ -33,7 +32,7 @@ import numpy as np
 from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, Algorithm, LatestReleases
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, require_positive
+from privcvx.errors import PrivacyError, PrivcvxError, SolverError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
 from privcvx.messages import Message
@@ -294,11 +293,3 @@ class ADMMMonitor(LatestReleases):
         return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
                 "average_change": float(np.linalg.norm(self.w - previous)), "broadcasts": float(len(messages))}
 
-
-def per_agent(value: float | Mapping[str, float] | None, name: str, *, argument: str) -> float | None:
-    """A setting given once for every agent or as ``{agent name: value}``."""
-    if value is None or not isinstance(value, Mapping):
-        return value
-    if name not in value:
-        raise ParameterError(f"no value for agent {name!r}", agent=name, argument=argument)
-    return value[name]

@@ -30,8 +30,9 @@ lam_hat rule, caveat 4). Departures from the printed text, each in docs/zcdp_adm
 
 Budget split (Sec. 3.5.2): rho = dp_to_zcdp(epsilon, delta) (Lemma 4 inverted; the thesis uses the cruder
 epsilon^2 / (4 ln(1/delta))); per release rho_i1 = (rho / R)(1 - splits), rho_i2 = (rho / R) splits with R the
-number of releases (T here; c for IPP-ADMM), epsilon_i1 = rho_i1 + 2 sqrt(rho_i1 ln(1/delta_i1)) and
-epsilon_i3 = 0.99 epsilon_i1.
+number of releases (T here; c for IPP-ADMM), epsilon_i1 = 2 sqrt(rho_i1 ln(1/delta_i1)), so that the thesis's
+charge epsilon_i1^2 / (4 ln(1/delta_i1)) is exactly rho_i1 (Sec. 3.5.2 prints Lemma 4's
+rho_i1 + 2 sqrt(rho_i1 ln(1/delta_i1)), whose charge by Thm. 6 would exceed rho_i1), and epsilon_i3 = 0.99 epsilon_i1.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from privcvx.algorithms.decentralized_admm import (
 )
 from privcvx.errors import ParameterError, PrivacyError, SolverError, check_int, require_positive
 from privcvx.privacy.mechanisms import check_delta
-from privcvx.privacy.zcdp import dp_to_zcdp, gaussian_rho, zcdp_gaussian, zcdp_to_dp
+from privcvx.privacy.zcdp import dp_to_zcdp, gaussian_rho, thesis_dp_to_zcdp, zcdp_gaussian
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
 
@@ -158,7 +159,7 @@ class PPADMM(ConsensusADMM):
         """Agent i's per-release budget and noise, with the check of the Jacobian condition of Thm. 6."""
         rho = self.release_budget() / self.releases(rounds)
         rho_1, rho_2 = rho * (1.0 - self._splits), rho * self._splits
-        epsilon_1 = zcdp_to_dp(rho_1, self._delta_1)
+        epsilon_1 = 2.0 * math.sqrt(rho_1 * math.log(1.0 / self._delta_1))  # thesis_dp_to_zcdp(epsilon_1) = rho_1
         epsilon_3 = self._ratio * epsilon_1
         mu = self.modulus(degree)
         change = self.hessian_change[agent.name] if isinstance(self.hessian_change, dict) else self.hessian_change
@@ -246,7 +247,7 @@ class PPADMMAgent(ConsensusADMMAgent):
         if not self.settings.private:
             return x_hat.copy()
         budget, delta = self.budget, self.settings._delta
-        self.charge(t, zcdp_gaussian(budget.rho_1, delta), "objective")
+        self.charge(t, zcdp_gaussian(thesis_dp_to_zcdp(budget.epsilon_1, budget.delta_1), delta), "objective")
         sensitivity = self.settings.fuzz_sensitivity(self.degree)
         perturbed = self.context.noise.perturb(x_hat, "gaussian", budget.sigma_2, sensitivity)
         self.charge(t, perturbed.accounted(zcdp_gaussian(gaussian_rho(sensitivity, budget.sigma_2), delta)), "output")

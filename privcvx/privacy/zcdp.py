@@ -79,11 +79,6 @@ def gaussian_rho(sensitivity: float, sigma: float) -> float:
     return sensitivity ** 2 / (2.0 * require_positive(sigma, argument="sigma", error=PrivacyError) ** 2)
 
 
-def gaussian_sigma(sensitivity: float, rho: float) -> float:
-    """The sigma of a Gaussian release of L2 sensitivity Delta that is exactly rho-zCDP: Delta / sqrt(2 rho)."""
-    return _rho(sensitivity, "sensitivity") / math.sqrt(2.0 * _rho(rho, allow_zero=False))
-
-
 def calibrate_first_sigma(epsilon: float, delta: float, sensitivity: float, weights: Sequence[float]) -> float:
     """Inverse calibration: the sigma_1 with which releases k = 1..T of variances sigma_1^2 / weights[k-1] spend
     exactly (epsilon, delta).
