@@ -25,6 +25,7 @@ A time-varying topology is sent to worker processes with the agents, so for
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -106,6 +107,20 @@ def check_doubly_stochastic(matrix: np.ndarray, graph: nx.Graph, order: list[str
     allowed = nx.to_numpy_array(graph, nodelist=order, weight=None) + np.eye(n)
     if np.any((matrix > 0) & (allowed == 0)):
         raise ParameterError("the mixing matrix has weight outside the graph's edges", argument="weights")
+
+
+def check_gossip(matrix: np.ndarray) -> None:
+    """Raise ParameterError unless W is symmetric, W 1 = 1 and every other eigenvalue lies in (-1, 1)
+    (Assumption 1 of Ding's thesis, Ch. 4: then null(I - W) = span(1))."""
+    n = matrix.shape[0]
+    if not np.allclose(matrix, matrix.T, atol=STOCHASTIC_TOLERANCE):
+        raise ParameterError("the gossip matrix is not symmetric", argument="weights")
+    if float(np.max(np.abs(matrix.sum(axis=1) - 1.0))) > 1e-10:
+        raise ParameterError("the gossip matrix does not keep the average (W 1 != 1)", argument="weights")
+    eigs = np.sort(np.linalg.eigvalsh(matrix))
+    if n > 1 and (eigs[-2] >= 1.0 - 1e-10 or eigs[0] <= -1.0 + 1e-10):
+        raise ParameterError(f"the gossip matrix's other eigenvalues must lie in (-1, 1), got [{eigs[0]:.6g}, "
+                             f"{eigs[-2]:.6g}] (a disconnected graph, or kappa <= lambda_max(L)/2)", argument="weights")
 
 
 class Topology:
@@ -263,6 +278,68 @@ class Topology:
         order, matrix = self.weights(t, rule)
         row = matrix[order.index(name)]
         return {order[j]: float(row[j]) for j in np.flatnonzero(row)}
+
+    # ---- spectral quantities of a static graph (Ding's thesis, Ch. 3 and 4) ----------------------------
+    def degrees(self, t: int = 1) -> dict[str, int]:
+        """|V_i|: every agent's number of neighbours in round t's graph."""
+        graph = self.graph(t)
+        return {str(v): sum(1 for u in graph.neighbors(v) if u != v) for v in graph.nodes}
+
+    def laplacians(self, t: int = 1) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(order, L-, L+): the signed and signless Laplacians of round t's graph (Eqs. (8)-(9) of Ding's thesis).
+
+        With the arcs (i, j) and (j, i) of every edge stacked in A1 (rows e_i) and A2 (rows e_j),
+        H+- = A1^T +- A2^T and L+- = (1/2) H+- H+-^T: L- = D - Adj (the graph Laplacian) and L+ = D + Adj,
+        with D the degrees.
+        """
+        if self.is_star:
+            raise ParameterError("the server star has no agent graph", argument="topology")
+        graph = self.graph(t)
+        order = sorted(str(v) for v in graph.nodes)
+        adjacency = nx.to_numpy_array(graph, nodelist=order, weight=None)
+        np.fill_diagonal(adjacency, 0.0)
+        degree = np.diag(adjacency.sum(axis=1))
+        return order, degree - adjacency, degree + adjacency
+
+    def admm_constants(self, t: int = 1) -> dict[str, float]:
+        """The graph constants of Lemma 9 and Thms. 4-5 of Ding's thesis (Ch. 3).
+
+        ``phi_max_signless`` = phi_max(L+), ``phi_min_signed`` = phi_min(L-) (the smallest *nonzero*
+        eigenvalue: L- is singular, so the thesis's phi_min can only mean that one; it is the algebraic
+        connectivity) and ``phi_max_q`` = phi_max(Q) with Q = sqrt(L-/2).
+        """
+        _, signed, signless = self.laplacians(t)
+        signed_eigs = np.linalg.eigvalsh(signed)
+        nonzero = signed_eigs[signed_eigs > 1e-9 * max(1.0, float(signed_eigs[-1]))]
+        if nonzero.size < len(signed_eigs) - 1:
+            raise ParameterError("round t's graph is not connected", argument="topology")
+        return {"phi_max_signless": float(np.linalg.eigvalsh(signless)[-1]),
+                "phi_min_signed": float(nonzero[0]) if nonzero.size else 0.0,
+                "phi_max_q": float(np.sqrt(max(float(signed_eigs[-1]), 0.0) / 2.0))}
+
+    def gossip_weights(self, t: int = 1, kappa: float | None = None) -> tuple[list[str], np.ndarray]:
+        """W = I - L/kappa (Sec. 4.5 of Ding's thesis), checked against Assumption 1.
+
+        ``kappa`` must exceed lambda_max(L)/2, so that every eigenvalue of W other than the 1 of the
+        consensus direction lies in (-1, 1); the default is lambda_max(L). Raises ParameterError when W is
+        not symmetric, does not keep the average (W 1 = 1), or null(I - W) is not span(1) (a disconnected graph).
+        """
+        order, signed, _ = self.laplacians(t)
+        largest = float(np.linalg.eigvalsh(signed)[-1])
+        if kappa is None:
+            kappa = largest if largest > 0 else 1.0
+        kappa = float(kappa)
+        if not math.isfinite(kappa) or kappa <= largest / 2.0:
+            raise ParameterError(f"must exceed lambda_max(L)/2 = {largest / 2.0:.6g}, got {kappa!r}", argument="kappa")
+        matrix = np.eye(len(order)) - signed / kappa
+        check_gossip(matrix)
+        return order, matrix
+
+    def spectral_gap(self, t: int = 1, kappa: float | None = None) -> float:
+        """1 - beta, with beta = max(|lambda_2(W)|, |lambda_n(W)|) for the gossip weights W = I - L/kappa."""
+        _, matrix = self.gossip_weights(t, kappa)
+        eigs = np.sort(np.linalg.eigvalsh(matrix))[::-1]
+        return 1.0 - float(np.max(np.abs(eigs[1:]))) if len(eigs) > 1 else 1.0
 
     def __repr__(self) -> str:
         if self.is_star:

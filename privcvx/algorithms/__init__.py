@@ -3,6 +3,7 @@
 * :class:`LinearizedADMM`: Algorithm 1 of Ryu & Kim (paper 004), server-based.
 * :class:`DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
 * :class:`RandomizedADMM`, :class:`RandomizedDGD`: random local aggregators for local DP (Xiao, Ye & Devadas).
+* :class:`PRADMM`, :class:`PPADMM`, :class:`IPPADMM`: the decentralized zCDP ADMMs of Ding's thesis, Ch. 3.
 * :class:`DPP2`: double privacy protection for nonconvex problems, Ou, Wang, Liu & Lu (paper 003), with its
   baselines :class:`DiaDSP` and :class:`PPDC`.
 
@@ -14,10 +15,14 @@ from privcvx.algorithms.conformance import check_algorithm
 from privcvx.algorithms.diadsp import DiaDSP
 from privcvx.algorithms.dp_gradient import DPDistributedGradient
 from privcvx.algorithms.dpp2 import DPP2
+from privcvx.algorithms.ipp_admm import IPPADMM
 from privcvx.algorithms.linearized_admm import LinearizedADMM
+from privcvx.algorithms.pp_admm import PPADMM
 from privcvx.algorithms.ppdc import PPDC
+from privcvx.algorithms.pr_admm import PRADMM
 from privcvx.algorithms.randomized_admm import RandomizedADMM
 from privcvx.algorithms.randomized_dgd import RandomizedDGD
 
 __all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "DPP2", "DiaDSP",
-           "LinearizedADMM", "Monitor", "PPDC", "RandomizedADMM", "RandomizedDGD", "check_algorithm"]
+           "IPPADMM", "LinearizedADMM", "Monitor", "PPADMM", "PPDC", "PRADMM", "RandomizedADMM", "RandomizedDGD",
+           "check_algorithm"]

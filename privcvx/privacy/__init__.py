@@ -22,6 +22,7 @@ from privcvx.privacy.mechanisms import (
     mechanism_from_dict,
 )
 from privcvx.privacy.noise import GRID_PATH, SEEDED_PATH, NoiseSource, SecureNoise, SeededNoise, agent_noise_sources
+from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, dp_to_zcdp, ledger_rho, zcdp_to_dp
 
 __all__ = [
     "DEFAULT_LAPLACE_DELTA",
@@ -41,10 +42,15 @@ __all__ = [
     "SecureNoise",
     "SeededNoise",
     "Sensitivity",
+    "ZCDPAccountant",
+    "ZCDPLedger",
     "agent_noise_sources",
     "default_accounting_delta",
+    "dp_to_zcdp",
     "epsilon_report",
+    "ledger_rho",
     "mechanism_from_dict",
     "privacy_table",
     "tightest_epsilon",
+    "zcdp_to_dp",
 ]

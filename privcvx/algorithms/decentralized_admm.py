@@ -1,0 +1,299 @@
+"""The decentralized consensus ADMM shared by PR-ADMM, PP-ADMM and IPP-ADMM (Ch. 3 of Ding's thesis).
+
+J. Ding, "Towards Plausible Collaborative Machine Learning: Privacy, Efficiency and Fairness", PhD
+dissertation, University of Houston, 2022, Sec. 3.2, after Shi et al. (IEEE TSP 2014) and Zhang et al.
+(ICML 2018). Agent i, with neighbours V_i on a static undirected graph, keeps alpha_i (= 2 lambda_i)
+and, in the alpha form (12)-(13),
+
+    x_i^{t+1} = argmin_{x in W_i} f_i(x) + <alpha_i^t, x> + eta sum_{j in V_i} || x - (x_i^t + x_j^t)/2 ||^2
+              = argmin_{x in W_i} f_i(x) + eta |V_i| ||x||^2 + <alpha_i^t - eta (|V_i| x_i^t + sum_j x_j^t), x>
+    alpha_i^{t+1} = alpha_i^t + eta (|V_i| x_i^{t+1} - sum_{j in V_i} x_j^{t+1})
+
+where the x_j are the *released* (broadcast) iterates. Every W_i must contain the others' optimum
+for the consensus to be the centralized problem's (full consensus; the constraint sets are the
+agents' own, as in ``pc.Agent``). The local step is one compiled, DPP-compliant CVXPY problem per
+agent (:class:`LocalADMMSolve`) whose only parameter is the linear term; it is solved by the direct
+Clarabel path of :mod:`privcvx.localstep` (CVXPY's solve chain as the fallback).
+
+In privcvx's protocol the message of round t carries the iterate x^{t-1}: ``start`` broadcasts the
+public x^0 = 0, and step t first applies the dual update (13) to the round-t broadcasts (x^{t-1}),
+then solves for x^t and broadcasts it (the round-(t+1) message). The methods differ only in what they
+add to the linear term and in what they release (:class:`ConsensusADMMAgent`'s hooks).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import cvxpy as cp
+import numpy as np
+from scipy.spatial.distance import pdist
+
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
+from privcvx.errors import PrivacyError, PrivcvxError, SolverError, require_positive
+from privcvx.gradients import GradientEvaluator
+from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
+from privcvx.messages import Message
+from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
+from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho
+from privcvx.problem import Agent, AgentLayout, DistributedProblem
+from privcvx.topology import Topology
+
+#: The thesis's penalty (Secs. 3.3.2 and 3.5.2).
+DEFAULT_ETA = 0.5
+
+
+class LocalADMMSolve:
+    """argmin_{x in W_i} f_i(x) + q ||x||^2 + <c, x>, compiled once with c a CVXPY Parameter (DPP).
+
+    ``q = eta |V_i|`` is fixed for a static graph. Solved by :class:`~privcvx.localstep.DirectClarabel`
+    (CVXPY compiles the problem once; each solve only updates Clarabel's linear term), with CVXPY's
+    Clarabel and SCS as the fallback chain.
+    """
+
+    def __init__(self, agent: Agent, layout: AgentLayout, quadratic: float) -> None:
+        self.agent_name = layout.name
+        parts = [cp.vec(v, order="F") for v in agent.variables]
+        self.z = parts[0] if len(parts) == 1 else cp.hstack(parts)
+        self.c = cp.Parameter(layout.dim, name="linear_term")
+        self.problem = cp.Problem(cp.Minimize(agent.objective + quadratic * cp.sum_squares(self.z) + self.c @ self.z),
+                                  agent.constraints)
+        self.stats = ProjectionStats()
+        try:
+            self.direct: DirectClarabel | None = DirectClarabel(self.problem, agent.variables, None)
+        except (LookupError, cp.error.SolverError, cp.error.DPPError):
+            self.direct = None
+
+    def __call__(self, linear: np.ndarray) -> np.ndarray:
+        self.c.value = np.asarray(linear, dtype=float)
+        errors = []
+        start = time.perf_counter()
+        try:
+            if self.direct is not None:
+                try:
+                    z, inaccurate = self.direct.solve()
+                except RuntimeError as exc:
+                    errors.append(f"direct Clarabel: {exc}")
+                else:
+                    self.stats.solves += 1
+                    self.stats.inaccurate += inaccurate
+                    return z
+            for solver in (cp.CLARABEL, cp.SCS):
+                try:
+                    self.problem.solve(solver=solver, enforce_dpp=True, **SOLVER_SETTINGS[solver])
+                except cp.error.SolverError as exc:
+                    errors.append(f"{solver}: {exc}")
+                    continue
+                if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and self.z.value is not None:
+                    self.stats.solves += 1
+                    self.stats.fallbacks += 1
+                    return np.asarray(self.z.value, dtype=float).reshape(-1)
+                errors.append(f"{solver}: status {self.problem.status}")
+        finally:
+            self.stats.seconds += time.perf_counter() - start
+        raise SolverError("every solver failed on the local ADMM step: " + "; ".join(errors), agent=self.agent_name,
+                          argument="objective")
+
+
+def check_eta(eta: Any) -> float:
+    """The penalty eta of the consensus step, a finite positive number (else a ParameterError)."""
+    return require_positive(eta, argument="eta")
+
+
+def gradient_sensitivity(agent: Agent) -> float:
+    """The agent's declared L2 gradient sensitivity S_i: max over x of ||grad f_i(x; D) - grad f_i(x; D')||_2."""
+    declared = agent.sensitivity
+    if not isinstance(declared, Sensitivity):
+        raise PrivacyError("privacy is on: declare a constant pc.Sensitivity bounding the change of grad f_i over "
+                           "neighbouring datasets at every point (its l2, or l1 >= l2)", agent=agent.name,
+                           argument="sensitivity")
+    return declared.get("l2")
+
+
+class ConsensusADMM(Algorithm):
+    """What PR-ADMM, PP-ADMM and IPP-ADMM share: the penalty, the delta, the checks, the monitor, the summary.
+
+    ``strong_convexity`` is a public lower bound mu_f on the strong-convexity modulus of every f_i,
+    valid for every dataset (lam_hat / N for the thesis's logistic loss with R = ||x||^2 / 2; 0 is
+    always valid). The local step is then mu_i = mu_f + 2 eta |V_i| strongly convex: every
+    sensitivity of Ch. 3 rests on this modulus.
+    """
+
+    columns = ("round", "average_objective", "objective", "disagreement", "average_change", "broadcasts", "epsilon",
+               "time_s")
+    diagnostic_columns = {"average_objective": sum, "objective": sum}
+    objective_columns = ("average_objective", "objective")
+    #: Whether a neighbour may stay silent in a round (IPP-ADMM): its last release is reused.
+    silent_neighbours: ClassVar[bool] = False
+
+    def _common(self, eta: float, epsilon: float | None, delta: float, strong_convexity: float) -> None:
+        self._eta = check_eta(eta)
+        self._epsilon = None if epsilon is None else check_epsilon(epsilon)
+        self._delta = check_delta(delta)
+        self._mu = require_positive(strong_convexity, argument="strong_convexity", allow_zero=True)
+
+    @property
+    def private(self) -> bool:
+        return self._epsilon is not None
+
+    @property
+    def accounting_delta(self) -> float:
+        return self._delta if self.private else 0.0
+
+    def default_topology(self) -> Topology:
+        return Topology.random(seed=0)
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        self.require_decentralized(topology)
+        self.require_consensus(problem)
+        if topology.time_varying:
+            raise self.unsupported("time-varying topologies", "the ADMM of Ch. 3 runs on one static graph",
+                                   argument="topology")
+        if self.private:
+            for agent in problem.agents:
+                gradient_sensitivity(agent)
+
+    def modulus(self, degree: int) -> float:
+        """mu_i = mu_f + 2 eta |V_i|: the strong convexity of agent i's local step."""
+        return self._mu + 2.0 * self._eta * degree
+
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor:
+        return ADMMMonitor(problem)
+
+    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """The zCDP of every agent (exact sums of its releases' rho), the network's (max), its epsilon, broadcasts."""
+        ledgers = [ZCDPLedger.from_dict(report["zcdp"]) for report in reports]
+        accountant = ZCDPAccountant(ledgers)
+        info: dict[str, Any] = {"zcdp_rho": accountant.table(), "broadcasts": {r["agent"]: r["broadcasts"]
+                                                                              for r in reports}}
+        if self.private:
+            info["zcdp_epsilon"] = accountant.epsilon(self._delta)
+        info["agents"] = reports
+        return info
+
+    @abstractmethod
+    def agent_program(self, agent: Agent, context: AgentContext) -> ConsensusADMMAgent:
+        """Agent i's program."""
+
+
+class ConsensusADMMAgent(AgentProgram, ABC):
+    """Agent i of the decentralized consensus ADMM; subclasses set what is added and released.
+
+    Hooks: :meth:`perturbation` (a vector added to the linear term, PP-ADMM's b_i1), :meth:`local_solve`
+    (exact, or certified inexact), :meth:`release` (the broadcast value, or None for no broadcast) and
+    :meth:`primal_neighbours` (PR-ADMM's robustness filter).
+    """
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: ConsensusADMM) -> None:
+        self.agent, self.context, self.settings = agent, context, settings
+        self.layout = context.layout
+        self.neighbours = context.neighbours(1)
+        self.degree = len(self.neighbours)
+        self.eta = settings._eta
+        self.mu = settings.modulus(self.degree)
+        self.solver = LocalADMMSolve(agent, self.layout, self.eta * self.degree)
+        self.evaluator = GradientEvaluator(agent, self.layout)
+        self.alpha = np.zeros(self.layout.dim)
+        self.x_hat = np.zeros(self.layout.dim)  # the local solution (private)
+        self.x = np.zeros(self.layout.dim)  # the last release x~_i (public x^0 = 0 at the start)
+        self.received: dict[str, np.ndarray] = {}
+        self.zcdp = ZCDPLedger(context.name)
+        self.broadcasts = 0
+
+    # ---- hooks ----------------------------------------------------------------------------------------
+    def perturbation(self, t: int) -> np.ndarray | None:
+        """The linear term added to the local objective in round ``t`` (objective perturbation), or None."""
+        return None
+
+    def local_solve(self, t: int, linear: np.ndarray) -> np.ndarray:
+        """The local step's argmin for the linear term ``linear`` (the compiled CVXPY problem)."""
+        return self.solver(linear)
+
+    @abstractmethod
+    def release(self, t: int, x_hat: np.ndarray) -> np.ndarray | None:
+        """The value broadcast after round t's solve (recorded in the ledgers), or None to stay silent."""
+
+    def primal_neighbours(self, t: int) -> dict[str, np.ndarray]:
+        """The neighbours' latest released iterates used in round ``t``, by name."""
+        return self.received
+
+    # ---- ledgers --------------------------------------------------------------------------------------
+    def charge(self, t: int, mechanism: Mechanism, label: str) -> None:
+        """Record one release in the run's ledger and its rho in the agent's zCDP ledger."""
+        self.context.ledger.record(mechanism)
+        self.zcdp.record(t, mechanism_rho(mechanism), label)
+
+    # ---- protocol -------------------------------------------------------------------------------------
+    def start(self) -> list[Message]:
+        self.received = {j: np.zeros(self.layout.dim) for j in self.neighbours}
+        return [self.context.message(1, {"x": self.x.copy()})]
+
+    def _take(self, t: int, inbox: list[Message]) -> None:
+        fresh = {m.sender: m["x"] for m in inbox if m.round == t and m.sender in self.received}
+        missing = sorted(set(self.neighbours) - set(fresh))
+        if missing and not self.settings.silent_neighbours:
+            raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.context.name,
+                               argument="messages")
+        self.received.update(fresh)  # a silent neighbour's last release is reused (IPP-ADMM, Alg. 3)
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        self._take(t, inbox)
+        if t >= 2:  # Eq. (13)/(15) on the releases x~^{t-1}; alpha^0 = 0 before the first solve
+            self.alpha = self.alpha + self.eta * (self.degree * self.x - sum(self.received.values()))
+        neighbours = self.primal_neighbours(t)
+        linear = self.alpha - self.eta * (self.degree * self.x + sum(neighbours.values()))
+        noise = self.perturbation(t)
+        if noise is not None:
+            linear = linear + noise
+        self.x_hat = self.local_solve(t, linear)
+        if not np.all(np.isfinite(self.x_hat)):
+            raise SolverError("the local step returned a non-finite point", agent=self.context.name,
+                              argument="objective")
+        released = self.release(t, self.x_hat)
+        if released is None:
+            return []
+        self.x = released
+        self.broadcasts += 1
+        return [self.context.message(t + 1, {"x": released})]
+
+    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
+        """f_i at the average release (``average_objective``) and at the agent's own release."""
+        return {"average_objective": self.evaluator.value(w_p), "objective": self.evaluator.value(self.x)}
+
+    def output(self, released_only: bool = False) -> np.ndarray:
+        return self.x.copy()
+
+    def report(self) -> dict[str, Any]:
+        return {"agent": self.context.name, "broadcasts": self.broadcasts, "zcdp": self.zcdp.to_dict(),
+                "solves": self.solver.stats.solves, "solver_fallbacks": self.solver.stats.fallbacks}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),
+                "zcdp": self.zcdp.to_dict(), "broadcasts": self.broadcasts,
+                "noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.alpha, self.x_hat, self.x = state["alpha"], state["x_hat"], state["x"]
+        self.received = dict(state["received"])
+        self.zcdp = ZCDPLedger.from_dict(state["zcdp"])
+        self.broadcasts = int(state["broadcasts"])
+        self.context.noise.set_state(state["noise"])
+        self.context.ledger.load_dict(state["ledger"])
+
+
+class ADMMMonitor(LatestReleases):
+    """Public metrics from the broadcasts: disagreement, the change of the average release, broadcasts per round."""
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        super().__init__(problem, "x")
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        previous = self.w
+        stacked = self.update(messages)
+        if t == 0:
+            return {}
+        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
+                "average_change": float(np.linalg.norm(self.w - previous)), "broadcasts": float(len(messages))}
+
