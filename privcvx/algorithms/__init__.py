@@ -1,6 +1,7 @@
 """Distributed algorithms, one module each, on one protocol (:mod:`privcvx.algorithms.base`).
 
 * :class:`LinearizedADMM`: Algorithm 1 of Ryu & Kim (paper 004), server-based.
+* :class:`ExactADMM`: consensus ADMM with exact local solves, the non-private yardstick of rounds.
 * :class:`DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
 * :class:`RandomizedADMM`, :class:`RandomizedDGD`: random local aggregators for local DP (Xiao, Ye & Devadas).
 * :class:`PRADMM`, :class:`PPADMM`, :class:`IPPADMM`: the decentralized zCDP ADMMs of Ding's thesis, Ch. 3.
@@ -15,6 +16,7 @@ from privcvx.algorithms.conformance import check_algorithm
 from privcvx.algorithms.diadsp import DiaDSP
 from privcvx.algorithms.dp_gradient import DPDistributedGradient
 from privcvx.algorithms.dpp2 import DPP2
+from privcvx.algorithms.exact_admm import ExactADMM
 from privcvx.algorithms.ipp_admm import IPPADMM
 from privcvx.algorithms.linearized_admm import LinearizedADMM
 from privcvx.algorithms.pp_admm import PPADMM
@@ -24,5 +26,5 @@ from privcvx.algorithms.randomized_admm import RandomizedADMM
 from privcvx.algorithms.randomized_dgd import RandomizedDGD
 
 __all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "DPP2", "DiaDSP",
-           "IPPADMM", "LinearizedADMM", "Monitor", "PPADMM", "PPDC", "PRADMM", "RandomizedADMM", "RandomizedDGD",
-           "check_algorithm"]
+           "ExactADMM", "IPPADMM", "LinearizedADMM", "Monitor", "PPADMM", "PPDC", "PRADMM", "RandomizedADMM",
+           "RandomizedDGD", "check_algorithm"]
