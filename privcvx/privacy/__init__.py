@@ -18,6 +18,7 @@ from privcvx.privacy.mechanisms import (
     Gaussian,
     Laplace,
     Mechanism,
+    PoissonSampledGaussian,
     Sensitivity,
     mechanism_from_dict,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "Laplace",
     "Mechanism",
     "NoiseSource",
+    "PoissonSampledGaussian",
     "PrivacyLedger",
     "SEEDED_PATH",
     "SecureNoise",
