@@ -230,7 +230,7 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     X, y, sensitive:
         Features (n x d, rows nonnegative with norm <= 1), labels and protected attribute in {0, 1}.
     tau:
-        The covariance threshold of (99) (constraint form).
+        The covariance threshold of (99) (constraint form); ``math.inf``: no constraint (the baseline).
     method:
         "pdfc" (Laplace), "adfc" (Gaussian, split budget) or "relaxed" (Gaussian, one sigma).
     epsilon, delta:
@@ -246,7 +246,7 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     """
     X, y, z = _check_data(X, y, sensitive)
     n, d = X.shape
-    tau = require_positive(tau, argument="tau", allow_zero=True)
+    tau = math.inf if tau == math.inf else require_positive(tau, argument="tau", allow_zero=True)
     alpha = require_positive(alpha, argument="alpha")
     lam = require_positive(lam, argument="lam", allow_zero=True)
     if method not in METHODS:
@@ -281,6 +281,8 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     objective = (loss + lam * n / 2.0 * cp.sum_squares(w)) / n
     if form == "penalty":
         problem = cp.Problem(cp.Minimize(objective + alpha / n * cp.abs(c @ w)))
+    elif tau == math.inf:  # the unconstrained baseline
+        problem = cp.Problem(cp.Minimize(objective))
     else:
         scale = max(float(np.linalg.norm(c)), 1e-12)
         problem = cp.Problem(cp.Minimize(objective), [cp.abs((c / scale) @ w) <= tau / scale])
@@ -310,15 +312,15 @@ def _unit_rows(X: np.ndarray) -> np.ndarray:
 def breast_cancer_fairness() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """An offline STAND-IN with a protected attribute: scikit-learn's breast cancer data (569 x 30).
 
-    z = 1{mean radius > its median} (column 0, then removed from X): a synthetic "protected" attribute strongly
-    correlated with the label, chosen only so that fairness constraints bind; it is not a real demographic.
+    z = 1{mean texture > its median} (column 1, then removed from X): a synthetic "protected" attribute correlated
+    with the label (-0.44), chosen only so that fairness constraints bind; it is not a real demographic.
     y = 1 for benign. X: the other 29 columns, min-max scaled and each row scaled to unit norm.
     """
     from problems.datasets import load_breast_cancer
 
     X, y = load_breast_cancer()
-    z = (X[:, 0] > np.median(X[:, 0])).astype(float)
-    return _unit_rows(np.delete(X, 0, axis=1)), y.astype(float), z
+    z = (X[:, 1] > np.median(X[:, 1])).astype(float)
+    return _unit_rows(np.delete(X, 1, axis=1)), y.astype(float), z
 
 
 def adult_fairness(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

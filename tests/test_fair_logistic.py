@@ -51,8 +51,8 @@ def test_the_covariance_constraint_holds_on_every_run(data):
 def test_without_privacy_it_is_the_exact_constrained_logistic_optimum(data, tau):
     """epsilon=None: the exact loss (97) + ridge under |c^T w| <= tau, against an independent SLSQP solve.
 
-    Measured: objectives agree to 3e-10 relative, models to 7e-5 relative (the ridge is small, so the optimum is
-    flat); the issue's 1e-4 is asserted on the objective with margin, and 1e-3 on the model.
+    Measured: objectives agree to 7e-11 relative, models to 2.3e-5 relative (the ridge is small, so the optimum is
+    flat): 1e-6 is asserted on the objective and the issue's 1e-4 on the model.
     """
     X, y, z = data
     n = len(y)
@@ -73,7 +73,7 @@ def test_without_privacy_it_is_the_exact_constrained_logistic_optimum(data, tau)
                                   options={"ftol": 1e-12, "maxiter": 5000})
     assert reference.success
     assert abs(objective(model.w) - reference.fun) / abs(reference.fun) <= 1e-6
-    assert np.linalg.norm(model.w - reference.x) / np.linalg.norm(reference.x) <= 1e-3
+    assert np.linalg.norm(model.w - reference.x) / np.linalg.norm(reference.x) <= 1e-4
 
 
 def _exact_objective(w, X, y):
