@@ -177,7 +177,8 @@ class FairModel:
     delta: float
 
 
-def _check_data(X: Any, y: Any, sensitive: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_fair_data(X: Any, y: Any, sensitive: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X, y, z) as float arrays, checked: rows nonnegative with norm <= 1, labels and z in {0, 1}."""
     X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[0] < 2 or not np.all(np.isfinite(X)):
         raise ParameterError(f"must be a finite n x d array with n >= 2, got shape {X.shape}", argument="X")
@@ -204,9 +205,12 @@ def _onto_slab(w: np.ndarray, c: np.ndarray, tau: float) -> np.ndarray:
     return w - (value - math.copysign(tau, value)) / norm * c
 
 
-def _noisy(theta: np.ndarray, d: int, method: str, epsilon: float, delta: float, attribute: int | None,
+def perturb_coefficients(theta: np.ndarray, d: int, method: str, epsilon: float, delta: float, attribute: int | None,
            ratio: float, noise: NoiseSource) -> np.ndarray:
-    """theta with the method's noise: group Phi_s (``attribute``) at ``ratio`` times the budget."""
+    """theta with the method's noise (module docstring): group Phi_s (``attribute``) at ``ratio`` times the budget.
+
+    ``noise`` is the releasing party's noise source (:func:`privcvx.privacy.noise.agent_noise_sources`).
+    """
     l1, l2 = coefficient_sensitivity(d)
     if method == "pdfc":
         kind, sensitivity, base = "laplace", l1, l1 / epsilon
@@ -244,7 +248,7 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     seed:
         The noise: "secure" (OpenDP on a grid, default), an int (reproducible, research only) or None.
     """
-    X, y, z = _check_data(X, y, sensitive)
+    X, y, z = check_fair_data(X, y, sensitive)
     n, d = X.shape
     tau = math.inf if tau == math.inf else require_positive(tau, argument="tau", allow_zero=True)
     alpha = require_positive(alpha, argument="alpha")
@@ -270,7 +274,7 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     else:
         if epsilon != math.inf:
             epsilon = check_epsilon(epsilon, argument="epsilon")
-            theta = _noisy(exact.flat(), d, method, epsilon, delta, attribute, ratio,
+            theta = perturb_coefficients(exact.flat(), d, method, epsilon, delta, attribute, ratio,
                            agent_noise_sources(seed, 1)[0])
             coefficients = Coefficients.from_flat(theta, d).repaired()
         else:

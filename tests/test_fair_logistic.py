@@ -170,3 +170,31 @@ def test_bad_input_is_refused(data):
         fair_logistic(X, y, z + 2, 1.0)
     with pytest.raises(ParameterError, match="method"):
         fair_logistic(X, y, z, 1.0, method="fm")
+
+
+@pytest.mark.parametrize("epsilon", [None, 10.0])
+def test_the_distributed_mechanism_with_one_agent_is_the_centralized_one(data, epsilon):
+    from problems.distributed_fair_logistic import distributed_fair_logistic
+
+    X, y, z = data
+    problem, released = distributed_fair_logistic(X, y, z, 0.1, agents=1, method="adfc", epsilon=epsilon, seed=3)
+    central = fair_logistic(X, y, z, 0.1, "adfc", math.inf if epsilon is None else epsilon, seed=3)
+    assert np.array_equal(released[0].flat(), central.coefficients.flat())  # the same release, same stream
+    w = problem.solve_centralized().w
+    assert np.linalg.norm(w - central.w) <= 1e-6 * np.linalg.norm(central.w)
+
+
+def test_linearized_admm_solves_the_released_distributed_problem(data):
+    """Each agent's release, then LinearizedADMM without noise (post-processing) reaches the released optimum."""
+    from privcvx.algorithms import LinearizedADMM
+    from problems.distributed_fair_logistic import distributed_fair_logistic
+
+    X, y, z = data
+    problem, released = distributed_fair_logistic(X, y, z, 0.1, agents=4, method="adfc", epsilon=10.0, lam=0.01,
+                                                  seed=3)
+    reference = problem.solve_centralized()
+    result = problem.solve(LinearizedADMM(), rounds=200)
+    assert abs(result.history["objective"].iloc[-1] - reference.value) <= 1e-3
+    assert not LinearizedADMM().private
+    # The local constraints imply the constraint on the sum of the released covariances.
+    assert sum(abs(theta.c @ reference.w) for theta in released) <= 0.1 * (1 + 1e-6)
