@@ -156,3 +156,15 @@ def test_privacy_needs_per_record_gradients_and_a_clip(logistic):
 @pytest.mark.parametrize("variant", [1, 2])
 def test_check_algorithm(variant):
     check_algorithm(QDPSGD(variant=variant, bits=16, resolution=2.0 ** -8))
+
+
+@pytest.mark.parametrize("variant", [1, 2])
+def test_the_secure_path_runs_on_opendp_and_records_grid_releases(logistic, variant):
+    problem, _ = logistic
+    algorithm = QDPSGD(variant=variant, noise_multiplier=2.0, clip=1.0, sampling_rate=0.2, bits=10,
+                       resolution=2.0 ** -5)
+    result = problem.solve(algorithm, pc.Topology.ring(), rounds=3, seed="secure")
+    assert np.all(result.privacy["steps"] == 3) and np.all(np.isfinite(result.privacy["epsilon_rdp"]))
+    for message in result.transcript:
+        codes = message["z"] * 2.0 ** 5
+        assert np.array_equal(codes, np.rint(codes))
