@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReproducibleNoiseWarning)  # seeded research runs, on purpose
         quantized = qdpsgd_runs(rounds, seeds, args.quick)
+        print(f"Q-DPSGD, {rounds} rounds, mean over {seeds} seeds (epsilon = inf: no noise)")
+        print(markdown(quantized), flush=True)
         fair = fairness_runs(runs, args.quick)
-    print(f"Q-DPSGD, {rounds} rounds, mean over {seeds} seeds (epsilon = inf: no noise)")
-    print(markdown(quantized))
     print(f"\nFunctional mechanism, mean over {runs} splits (method exact: epsilon = None, the exact loss; "
           "tau = inf: no constraint)")
     print(markdown(fair))
