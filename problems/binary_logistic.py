@@ -6,8 +6,8 @@ Agent i holds the records (x_j, y_j), y_j in {-1, +1}, of one share of the data 
 
 declared both as a CVXPY expression and record by record (:class:`RecordLoss`, the
 :class:`~privcvx.algorithms.qdpsgd.SampleLoss` that clipping and Poisson subsampling need). Every row is scaled
-to ||x||_2 <= 1, so the declared smoothness 1/4 + lam holds for every dataset (the logistic's second derivative
-is at most 1/4).
+to ||x||_2 <= 1, so the declared smoothness 1/4 + lam, of f_i and of every record's loss, holds for every dataset
+(the logistic's second derivative is at most 1/4).
 """
 
 from __future__ import annotations
@@ -70,5 +70,6 @@ def binary_logistic(X: Any, y: Any, agents: int = 5, lam: float = 0.1, seed: int
         loss = RecordLoss(X[share], signs[share], lam)
         w = cp.Variable(X.shape[1])
         box = [] if bound is None else [w >= -bound, w <= bound]
-        declared.append(SampledAgent(loss.expression(w), box, shared=w, samples=loss, smoothness=0.25 + lam))
+        declared.append(SampledAgent(loss.expression(w), box, shared=w, samples=loss, smoothness=0.25 + lam,
+                                     record_smoothness=0.25 + lam))
     return pc.DistributedProblem(declared)

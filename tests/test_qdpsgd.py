@@ -168,3 +168,47 @@ def test_the_secure_path_runs_on_opendp_and_records_grid_releases(logistic, vari
     for message in result.transcript:
         codes = message["z"] * 2.0 ** 5
         assert np.array_equal(codes, np.rint(codes))
+
+
+def test_variant_2_sensitivity_bounds_the_state_of_neighbouring_datasets():
+    """Remove one record of agent 0; with the same noise stream and the same received messages, the two states
+    stay within D_t of each other in every round (the bound Q-DPSGD-2 calibrates its noise to)."""
+    import cvxpy as cp
+
+    from privcvx.algorithms import AgentContext
+    from privcvx.algorithms.qdpsgd import SampledAgent
+    from privcvx.messages import Message
+    from problems.binary_logistic import RecordLoss
+    from problems.logistic import scale_to_unit_ball
+
+    X, y = load_breast_cancer()
+    X = scale_to_unit_ball((X - X.mean(axis=0)) / X.std(axis=0))
+    signs = np.where(y == 1, 1.0, -1.0)
+    rounds, topology = 30, pc.Topology.ring()
+    algorithm = QDPSGD(variant=2, noise_multiplier=3.0, clip=0.5, sampling_rate=1.0, batch_size=100.0, bits=16,
+                       resolution=2.0 ** -8, step=0.5)
+
+    def agent(rows: slice) -> SampledAgent:
+        loss, w = RecordLoss(X[rows], signs[rows], 0.1), cp.Variable(X.shape[1])
+        return SampledAgent(loss.expression(w), shared=w, samples=loss, smoothness=0.35, record_smoothness=0.35)
+
+    programs = []
+    for first in (slice(0, 100), slice(0, 99)):  # D and D' = D without record 99
+        problem = pc.DistributedProblem([agent(first), agent(slice(100, 200)), agent(slice(200, 300))])
+        bound = topology.bind(problem.names)
+        ready = algorithm.prepare(problem, bound, rounds=rounds)
+        context = AgentContext.for_agent(problem, 0, seed=7, topology=bound, rounds=rounds)
+        programs.append(ready.agent_program(problem.agents[0], context))
+    rng = np.random.default_rng(0)
+    for program in programs:
+        program.start()
+    ratios = []
+    for t in range(1, rounds + 1):
+        inbox = [Message(round=t, sender=name, receiver=None, payload={"z": rng.normal(size=X.shape[1])})
+                 for name in ("agent-1", "agent-2")]
+        for program in programs:
+            program.step(t, list(inbox))
+        assert programs[0].sensitivity == programs[1].sensitivity > 0
+        ratios.append(np.linalg.norm(programs[0].x - programs[1].x) / programs[0].sensitivity)
+    # A bound, attained in round 1 (the removed record's clipped gradient has norm K), and not vacuous later.
+    assert max(ratios) <= 1.0 + 1e-9 and min(ratios) > 0.1

@@ -25,22 +25,29 @@ the thesis's 2K/|S|), the noise is N(0, (s K)^2), and each round is recorded as
 :class:`~privcvx.privacy.mechanisms.PoissonSampledGaussian` (q, s): dp-accounting's
 ``PoissonSampledDpEvent(q, GaussianDpEvent(s))``, the RDP amplification by subsampling (Lemma 8). The thesis
 divides by the realized |S| and uses the approximation 8 rho / (m^2 sigma^2) of the amplified RDP; privcvx
-divides by the public B (the realized size is data dependent) and uses dp-accounting's exact RDP of the
-subsampled Gaussian. Q and the gossip are post-processing.
+divides by the public B (``batch_size``; the realized size is data dependent) and uses dp-accounting's exact
+RDP of the subsampled Gaussian. Q and the gossip are post-processing.
 
 Privacy, variant 2 (output perturbation on the lattice, Theorems 14-15). What is released is Q(x_i(t)) plus
-discrete Gaussian noise, so its sensitivity is that of the private state x_i(t), not of one gradient step
-(Lemma 19 bounds only the last step: a change in one record moves every later x_i through the term
-(1 - eps + eps w_ii) x_i). With D_0 = 0 (x_i(0) is public) and the releases of the other agents fixed,
-||x_i(t) - x_i'(t)||_2 <= D_t = c_t D_{t-1} + alpha_t eps K / B, c_t = 1 - eps (1 - w_ii(t)) (the projection is
-non-expansive). With the quantizer's uniforms fixed, Q moves each coordinate by at most one extra lattice step,
-so Q(x)/eta has L2 sensitivity D_t/eta + sqrt(p) (the thesis's Lemma 19 has 2 eta sqrt(p)), and the mixture over
-the uniforms keeps the bound. The integer noise has sigma_t = s (D_t/eta + sqrt(p)), each release is
-1/(2 s^2)-zCDP (CKS20; :class:`~privcvx.privacy.mechanisms.DiscreteGaussian` in the ledger) and the thesis's
-subsampling amplification is not claimed: a record changes the state in every round it is sampled, which
-Lemma 8 (one release per sample) does not cover. The release is then saturated to the s-bit range
-(post-processing). Noise comes from :func:`~privcvx.privacy.discrete_gaussian.discrete_gaussian`: OpenDP's
-sampler under ``seed="secure"``, a seeded CKS sampler otherwise.
+discrete Gaussian noise, so its sensitivity is that of the private state x_i(t), not of one gradient step (Lemma 19
+bounds only the last step: a change in one record moves every later x_i, through the term (1 - eps + eps w_ii) x_i
+and through the gradients of all the other records, evaluated at a different x_i). With D_0 = 0 (x_i(0) is public)
+and the releases of the other agents fixed,
+
+    ||x_i(t) - x_i'(t)||_2 <= D_t = (c_t + alpha_t eps L_rec / q) D_{t-1} + alpha_t eps K / B,
+
+with c_t = 1 - eps (1 - w_ii(t)): the projection is non-expansive, clipping is 1-Lipschitz, each record's gradient
+is L_rec-Lipschitz (``SampledAgent(record_smoothness=...)``), at most m = B / q records are sampled, and the
+differing record adds at most K / B. This bound grows geometrically when c_t + alpha_t eps L_rec / q > 1, and the
+noise with it: it is what can be proved without further assumptions, not a tight account. With the quantizer's
+uniforms fixed, Q moves each coordinate by at most one extra lattice step, so Q(x)/eta has L2 sensitivity D_t/eta +
+sqrt(p) (the thesis's Lemma 19 has 2 eta sqrt(p)), and the mixture over the uniforms keeps the bound. The integer
+noise has sigma_t = s (D_t/eta + sqrt(p)), each release is 1/(2 s^2)-zCDP (CKS20;
+:class:`~privcvx.privacy.mechanisms.DiscreteGaussian` in the ledger) and the thesis's subsampling amplification is
+not claimed: a record changes the state in every round it is sampled, which Lemma 8 (one release per sample) does
+not cover. The release is then saturated to the s-bit range (post-processing). Noise comes from
+:func:`~privcvx.privacy.discrete_gaussian.discrete_gaussian`: OpenDP's sampler under ``seed="secure"``, a seeded
+CKS sampler otherwise.
 
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
 discrete Gaussian on a fine grid and is recorded, conservatively, without the amplification.
@@ -103,11 +110,17 @@ class SampleLoss(Protocol):
 class SampledAgent(Agent):
     """A ``pc.Agent`` that also declares its per-record gradients (``samples``, a :class:`SampleLoss`).
 
-    Every other argument is ``pc.Agent``'s; ``objective`` must be the mean of the records' losses.
+    ``record_smoothness`` is a public bound L_rec on the Lipschitz constant of every record's gradient (valid for
+    every record the data could hold); Q-DPSGD-2 needs it under privacy. Every other argument is ``pc.Agent``'s;
+    ``objective`` must be the mean of the records' losses.
     """
 
-    def __init__(self, objective: Any, constraints: Any = (), *, samples: SampleLoss, **kwargs: Any) -> None:
+    def __init__(self, objective: Any, constraints: Any = (), *, samples: SampleLoss,
+                 record_smoothness: float | None = None, **kwargs: Any) -> None:
         super().__init__(objective, constraints, **kwargs)
+        self.record_smoothness = None if record_smoothness is None else require_positive(
+            record_smoothness, argument="record_smoothness", agent=kwargs.get("name"), error=DeclarationError,
+            allow_zero=True)
         if not isinstance(samples, SampleLoss):
             raise DeclarationError(f"must provide count and gradients(x, indices), got {samples!r}",
                                    agent=kwargs.get("name"), argument="samples")
@@ -163,6 +176,10 @@ class QDPSGD(Algorithm):
         K, the per-record gradient clipping norm; required under privacy (default none).
     sampling_rate:
         q, the Poisson sampling probability of each record per round.
+    batch_size:
+        B, the public normalizer of the minibatch sum (the expected batch). Default q m_i with m_i the agent's
+        record count, which is then treated as public (as DP-SGD implementations do); give B to make the
+        normalizer a setting, independent of the data (the add/remove analysis assumes it is).
     step:
         alpha_t: a float (constant) or a schedule; default c / t^0.85 with c = 1 / max_i L_i from the declared
         smoothness (estimated without privacy), as for DPDistributedGradient.
@@ -182,10 +199,13 @@ class QDPSGD(Algorithm):
 
     def __init__(self, variant: int = 1, epsilon: float | None = None, delta: float = 1e-5,
                  noise_multiplier: float | None = None, bits: int = 32, resolution: float = 2.0 ** -20,
-                 clip: float | None = None, sampling_rate: float = 1.0, step: float | Schedule | None = None,
+                 clip: float | None = None, sampling_rate: float = 1.0, batch_size: float | None = None,
+                 step: float | Schedule | None = None,
                  averaging: float = 1.0, weights: str = "metropolis", tol: float | None = None) -> None:
         self.variant, self.epsilon, self.delta, self.noise_multiplier = variant, epsilon, delta, noise_multiplier
         self.bits, self.resolution, self.clip, self.sampling_rate = bits, resolution, clip, sampling_rate
+        self.batch_size = batch_size
+        self._batch = None if batch_size is None else require_positive(batch_size, argument="batch_size")
         self.step, self.averaging, self.weights, self.tol = step, averaging, weights, tol
         if variant not in VARIANTS:
             raise ParameterError(f"must be 1 or 2, got {variant!r}", argument="variant")
@@ -237,6 +257,10 @@ class QDPSGD(Algorithm):
             if self._clip is None:
                 raise PrivacyError("under privacy the per-record gradients must be clipped: give clip=K",
                                    argument="clip")
+            if self.variant == 2 and any(agent.record_smoothness is None for agent in problem.agents):
+                raise PrivacyError("Q-DPSGD-2 bounds the sensitivity of the agent's state through the Lipschitz "
+                                   "constant of the per-record gradients: declare SampledAgent(record_smoothness=L)",
+                                   argument="record_smoothness")
             if self._step is None and any(agent.smoothness is None for agent in problem.agents):
                 raise PrivacyError("the step must be public under privacy: declare pc.Agent(smoothness=L) for every "
                                    "agent or give step", argument="step")
@@ -298,12 +322,12 @@ class QDPSGDAgent(AgentProgram):
         self.projection = Projection(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.samples = agent.samples if isinstance(agent, SampledAgent) else _WholeObjective(self.evaluator)
-        self.batch = settings._rate * self.samples.count  # B = q m, public
+        self.batch = settings._batch if settings._batch is not None else settings._rate * self.samples.count
         self.step_size = settings.schedule()
         self.ones = np.ones(self.layout.dim)
         self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
         self.z = self.x.copy()
-        self.sensitivity = 0.0  # D_t: the L2 sensitivity of x_i(t) (variant 2)
+        self.sensitivity = 0.0  # D_t: the L2 sensitivity of x_i(t) (variant 2 under privacy)
 
     def _broadcast(self, t: int) -> list[Message]:
         """z_i(t) = Q(x_i(t-1)) (+ eta N_Z(0, sigma^2) in variant 2, then saturated to the s-bit range)."""
@@ -354,8 +378,10 @@ class QDPSGDAgent(AgentProgram):
         keep = 1.0 - eps + eps * row.get(name, 0.0)
         mixed = keep * self.x + eps * sum(row[j] * received[j] for j in sorted(row) if j != name)
         self.x = self.projection(mixed - alpha * eps * self._gradient(), self.ones)
-        if self.settings._clip is not None:
-            self.sensitivity = keep * self.sensitivity + alpha * eps * self.settings._clip / self.batch
+        if self.settings.variant == 2 and self.settings.private:
+            # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring).
+            growth = keep + alpha * eps * self.agent.record_smoothness / self.settings._rate
+            self.sensitivity = growth * self.sensitivity + alpha * eps * self.settings._clip / self.batch
         return self._broadcast(t + 1)
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
