@@ -11,8 +11,9 @@ protected attribute). The thesis reports these trends qualitatively only (figure
 * PDFC / ADFC (Sec. 6.3): accuracy rises with epsilon; the fairness constraint cuts the risk difference.
 
 Q-DPSGD: L2-logistic (lam = 0.1) over 10 agents on a random connected graph with 18 edges (the thesis's
-Erdos-Renyi p = 0.4 has 18 expected edges), clip K = 1, sampling rate q = 0.2, delta = 1e-5, T rounds; the
-loss is the relative gap of sum_i f_i at the average release. The functional mechanism: 80/20 train/test
+Erdos-Renyi p = 0.4 has 18 expected edges), clip K = 1, delta = 1e-5, T rounds, the default step; Q-DPSGD-1 at
+8 bits and q = 0.2, Q-DPSGD-2 at 16 bits and q = 1 (VARIANT_SETTINGS); the quantizer covers [-4, 4). The loss is
+the relative gap of sum_i f_i at the average release. The functional mechanism: 80/20 train/test
 splits, lam = 0.01, x_s = column 0 with ratio 1/2, delta = 1e-5; mean over the runs.
 
     python examples/ding_qdpsgd_fair.py [--quick]
@@ -36,7 +37,7 @@ from problems.binary_logistic import binary_logistic
 from problems.datasets import load_breast_cancer
 from problems.fair_logistic import METHODS, accuracy, breast_cancer_fairness, fair_logistic, risk_difference
 
-AGENTS, EDGES, CLIP, RATE, DELTA = 10, 18, 1.0, 0.2, 1e-5
+AGENTS, EDGES, CLIP, DELTA = 10, 18, 1.0, 1e-5
 RANGE = 4.0  # the quantizer covers [-4, 4): eta = 4 / 2^(s-1)
 
 
@@ -45,27 +46,40 @@ def quantizer(bits: int) -> dict[str, float]:
     return {"bits": bits, "resolution": RANGE / 2.0 ** (bits - 1)}
 
 
+#: Each variant's setting for the epsilon trend: (bits, sampling rate q). Q-DPSGD-2's noise is calibrated to the
+#: lattice sensitivity D_t / eta + sqrt(p), so it needs a fine lattice (16 bits, eta = 2^-13) and the full batch
+#: (q = 1 keeps D_t bounded: see docs/qdpsgd.md); Q-DPSGD-1 runs at 8 bits with q = 0.2, as the thesis's B / m.
+VARIANT_SETTINGS = {1: (8, 0.2), 2: (16, 1.0)}
+
+
 def qdpsgd_runs(rounds: int, seeds: int, quick: bool) -> pd.DataFrame:
     """Final relative gap and bits for each (variant, bits, epsilon), mean over ``seeds`` runs."""
     X, y = load_breast_cancer()
     problem = binary_logistic((X - X.mean(axis=0)) / X.std(axis=0), y, agents=AGENTS, lam=0.1)
     optimum = problem.solve_centralized().value
     topology = pc.Topology.random(edges=EDGES, seed=0)
-    bits_grid, epsilons = ((4, 16), (1.0, 8.0)) if quick else ((4, 6, 8, 12, 16), (0.5, 1.0, 2.0, 4.0, 8.0))
-    settings = [(1, bits, None) for bits in bits_grid]
-    settings += [(variant, 8, epsilon) for variant in (1, 2) for epsilon in epsilons]
-    settings += [(variant, bits, 1.0) for variant in (1, 2) for bits in bits_grid if bits != 8]
+    if quick:
+        bits_grid, epsilons, fixed = (4, 16), {1: (1.0, 8.0), 2: (8.0, 128.0)}, {1: ((4, 16), 1.0), 2: ((8,), 32.0)}
+    else:
+        bits_grid = (4, 6, 8, 12, 16)
+        epsilons = {variant: (0.5, 1.0, 2.0, 8.0, 32.0, 128.0) for variant in (1, 2)}
+        fixed = {1: ((4, 6, 12, 16), 1.0), 2: ((8, 12), 32.0)}
+    settings = [(1, bits, 1.0, None) for bits in bits_grid]
+    settings += [(variant, VARIANT_SETTINGS[variant][0], VARIANT_SETTINGS[variant][1], epsilon)
+                 for variant in (1, 2) for epsilon in epsilons[variant]]
+    settings += [(variant, bits, VARIANT_SETTINGS[variant][1], epsilon)
+                 for variant, (grid, epsilon) in fixed.items() for bits in grid]
     rows = []
-    for variant, bits, epsilon in settings:
+    for variant, bits, rate, epsilon in settings:
         gaps, sent = [], 0.0
         for seed in range(seeds if epsilon is not None else 1):
             private = {} if epsilon is None else {"epsilon": epsilon, "delta": DELTA, "clip": CLIP,
-                                                  "sampling_rate": RATE}
+                                                  "sampling_rate": rate}
             algorithm = QDPSGD(variant=variant, **quantizer(bits), **private)
             result = problem.solve(algorithm, topology, rounds=rounds, seed=seed)
             gaps.append((result.history["average_objective"].iloc[-1] - optimum) / abs(optimum))
             sent = float(result.history["total_bits"].iloc[-1])
-        rows.append({"variant": variant, "bits": bits, "epsilon": math.inf if epsilon is None else epsilon,
+        rows.append({"variant": variant, "bits": bits, "q": rate, "epsilon": math.inf if epsilon is None else epsilon,
                      "relative_gap": float(np.mean(gaps)), "total_bits": sent})
     return pd.DataFrame(rows)
 
