@@ -212,3 +212,16 @@ def test_variant_2_sensitivity_bounds_the_state_of_neighbouring_datasets():
         ratios.append(np.linalg.norm(programs[0].x - programs[1].x) / programs[0].sensitivity)
     # A bound, attained in round 1 (the removed record's clipped gradient has norm K), and not vacuous later.
     assert max(ratios) <= 1.0 + 1e-9 and min(ratios) > 0.1
+
+
+def test_bad_settings_are_refused_with_the_argument_named():
+    from privcvx.errors import ParameterError
+
+    for settings, argument in (({"variant": 3}, "variant"), ({"bits": 1}, "bits"), ({"resolution": 0}, "resolution"),
+                               ({"sampling_rate": 1.5}, "sampling_rate"), ({"averaging": 2.0}, "averaging"),
+                               ({"epsilon": 1.0, "noise_multiplier": 2.0}, "noise_multiplier"),
+                               ({"weights": "uniform"}, "weights")):
+        with pytest.raises((ParameterError, PrivacyError), match=argument):
+            QDPSGD(**settings)
+    with pytest.raises(UnsupportedError, match="QDPSGD"):
+        consensus_problem().solve(QDPSGD(), pc.Topology.star(), rounds=2)
