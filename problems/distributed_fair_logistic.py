@@ -13,7 +13,8 @@ public local set are built from the release alone:
 under replace-one within its share (the bounds of :func:`problems.fair_logistic.coefficient_sensitivity`). The
 shares are disjoint, so a tuple is covered by its owner's release alone (parallel composition), and everything
 the distributed method computes reads only f_p and W_p, i.e. the releases: post-processing. The method must
-therefore add no noise and needs no ledger: the run's own privacy table is empty, the guarantee is the release's.
+therefore add no noise and needs no ledger: the run reports no privacy table (its history's epsilon is 0); the
+guarantee is the release's.
 
 **Fairness.** c_p = sum_{i in I_p} (z_i - zbar_p) x_i is agent p's own decision-boundary covariance, centred on
 its own mean (the global mean zbar is not known to any agent). The constraints |c_p^T w| <= tau n_p / n imply
