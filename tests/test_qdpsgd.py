@@ -168,6 +168,10 @@ def test_the_secure_path_runs_on_opendp_and_records_grid_releases(logistic, vari
     for message in result.transcript:
         codes = message["z"] * 2.0 ** 5
         assert np.array_equal(codes, np.rint(codes))
+    # Calibrated: the secure path's account (no amplification for variant 1) spends exactly the budget.
+    calibrated = QDPSGD(variant=variant, epsilon=1.0, clip=1.0, sampling_rate=0.2, bits=10, resolution=2.0 ** -5)
+    result = problem.solve(calibrated, pc.Topology.ring(), rounds=4, seed="secure")
+    assert np.allclose(result.privacy["epsilon_rdp"], 1.0, rtol=1e-6)
 
 
 def test_variant_2_sensitivity_bounds_the_state_of_neighbouring_datasets():

@@ -50,7 +50,9 @@ not cover. The release is then saturated to the s-bit range (post-processing). N
 CKS sampler otherwise.
 
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
-discrete Gaussian on a fine grid and is recorded, conservatively, without the amplification.
+discrete Gaussian on a fine grid and is recorded, conservatively, without the amplification; with ``epsilon`` the
+agent then calibrates its multiplier for that account (:meth:`QDPSGD.multiplier_for`), so the budget holds as
+reported (with more noise than on the seeded path).
 
 With ``epsilon`` the noise multiplier s is calibrated in :meth:`QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.
@@ -79,6 +81,7 @@ from privcvx.privacy.mechanisms import (
     check_delta,
     check_epsilon,
 )
+from privcvx.privacy.noise import NoiseSource, SecureNoise
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -281,19 +284,30 @@ class QDPSGD(Algorithm):
             ready._multiplier = self.calibrate(rounds)
         return ready
 
-    def calibrate(self, rounds: int) -> float:
-        """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant)."""
+    def calibrate(self, rounds: int, *, grid: bool = False) -> float:
+        """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant).
+
+        ``grid=True``: for variant 1 on the secure path, whose releases the ledger records as discrete Gaussians
+        without the subsampling amplification (1/(2 s^2)-zCDP each), so the budget holds as reported.
+        """
         if self._epsilon is None:
             raise PrivacyError("calibration needs epsilon", argument="epsilon")
         return dp_accounting.calibrate_dp_mechanism(
-            GridRdpAccountant, lambda s: dp_accounting.SelfComposedDpEvent(self.release_event(s), rounds),
+            GridRdpAccountant, lambda s: dp_accounting.SelfComposedDpEvent(self.release_event(s, grid=grid), rounds),
             self._epsilon, self._delta, bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0))
 
-    def release_event(self, multiplier: float) -> dp_accounting.DpEvent:
-        """One round's release as a dp-accounting event at noise multiplier s > 0."""
-        if self.variant == 1:
+    def release_event(self, multiplier: float, *, grid: bool = False) -> dp_accounting.DpEvent:
+        """One round's release as a dp-accounting event at noise multiplier s > 0 (``grid``: see calibrate)."""
+        if self.variant == 1 and not grid:
             return PoissonSampledGaussian(self._rate, multiplier).dp_event()
         return dp_accounting.ZCDpEvent(rho=0.5 / multiplier ** 2)
+
+    def multiplier_for(self, noise: NoiseSource, rounds: int) -> float | None:
+        """The noise multiplier an agent drawing from ``noise`` uses: the prepared one, except for a calibrated
+        variant 1 on the secure path (:meth:`calibrate` with ``grid=True``)."""
+        if self._epsilon is not None and self.variant == 1 and isinstance(noise, SecureNoise):
+            return self.calibrate(rounds, grid=True)
+        return self._multiplier
 
     def schedule(self) -> Schedule:
         """alpha_t: the gradient step of round t."""
@@ -328,6 +342,7 @@ class QDPSGDAgent(AgentProgram):
         self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
         self.z = self.x.copy()
         self.sensitivity = 0.0  # D_t: the L2 sensitivity of x_i(t) (variant 2 under privacy)
+        self.multiplier = settings.multiplier_for(context.noise, context.rounds)
 
     def _broadcast(self, t: int) -> list[Message]:
         """z_i(t) = Q(x_i(t-1)) (+ eta N_Z(0, sigma^2) in variant 2, then saturated to the s-bit range)."""
@@ -336,7 +351,7 @@ class QDPSGDAgent(AgentProgram):
         quantized = stochastic_quantize(self.x, eta, bits, noise.uniform(self.layout.dim))
         if settings.variant == 2 and settings.private and t >= 2:
             lattice_sensitivity = self.sensitivity / eta + math.sqrt(self.layout.dim)
-            sigma = settings._multiplier * lattice_sensitivity
+            sigma = self.multiplier * lattice_sensitivity
             codes = np.rint(quantized / eta) + discrete_gaussian(noise, sigma, self.layout.dim)
             quantized = eta * np.clip(codes, -2.0 ** (bits - 1), 2.0 ** (bits - 1) - 1.0)
             self.context.ledger.record(DiscreteGaussian(sigma, lattice_sensitivity))
@@ -357,7 +372,7 @@ class QDPSGDAgent(AgentProgram):
             rows = rows / np.maximum(1.0, norms / settings._clip)[:, None]
         total = rows.sum(axis=0)
         if settings.variant == 1 and settings.private:
-            clip, multiplier = settings._clip, settings._multiplier
+            clip, multiplier = settings._clip, self.multiplier
             perturbed = noise.perturb(total, "gaussian", multiplier * clip, clip)
             self.context.ledger.record(perturbed.accounted(PoissonSampledGaussian(settings._rate, multiplier)))
             total = perturbed.value
