@@ -198,3 +198,27 @@ def test_linearized_admm_solves_the_released_distributed_problem(data):
     assert not LinearizedADMM().private
     # The local constraints imply the constraint on the sum of the released covariances.
     assert sum(abs(theta.c @ reference.w) for theta in released) <= 0.1 * (1 + 1e-6)
+
+
+def test_the_penalty_form_trades_covariance_for_loss(data):
+    X, y, z = data
+    c = Coefficients.of(X, y, z).c
+    free = fair_logistic(X, y, z, math.inf, epsilon=None)
+    covariances = [abs(c @ fair_logistic(X, y, z, 0.0, epsilon=None, form="penalty", alpha=alpha).w)
+                   for alpha in (0.1, 10.0)]
+    assert covariances[1] < covariances[0] < abs(c @ free.w)
+
+
+def test_the_adult_reader_gives_sex_as_the_protected_attribute(tmp_path):
+    from problems.fair_logistic import adult_fairness
+
+    rows = ["39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, "
+            "40, United-States, <=50K",
+            "50, Self-emp, 83311, Bachelors, 13, Married, Exec, Husband, White, Male, 0, 0, 13, United-States, >50K",
+            "38, Private, 215646, HS-grad, 9, Divorced, Handlers, Not-in-family, Black, Female, 0, 0, 40, Cuba, <=50K",
+            "53, Private, 234721, 11th, 7, Married, Handlers, Wife, Black, Female, 0, 0, 40, United-States, >50K."]
+    path = tmp_path / "adult.data"
+    path.write_text("\n".join(rows) + "\n")
+    X, y, z = adult_fairness(path)
+    assert X.shape == (4, 13) and np.all(X >= 0) and np.allclose(np.linalg.norm(X, axis=1), 1.0)
+    assert y.tolist() == [0.0, 1.0, 0.0, 1.0] and z.tolist() == [1.0, 1.0, 0.0, 0.0]  # Male is the second category
