@@ -51,7 +51,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: How the test suite runs each example script (its quick mode); every script in examples/ must be here.
 QUICK = {"quickstart.py": [], "gradient_tracking.py": None, "rendezvous_accuracy.py": None,
          "economic_dispatch.py": ["--quick"], "lasso_general_form.py": ["--quick"], "pandapower_case.py": ["--quick"],
-         "ldp_figure2.py": None, "dpp2_experiment.py": None, "zcdp_admm.py": None}
+         "ldp_figure2.py": None, "dpp2_experiment.py": None, "zcdp_admm.py": None,
+         "ding_qdpsgd_fair.py": ["--quick"]}
 
 
 def test_every_example_script_runs_in_the_suite():
@@ -91,3 +92,17 @@ def test_pandapower_case_example_gives_an_answer_pandapower_accepts():
     numbers = main(["--quick"])
     assert numbers["ac_converged"] == 1.0  # pandapower's AC power flow converges from the distributed answer
     assert numbers["tie_disagreement"] <= 1e-2 and numbers["consensus_residual"] <= 1e-2
+
+
+def test_the_ding_example_shows_the_trends_of_chapters_4_and_5(capsys):
+    from ding_qdpsgd_fair import main
+
+    quantized, fair = main(["--quick"])
+    gap = {(r.variant, r.bits, r.epsilon): r.relative_gap for r in quantized.itertuples()}
+    assert gap[1, 8, 8.0] < gap[1, 8, 1.0] and gap[2, 16, 128.0] < gap[2, 16, 8.0]  # the loss falls as epsilon grows
+    assert gap[1, 8, 8.0] < gap[2, 16, 8.0]  # Q-DPSGD-2 is slower than Q-DPSGD-1 (Remark 10)
+    bits = quantized.set_index(["variant", "bits", "epsilon"])["total_bits"]
+    assert bits[1, 16, 1.0] == 4 * bits[1, 4, 1.0]  # the bits sent scale with s
+    exact = fair[fair["method"] == "exact"].set_index("tau")
+    assert exact.loc[0.1, "risk_difference"] < exact.loc[float("inf"), "risk_difference"]
+    assert "Functional mechanism" in capsys.readouterr().out

@@ -5,6 +5,7 @@
 * :class:`DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
 * :class:`RandomizedADMM`, :class:`RandomizedDGD`: random local aggregators for local DP (Xiao, Ye & Devadas).
 * :class:`PRADMM`, :class:`PPADMM`, :class:`IPPADMM`: the decentralized zCDP ADMMs of Ding's thesis, Ch. 3.
+* :class:`QDPSGD`: quantized DP decentralized SGD, Q-DPSGD-1/-2 (Ding's thesis, Ch. 4).
 * :class:`DPP2`: double privacy protection for nonconvex problems, Ou, Wang, Liu & Lu (paper 003), with its
   baselines :class:`DiaDSP` and :class:`PPDC`.
 
@@ -22,9 +23,10 @@ from privcvx.algorithms.linearized_admm import LinearizedADMM
 from privcvx.algorithms.pp_admm import PPADMM
 from privcvx.algorithms.ppdc import PPDC
 from privcvx.algorithms.pr_admm import PRADMM
+from privcvx.algorithms.qdpsgd import QDPSGD
 from privcvx.algorithms.randomized_admm import RandomizedADMM
 from privcvx.algorithms.randomized_dgd import RandomizedDGD
 
 __all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "DPP2", "DiaDSP",
-           "ExactADMM", "IPPADMM", "LinearizedADMM", "Monitor", "PPADMM", "PPDC", "PRADMM", "RandomizedADMM",
-           "RandomizedDGD", "check_algorithm"]
+           "ExactADMM", "IPPADMM", "LinearizedADMM", "Monitor", "PPADMM", "PPDC", "PRADMM", "QDPSGD",
+           "RandomizedADMM", "RandomizedDGD", "check_algorithm"]

@@ -18,6 +18,7 @@ from privcvx.privacy.mechanisms import (
     Gaussian,
     Laplace,
     Mechanism,
+    PoissonSampledGaussian,
     Sensitivity,
     mechanism_from_dict,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Laplace",
     "Mechanism",
     "NoiseSource",
+    "PoissonSampledGaussian",
     "PrivacyLedger",
     "SEEDED_PATH",
     "SecureNoise",
