@@ -184,10 +184,11 @@ def test_no_worker_process_outlives_a_failure(tmp_path):
     assert multiprocessing.active_children() == []
     with pytest.raises(pc.errors.ParameterError, match="checkpoint"):  # refused before any worker starts
         _problem().solve(rounds=5, backend="process", checkpoint=tmp_path / "no-such-folder" / "run.ckpt")
-    apart = pc.DistributedProblem([pc.Agent(cp.sum_squares(z), [z >= low, z <= low + 1], shared=z)
-                                   for low, z in ((0.0, cp.Variable(1)), (2.0, cp.Variable(1)))])
-    with pytest.raises(pc.errors.DeclarationError, match="infeasible"):  # fails while the workers are up
-        apart.solve(rounds=5, rho=1.0, eta=0.3, backend="process", reference=True)
+    broken = pc.DistributedProblem([pc.Agent(cp.sum_squares(z), [z >= low, z <= low + 1], shared=z)
+                                    for low, z in ((0.0, cp.Variable(1)), (0.5, cp.Variable(1)))],
+                                   metrics={"broken": lambda w: float("nan")})
+    with pytest.raises(pc.errors.RunFailed, match="the metric returned nan"):  # fails while the workers are up
+        broken.solve(rounds=5, rho=1.0, eta=0.3, backend="process")
     assert multiprocessing.active_children() == []
 
 
