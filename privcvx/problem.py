@@ -438,7 +438,7 @@ class DistributedProblem:
                                    solve_time=float(problem.solver_stats.solve_time or float("nan")))
 
     def solve(self, algorithm: Algorithm | None = None, topology: Topology | None = None, *, rounds: int = 100,
-              seed: int | str | None = None, backend: str = "serial", progress: bool = False,
+              seed: int | str | None = None, backend: Any = "serial", progress: bool = False,
               callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: Any = None, resume: Any = None,
               reference: bool = False, diagnostics: bool = True, **settings: Any) -> Result:
         """Run a distributed algorithm on this problem and return a :class:`~privcvx.results.Result`.
@@ -450,7 +450,8 @@ class DistributedProblem:
 
         * ``rounds``: T; ``seed``: None (the default: OS entropy under privacy, ``"secure"``), or an int, which
           makes the noise reproducible by anyone who knows it (research runs; it warns under privacy);
-        * ``backend``: "serial" or "process"; ``progress``: a progress bar;
+        * ``backend``: "serial", "process", "ray" (a local Ray instance), or ``pc.runtime.Ray(address=...)``
+          (a Ray cluster; see docs/deployment.md); ``progress``: a progress bar;
         * ``callback(row)``: called after every round with the history row; returning ``False`` stops;
         * ``checkpoint``: a path, written atomically after every round; ``resume``: continue from one, with
           bitwise-identical results;

@@ -41,7 +41,7 @@ from privcvx.privacy.noise import agent_noise_sources
 from privcvx.problem import DistributedProblem
 from privcvx.results import Result
 from privcvx.runtime import checkpoint as checkpoints
-from privcvx.runtime.backends import make_backend
+from privcvx.runtime.backends import Ray, make_backend
 from privcvx.topology import SERVER, Topology
 
 
@@ -213,28 +213,40 @@ class Run:
 
     def result(self, backend: Any, stop: str) -> Result:
         """The :class:`~privcvx.results.Result` of the run so far (also for a run that failed part-way)."""
+        reports = backend.call("reports")
+        result = self._result(stop, reports, backend.call("outputs", not self.keep_diagnostics))
+        result.info.update(self.algorithm.summarize(reports))
+        if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does
+            self.problem.write_back(result.z)
+        return result
+
+    def lost_result(self) -> Result:
+        """The result of a run whose hosts can no longer answer (a worker or an actor was lost): the history, the
+        public state and the driver's ledgers; ``z`` is empty and ``info["hosts_lost"]`` is True."""
+        result = self._result("failed", None, [])
+        result.info["hosts_lost"] = True
+        return result
+
+    def _result(self, stop: str, reports: list[dict[str, Any]] | None, z: list[Any]) -> Result:
         gaps = [f"{c}_gap" for c in self.algorithm.objective_columns if c in self.columns] \
             if self.reference is not None else []
         history = pd.DataFrame(self.rows, columns=[*self.columns, *gaps, *self.problem.metrics])
         delta = self.algorithm.accounting_delta
-        reports = backend.call("reports")
-        privacy = self.algorithm.privacy_report(privacy_table(self.ledgers, delta), reports) \
-            if self.algorithm.private else None
+        privacy = None
+        if self.algorithm.private:
+            table = privacy_table(self.ledgers, delta)
+            privacy = table if reports is None else self.algorithm.privacy_report(table, reports)
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
         info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
                 "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": not self.keep_diagnostics,
-                **self.algorithm.summarize(reports)}
-        z = backend.call("outputs", not self.keep_diagnostics)
-        info["layout"] = self.problem.layout_description()
-        if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does
-            self.problem.write_back(z)
+                "layout": self.problem.layout_description()}
         return Result(w=self.monitor.global_vector(), z=z, history=history, privacy=privacy,
                       reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
 
 
 def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | None = None, *, rounds: int = 100,
-        seed: int | str | None = None, backend: str = "serial", progress: bool = False,
+        seed: int | str | None = None, backend: str | Ray = "serial", progress: bool = False,
         callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: str | os.PathLike | None = None,
         resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True) -> Result:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see :meth:`privcvx.DistributedProblem.solve`."""
@@ -297,8 +309,12 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
             stop = "interrupted"
         except Exception as exc:
             failed_round = run_.rows[-1]["round"] + 1 if run_.rows else start_round
+            try:
+                partial = run_.result(hosts, "failed")
+            except Exception:  # noqa: BLE001 - a lost host cannot report; the run's own failure is raised
+                partial = run_.lost_result()
             raise RunFailed(f"the run failed in round {failed_round}: {exc}", cause=exc,
-                            result=run_.result(hosts, "failed"), agent=getattr(exc, "agent", None)) from exc
+                            result=partial, agent=getattr(exc, "agent", None)) from exc
         finally:
             if bar is not None:
                 bar.close()
