@@ -25,7 +25,7 @@ import multiprocessing as mp
 import os
 import pickle
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ import numpy as np
 from privcvx.algorithms.base import AgentContext, Algorithm
 from privcvx.errors import AgentError, ParameterError, PrivcvxError, check_int
 from privcvx.messages import Message
-from privcvx.problem import Agent, DistributedProblem
+from privcvx.problem import Agent, AgentSpec, DistributedProblem
 
 #: A host's answer to ``start`` and ``step``, per agent: the messages it sent and the ledger entries it recorded.
 StepReply = list[tuple[list[Message], list[tuple[Any, int]]]]
@@ -57,10 +57,32 @@ def reserve_cvxpy_ids(agents: Sequence[Agent]) -> None:
     ID_COUNTER.count = max(ID_COUNTER.count, largest + 1)
 
 
+def _built(agents: Sequence[Agent | AgentSpec], contexts: Sequence[AgentContext]) -> tuple[list[Agent],
+                                                                                       list[AgentContext]]:
+    """The agents, those given by an :class:`~privcvx.problem.AgentSpec` built here by its factory; their contexts
+    get the built agent's whole layout (the driver's holds the shared keys only)."""
+    built, ready = [], []
+    for agent, context in zip(agents, contexts, strict=True):
+        if isinstance(agent, AgentSpec):
+            try:
+                agent, layout = agent.build()
+            except PrivcvxError:
+                raise
+            except Exception as exc:  # the user's factory (a missing file, a bad format)
+                raise AgentError(f"{type(exc).__name__} in the agent's factory: {exc}", agent=agent.name,
+                                 argument="factory") from exc
+            context = replace(context, layout=layout)
+        built.append(agent)
+        ready.append(context)
+    return built, ready
+
+
 class AgentHost:
     """Some agents' programs, run one after the other in the current process."""
 
-    def __init__(self, algorithm: Algorithm, agents: Sequence[Agent], contexts: Sequence[AgentContext]) -> None:
+    def __init__(self, algorithm: Algorithm, agents: Sequence[Agent | AgentSpec],
+                 contexts: Sequence[AgentContext]) -> None:
+        agents, contexts = _built(agents, contexts)
         reserve_cvxpy_ids(agents)
         self.contexts = list(contexts)
         self.phases = algorithm.phases

@@ -256,6 +256,10 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
     for argument, path in (("checkpoint", checkpoint), ("resume", resume)):
         if path is not None and (not isinstance(path, str | os.PathLike) or not os.fspath(path)):
             raise ParameterError(f"must be a file path, got {path!r}", argument=argument)
+    if problem.data_local and (checkpoint is not None or resume is not None):
+        raise ParameterError("a problem of factory-built agents keeps each agent's state on its host, and per-host "
+                             "checkpoints are not implemented yet; run it without checkpoint/resume",
+                             argument="checkpoint" if checkpoint is not None else "resume")
     if callback is not None and not callable(callback):
         raise ParameterError(f"must be callable (row -> bool or None), got {callback!r}", argument="callback")
     if checkpoint is not None and not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint))):
