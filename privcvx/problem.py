@@ -16,6 +16,7 @@ column-major (``order="F"``, like ``cp.vec``), in the order of
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -293,10 +294,15 @@ class AgentSpec:
     sensitivity, smoothness:
         The public declarations that the algorithm checks in the driver (see :class:`Agent`); the built agent
         must declare the same.
+    shard:
+        Where the agent's host writes its checkpoint shard (a path on that host): its iterate, dual, noise state
+        and ledger, after every round of a run with ``checkpoint=``; ``resume=`` reads it back there. The
+        driver's checkpoint then holds only public state, the round and each shard's digest.
     """
 
     def __init__(self, name: str, factory: Callable[[], Agent], shapes: Mapping[Hashable, Sequence[int] | int], *,
-                 sensitivity: Sensitivity | None = None, smoothness: float | None = None) -> None:
+                 sensitivity: Sensitivity | None = None, smoothness: float | None = None,
+                 shard: str | os.PathLike | None = None) -> None:
         if not isinstance(name, str):
             raise DeclarationError(f"must be a string, got {name!r}", argument="name")
         if not callable(factory):
@@ -315,8 +321,11 @@ class AgentSpec:
         if sensitivity is not None and not isinstance(sensitivity, Sensitivity):
             raise DeclarationError(f"must be a pc.Sensitivity, got {sensitivity!r}", agent=name,
                                    argument="sensitivity")
+        if shard is not None and (not isinstance(shard, str | os.PathLike) or not os.fspath(shard)):
+            raise DeclarationError(f"must be a file path, got {shard!r}", agent=name, argument="shard")
         self.name = name
         self.factory = factory
+        self.shard = None if shard is None else os.fspath(shard)
         self.sensitivity = sensitivity
         self.smoothness = None if smoothness is None else require_positive(
             smoothness, argument="smoothness", agent=name, error=DeclarationError, allow_zero=True)
@@ -468,8 +477,8 @@ class DistributedProblem:
         ``backend="serial"``, a worker process, a Ray actor) calls its agents' factories and checks each built
         agent against its spec. The agents' data, objectives and noise states never exist in the driver, so
         :meth:`solve_centralized` raises (build an ordinary problem from the same data for a reference), the
-        local sets are not checked for feasibility at declaration, and ``checkpoint=`` is refused (the state
-        belongs on the hosts). See docs/deployment.md.
+        local sets are not checked for feasibility at declaration, and ``checkpoint=`` needs every spec's
+        ``shard`` path (each host writes its agents' state there). See docs/deployment.md.
         """
         if not isinstance(specs, Sequence) or isinstance(specs, str) or not specs:
             raise DeclarationError(f"must be a non-empty list of pc.AgentSpec, got {specs!r}", argument="specs")

@@ -76,8 +76,8 @@ def solve(problem: pc.DistributedProblem, backend: object, **options: object) ->
     """The seeded research run every test compares (ObjPert, Gaussian noise)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.errors.ReproducibleNoiseWarning)
-        return problem.solve(rounds=4, local_updates=2, rho=1.0, eta=0.05, privacy=PRIVACY, seed=7,
-                             backend=backend, **options)
+        return problem.solve(**{"rounds": 4, "local_updates": 2, "rho": 1.0, "eta": 0.05, "privacy": PRIVACY,
+                                "seed": 7, "backend": backend, **options})
 
 
 def test_the_same_seed_gives_bitwise_identical_runs_on_every_backend(local_ray):
@@ -149,9 +149,11 @@ def data_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return paths
 
 
-def specs(paths: list[str], shapes: dict | None = None) -> list[pc.problem.AgentSpec]:
+def specs(paths: list[str], shapes: dict | None = None, shards: Path | None = None) -> list[pc.problem.AgentSpec]:
     return [pc.problem.AgentSpec(f"site-{p}", functools.partial(load_agent, p, path), shapes or {"w": (N,)},
-                                 sensitivity=SENSITIVITY, smoothness=SMOOTHNESS) for p, path in enumerate(paths)]
+                                 sensitivity=SENSITIVITY, smoothness=SMOOTHNESS,
+                                 shard=None if shards is None else shards / f"site-{p}.shard")
+            for p, path in enumerate(paths)]
 
 
 def test_factories_give_the_same_runs_as_ordinary_agents(local_ray, data_files):
@@ -163,7 +165,7 @@ def test_factories_give_the_same_runs_as_ordinary_agents(local_ray, data_files):
     assert local.layouts[1].shared_global.tolist() == ordinary.layouts[1].shared_global.tolist()
     with pytest.raises(pc.errors.CentralizedSolveError, match="factories"):
         local.solve_centralized()
-    with pytest.raises(pc.errors.ParameterError, match="per-host checkpoints"):
+    with pytest.raises(pc.errors.ParameterError, match="shard path"):
         solve(local, "serial", checkpoint=str(Path(data_files[0]).with_suffix(".ckpt")))
     with pytest.raises(pc.errors.DeclarationError, match="the built agent shares") as info:
         solve(pc.DistributedProblem.from_factories(specs(data_files, {"w": (N + 1,)})), "serial")
@@ -242,3 +244,22 @@ def test_private_data_stays_on_the_hosts(local_ray, data_files, monkeypatch):
     assert seen[-1]
     solve(pc.DistributedProblem([load_agent(p, path) for p, path in enumerate(data_files)]), "process")
     assert spy.leaked()
+
+
+def test_per_host_checkpoint_shards_resume_bitwise(local_ray, data_files, tmp_path):
+    local = pc.DistributedProblem.from_factories(specs(data_files, shards=tmp_path))
+    full = solve(local, "process", rounds=6)
+    driver = tmp_path / "driver.ckpt"
+    solve(local, "process", rounds=6, checkpoint=driver, callback=lambda row: row["round"] < 3)
+    assert sorted(p.name for p in tmp_path.glob("*.shard")) == ["site-0.shard", "site-1.shard", "site-2.shard"]
+    content = driver.read_bytes()
+    assert not sentinel_in(content) and not sentinel_in((tmp_path / "driver.ckpt.transcript").read_bytes())
+    assert '"noise"'.encode("utf-32-le") not in content  # the agents' noise states are in the shards only
+    assert '"noise"'.encode("utf-32-le") in (tmp_path / "site-1.shard").read_bytes()
+    resumed = solve(local, "ray", rounds=6, resume=driver, checkpoint=driver)
+    assert same_run(full, resumed)
+    shard = tmp_path / "site-2.shard"
+    shard.write_bytes(shard.read_bytes()[:-1] + b"x")
+    with pytest.raises(pc.errors.CheckpointError, match="not the one the driver's checkpoint recorded") as info:
+        solve(local, "serial", rounds=6, resume=driver)
+    assert info.value.agent == "site-2"

@@ -21,19 +21,22 @@ identical on every backend for a given seed: each agent draws from its own noise
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 import os
 import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, Algorithm
-from privcvx.errors import AgentError, ParameterError, PrivcvxError, check_int
+from privcvx.errors import AgentError, CheckpointError, ParameterError, PrivcvxError, check_int
 from privcvx.messages import Message
 from privcvx.problem import Agent, AgentSpec, DistributedProblem
+from privcvx.runtime import checkpoint as checkpoints
 
 #: A host's answer to ``start`` and ``step``, per agent: the messages it sent and the ledger entries it recorded.
 StepReply = list[tuple[list[Message], list[tuple[Any, int]]]]
@@ -55,6 +58,25 @@ def reserve_cvxpy_ids(agents: Sequence[Agent]) -> None:
     largest = max((_largest_id(node) for agent in agents for node in [agent.objective, *agent.constraints]),
                   default=0)
     ID_COUNTER.count = max(ID_COUNTER.count, largest + 1)
+
+
+def write_shard(path: str | None, name: str, state: dict[str, Any], next_round: int) -> str:
+    """Write an agent's state to its shard (the format of :mod:`privcvx.runtime.checkpoint`); return its SHA-256."""
+    if path is None:
+        raise ParameterError("a checkpoint of factory-built agents needs a shard path on every AgentSpec",
+                             agent=name, argument="shard")
+    checkpoints.write_state(path, {"agent": name, "round": next_round}, state)
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_shard(path: str | None, name: str, digest: str, next_round: int) -> dict[str, Any]:
+    """An agent's state from its shard, refused unless it is the one the driver's checkpoint recorded."""
+    if path is None or not Path(path).is_file():
+        raise CheckpointError(f"the agent's checkpoint shard {path!r} is missing", agent=name, argument="resume")
+    if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+        raise CheckpointError(f"the shard {path!r} is not the one the driver's checkpoint recorded (another "
+                              "round or run, or edited)", agent=name, argument="resume")
+    return checkpoints.read_state(path, {"agent": name, "round": next_round})
 
 
 def _built(agents: Sequence[Agent | AgentSpec], contexts: Sequence[AgentContext]) -> tuple[list[Agent],
@@ -82,6 +104,7 @@ class AgentHost:
 
     def __init__(self, algorithm: Algorithm, agents: Sequence[Agent | AgentSpec],
                  contexts: Sequence[AgentContext]) -> None:
+        self.shards = [agent.shard if isinstance(agent, AgentSpec) else None for agent in agents]
         agents, contexts = _built(agents, contexts)
         reserve_cvxpy_ids(agents)
         self.contexts = list(contexts)
@@ -147,6 +170,19 @@ class AgentHost:
     def load_states(self, states: Sequence[dict[str, Any]]) -> list[None]:
         """Restore every program's state from a checkpoint."""
         return self._each(lambda program, state: program.load_state_dict(state), states, where="in load_state_dict()")
+
+    def write_shards(self, next_round: int) -> list[str]:
+        """Write every program's state to its agent's shard (per-host checkpoints); return the shards' digests."""
+        return self._each(lambda program, item: write_shard(*item, program.state_dict(), next_round),
+                          [(path, c.name) for path, c in zip(self.shards, self.contexts, strict=True)],
+                          where="while writing its checkpoint shard")
+
+    def read_shards(self, digests: Sequence[str], next_round: int) -> list[None]:
+        """Restore every program's state from its agent's shard, checked against the driver's digest and round."""
+        return self._each(lambda program, item: program.load_state_dict(read_shard(*item, next_round)),
+                          [(path, c.name, digest) for path, c, digest in zip(self.shards, self.contexts, digests,
+                                                                             strict=True)],
+                          where="while reading its checkpoint shard")
 
 
 class SerialBackend:

@@ -191,15 +191,20 @@ class Run:
 
     # ---- state ----------------------------------------------------------------------------------------
     def state(self, backend: Any, next_round: int, elapsed: float, transcript_bytes: int) -> dict[str, Any]:
-        """The run's whole state after a round, for the checkpoint."""
-        return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": backend.call("states"),
+        """The run's whole state after a round, for the checkpoint (with factory-built agents, each host writes
+        its agents' states to their shards and the driver keeps their digests)."""
+        agents = backend.call("write_shards", next_round) if self.problem.data_local else backend.call("states")
+        return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": agents,
                 "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
                 "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
 
     def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
         """Restore a checkpointed state; return the next round and the elapsed time."""
-        backend.call_split("load_states", state["agents"])
+        if self.problem.data_local:  # the hosts read their shards; the driver holds their digests
+            backend.call_split("read_shards", state["agents"], int(state["next_round"]))
+        else:
+            backend.call_split("load_states", state["agents"])
         if self.coordinator is not None:
             self.coordinator.load_state_dict(state["coordinator"])
         self.monitor.load_state_dict(state["monitor"])
@@ -257,9 +262,11 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         if path is not None and (not isinstance(path, str | os.PathLike) or not os.fspath(path)):
             raise ParameterError(f"must be a file path, got {path!r}", argument=argument)
     if problem.data_local and (checkpoint is not None or resume is not None):
-        raise ParameterError("a problem of factory-built agents keeps each agent's state on its host, and per-host "
-                             "checkpoints are not implemented yet; run it without checkpoint/resume",
-                             argument="checkpoint" if checkpoint is not None else "resume")
+        missing = [spec.name for spec in problem.agents if spec.shard is None]
+        if missing:
+            raise ParameterError(f"a problem of factory-built agents keeps each agent's state on its host: give "
+                                 f"every pc.problem.AgentSpec a shard path (missing: {missing[:5]})",
+                                 argument="checkpoint" if checkpoint is not None else "resume")
     if callback is not None and not callable(callback):
         raise ParameterError(f"must be callable (row -> bool or None), got {callback!r}", argument="callback")
     if checkpoint is not None and not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint))):
