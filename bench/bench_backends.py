@@ -1,6 +1,7 @@
 """Time per round on the serial, process and Ray backends, measured in one run (docs/performance.md).
 
     .venv/bin/python bench/bench_backends.py [--rounds 6] [--case case1354pegase --zones 8 --local-updates 5]
+                                             [--backends serial process ray]
 
 The process backend runs one group of agents per core (2 here), the Ray backend one actor per CPU of a
 local Ray instance started here (its start-up is reported apart). Set-up (spawning workers or actors,
@@ -34,6 +35,8 @@ def main() -> None:
     parser.add_argument("--case", default="case1354pegase")
     parser.add_argument("--zones", type=int, default=8)
     parser.add_argument("--local-updates", type=int, default=5)
+    parser.add_argument("--backends", nargs="+", default=["serial", "process", "ray"],
+                        choices=["serial", "process", "ray"], help="the first is the ratios' denominator")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     import ray
@@ -43,14 +46,14 @@ def main() -> None:
     print(f"Ray start-up: {time.perf_counter() - start:.1f} s; load average before the runs: "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     problem = powerflow.zonal_problem(args.case, zones=args.zones)
-    print("| case | zones | E | backend | set-up (s) | per round (ms) | per round / serial |")
+    print(f"| case | zones | E | backend | set-up (s) | per round (ms) | per round / {args.backends[0]} |")
     print("|---|---|---|---|---|---|---|")
-    serial = None
-    for backend in ("serial", "process", "ray"):
+    first = None
+    for backend in args.backends:
         setup, per_round = timed_run(problem, backend, args.rounds, args.local_updates)
-        serial = serial or per_round
+        first = first or per_round
         print(f"| {args.case} | {args.zones} | {args.local_updates} | {backend} | {setup:.1f} | "
-              f"{per_round * 1e3:.0f} | {per_round / serial:.2f} |", flush=True)
+              f"{per_round * 1e3:.0f} | {per_round / first:.2f} |", flush=True)
     ray.shutdown()
 
 

@@ -86,7 +86,12 @@ def test_the_same_seed_gives_bitwise_identical_runs_on_every_backend(local_ray):
     assert serial.history["noise_magnitude"].gt(0).all()  # the noise is really drawn
     assert same_run(serial, solve(problem, "process"))
     assert same_run(serial, solve(problem, "ray"))  # two actors (one per CPU) host the three agents
-    assert same_run(serial, solve(problem, pc.runtime.Ray(actors=3)))  # one actor per agent
+    one_each = pc.runtime.Ray(agent_options={"site-1": {"num_cpus": 0.5}})  # one actor per agent
+    assert same_run(serial, solve(problem, one_each))
+    with pytest.raises(pc.errors.ParameterError, match="site-9"):
+        solve(problem, pc.runtime.Ray(agent_options={"site-9": {}}))
+    with pytest.raises(pc.errors.ParameterError, match="actors"):
+        solve(problem, pc.runtime.Ray(actors=0))
     other_seed = problem.solve(rounds=4, local_updates=2, rho=1.0, eta=0.05, privacy=PRIVACY, seed="secure")
     assert not other_seed.transcript.same_as(serial.transcript)  # the comparison can fail
 

@@ -406,7 +406,7 @@ class RayBackend:
             self.groups = [[i] for i in range(size)]
             per_actor = [dict(options.agent_options.get(name, {})) for name in names]
         else:
-            count = options.actors or int(cpus)
+            count = int(cpus) if options.actors is None else options.actors
             self.groups = _groups(size, check_int(count, argument="actors"))
             per_actor = [{} for _ in self.groups]
         share = min(1.0, cpus / len(self.groups))  # more actors than CPUs share them
