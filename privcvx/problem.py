@@ -16,6 +16,7 @@ column-major (``order="F"``, like ``cp.vec``), in the order of
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -258,6 +259,144 @@ class CentralizedSolution:
     solve_time: float = field(default=float("nan"))
 
 
+def agent_layout(agent: Agent, key_offsets: Mapping[Hashable, int]) -> AgentLayout:
+    """Agent's layout: its variables stacked in z_p, its shared entries' positions in z_p and (from the keys'
+    offsets in w) in w."""
+    shapes = tuple(tuple(v.shape) for v in agent.variables)
+    sizes = [int(np.prod(s, dtype=int)) for s in shapes]
+    offsets = tuple(np.cumsum([0, *sizes[:-1]]).tolist())
+    var_offset = {v.id: o for v, o in zip(agent.variables, offsets, strict=True)}
+    local, glob = [], []
+    for key, expr in agent.shared.items():
+        var = _shared_variable(expr, key=key, agent=agent.name)
+        local.append(var_offset[var.id] + _positions(expr, var))
+        glob.append(key_offsets[key] + np.arange(expr.size))
+    shared_local = np.concatenate(local)
+    if len(np.unique(shared_local)) != len(shared_local):
+        raise DeclarationError("two shared keys select the same entry of a variable",
+                               agent=agent.name, argument="shared")
+    return AgentLayout(name=agent.name, shapes=shapes, offsets=offsets, dim=int(sum(sizes)),
+                       shared_local=shared_local, shared_global=np.concatenate(glob))
+
+
+class AgentSpec:
+    """An agent built where it runs: the driver holds only its name, public declarations and a factory.
+
+    The driver has no objective, constraints or variables of the agent: an algorithm setting that would need
+    them there (an L_p estimated from data, the centralized reference) raises a DeclarationError.
+
+    Parameters
+    ----------
+    name:
+        The agent's name (the built agent must have it, or none).
+    factory:
+        A picklable zero-argument callable (a module-level function, a ``functools.partial`` of one, an instance
+        of a class) that builds the agent's :class:`Agent`, loading its private data where it is called: on the
+        host that runs the agent (a worker process or a Ray actor). It should hold where the data is (a path),
+        never the data itself, since it is pickled and sent to the host.
+    shapes:
+        ``{key: shape}``: the public shapes of the agent's shared keys, in the order the built agent's ``shared``
+        lists them. The driver lays out the global vector w from these alone.
+    sensitivity, smoothness:
+        The public declarations that the algorithm checks in the driver (see :class:`Agent`); the built agent
+        must declare the same.
+    convex:
+        Whether the built agent's objective is convex DCP (``Agent.convex``; a nonconvex agent needs a gradient
+        oracle and a gradient-only method). The driver checks the algorithm against it; the host checks the
+        built agent.
+    shard:
+        Where the agent's host writes its checkpoint shard (a path on that host): its iterate, dual, noise state
+        and ledger, after every round of a run with ``checkpoint=``; ``resume=`` reads it back there. The
+        driver's checkpoint then holds only public state, the round and each shard's digest.
+    """
+
+    def __init__(self, name: str, factory: Callable[[], Agent], shapes: Mapping[Hashable, Sequence[int] | int], *,
+                 sensitivity: Sensitivity | None = None, smoothness: float | None = None, convex: bool = True,
+                 shard: str | os.PathLike | None = None) -> None:
+        if not isinstance(name, str):
+            raise DeclarationError(f"must be a string, got {name!r}", argument="name")
+        if not callable(factory):
+            raise DeclarationError(f"must be a zero-argument callable building the pc.Agent, got {factory!r}",
+                                   agent=name, argument="factory")
+        if not isinstance(shapes, Mapping) or not shapes:
+            raise DeclarationError(f"must be a non-empty dict {{key: shape}}, got {shapes!r}", agent=name,
+                                   argument="shapes")
+        self.shapes: dict[Hashable, tuple[int, ...]] = {}
+        for key, shape in shapes.items():
+            dims = (shape,) if isinstance(shape, int | np.integer) else shape
+            if not isinstance(dims, Sequence) or not all(isinstance(d, int | np.integer) and d >= 1 for d in dims):
+                raise DeclarationError(f"the shape of key {key!r} must be a tuple of positive ints, got {shape!r}",
+                                       agent=name, argument="shapes")
+            self.shapes[key] = tuple(int(d) for d in dims)
+        if sensitivity is not None and not isinstance(sensitivity, Sensitivity):
+            raise DeclarationError(f"must be a pc.Sensitivity, got {sensitivity!r}", agent=name,
+                                   argument="sensitivity")
+        if shard is not None and (not isinstance(shard, str | os.PathLike) or not os.fspath(shard)):
+            raise DeclarationError(f"must be a file path, got {shard!r}", agent=name, argument="shard")
+        self.name = name
+        self.factory = factory
+        self.shard = None if shard is None else os.fspath(shard)
+        self.sensitivity = sensitivity
+        if not isinstance(convex, bool):
+            raise DeclarationError(f"must be True or False, got {convex!r}", agent=name, argument="convex")
+        self.convex = convex
+        self.smoothness = None if smoothness is None else require_positive(
+            smoothness, argument="smoothness", agent=name, error=DeclarationError, allow_zero=True)
+        self.key_offsets: dict[Hashable, int] = {}
+
+    def build(self) -> tuple[Agent, AgentLayout]:
+        """Call the factory (on the host) and check the agent against the declaration; return it and its layout."""
+        agent = self.factory()
+        if not isinstance(agent, Agent):
+            raise DeclarationError(f"the factory returned {type(agent).__name__}, not a pc.Agent", agent=self.name,
+                                   argument="factory")
+        if agent.name not in (None, self.name):
+            raise DeclarationError(f"the factory built an agent named {agent.name!r}", agent=self.name,
+                                   argument="name")
+        agent.name = self.name
+        built = {key: tuple(expr.shape) for key, expr in agent.shared.items()}
+        if list(built.items()) != list(self.shapes.items()):
+            raise DeclarationError(f"the built agent shares {built}, but its spec declares {self.shapes}",
+                                   agent=self.name, argument="shapes")
+        for argument in ("sensitivity", "smoothness", "convex"):
+            if getattr(agent, argument) != getattr(self, argument):
+                raise DeclarationError(f"the built agent declares {getattr(agent, argument)!r}, its spec "
+                                       f"{getattr(self, argument)!r}", agent=self.name, argument=argument)
+        return agent, agent_layout(agent, self.key_offsets)
+
+    def _absent(self, what: str) -> DeclarationError:
+        return DeclarationError(f"the driver holds no {what} of an agent built by its factory on its host; declare "
+                                "the public settings (sensitivity, smoothness) on its pc.AgentSpec", agent=self.name,
+                                argument=what)
+
+    @property
+    def objective(self) -> cp.Expression:
+        """Not in the driver: raises DeclarationError."""
+        raise self._absent("objective")
+
+    @property
+    def constraints(self) -> list[cp.Constraint]:
+        """Not in the driver: raises DeclarationError."""
+        raise self._absent("constraints")
+
+    @property
+    def variables(self) -> list[cp.Variable]:
+        """Not in the driver: raises DeclarationError."""
+        raise self._absent("variables")
+
+    def public_layout(self) -> AgentLayout:
+        """The driver's layout of the agent: its shared keys alone, stacked in the declared order."""
+        sizes = [int(np.prod(shape, dtype=int)) for shape in self.shapes.values()]
+        return AgentLayout(name=self.name, shapes=tuple(self.shapes.values()),
+                           offsets=tuple(np.cumsum([0, *sizes[:-1]]).tolist()), dim=int(sum(sizes)),
+                           shared_local=np.arange(sum(sizes)),
+                           shared_global=np.concatenate([self.key_offsets[key] + np.arange(size)
+                                                         for key, size in zip(self.shapes, sizes, strict=True)]))
+
+    def __repr__(self) -> str:
+        return f"AgentSpec(name={self.name!r}, factory={self.factory!r}, shapes={self.shapes})"
+
+
 class DistributedProblem:
     """A set of agents that agree on shared keys: the paper's model (2), in general form.
 
@@ -291,7 +430,21 @@ class DistributedProblem:
                         "needs its own variables (consensus is declared through `shared`)",
                         agent=agent.name, argument="shared")
                 owners[var.id] = agent.name
-        self.agents = agents
+        self.agents: list[Agent] | list[AgentSpec] = agents
+        self._declare(metrics, info, [(agent.name, {key: tuple(expr.shape) for key, expr in agent.shared.items()})
+                                      for agent in agents])
+        self._lay_out([agent_layout(agent, self.key_offsets) for agent in agents])
+        for agent in agents:
+            _check_feasible(agent)
+        try:
+            self._check_intersection()
+        except cp.error.SolverError as exc:
+            raise InfeasibleLocalSetError(f"the feasibility solve of the agents' common set failed: {exc}",
+                                          argument="agents") from exc
+
+    def _declare(self, metrics: Mapping[str, Metric] | None, info: Mapping[str, Any] | None,
+                 shared: list[tuple[str, dict[Hashable, tuple[int, ...]]]]) -> None:
+        """The metrics, the info and the global layout of w from the agents' shared keys' shapes."""
         if metrics is not None and not isinstance(metrics, Mapping):
             raise DeclarationError(f"must be a dict name -> callable(w), got {metrics!r}", argument="metrics")
         self.metrics: dict[str, Metric] = dict(metrics or {})
@@ -301,55 +454,67 @@ class DistributedProblem:
         self.info: dict[str, Any] = dict(info or {})
         self.key_shapes: dict[Hashable, tuple[int, ...]] = {}
         key_owner: dict[Hashable, str] = {}
-        for agent in agents:
-            for key, expr in agent.shared.items():
-                shape = tuple(expr.shape)
+        for name, shapes in shared:
+            for key, shape in shapes.items():
                 if key in self.key_shapes and self.key_shapes[key] != shape:
                     raise DeclarationError(
                         f"shared key {key!r} has shape {shape} here but {self.key_shapes[key]} in agent "
-                        f"{key_owner[key]!r}", agent=agent.name, argument="shared")
+                        f"{key_owner[key]!r}", agent=name, argument="shared")
                 self.key_shapes.setdefault(key, shape)
-                key_owner.setdefault(key, agent.name)
+                key_owner.setdefault(key, name)
         self.keys: list[Hashable] = list(self.key_shapes)
-        holders = Counter(key for agent in agents for key in agent.shared)
+        holders = Counter(key for _, shapes in shared for key in shapes)
         lonely = [key for key in self.keys if holders[key] == 1]
-        if len(agents) > 1 and lonely:
+        if len(shared) > 1 and lonely:
             warnings.warn(f"shared keys held by one agent only, which nothing couples to the others (a typo?): "
                           f"{', '.join(f'{key!r} ({key_owner[key]})' for key in lonely[:5])}"
-                          f"{' ...' if len(lonely) > 5 else ''}", ModelingWarning, stacklevel=2)
+                          f"{' ...' if len(lonely) > 5 else ''}", ModelingWarning, stacklevel=3)
         sizes = [int(np.prod(s, dtype=int)) for s in self.key_shapes.values()]
         self.key_offsets: dict[Hashable, int] = dict(zip(self.keys, np.cumsum([0, *sizes[:-1]]).tolist(),
                                                          strict=True))
         self.dim = int(sum(sizes))
-        self.layouts = [self._layout(agent) for agent in agents]
+
+    def _lay_out(self, layouts: list[AgentLayout]) -> None:
+        self.layouts = layouts
         #: How many agents share each global entry: the denominators of the server step (line 5).
         self.multiplicity = np.zeros(self.dim)
         for layout in self.layouts:
             np.add.at(self.multiplicity, layout.shared_global, 1.0)
-        for agent in agents:
-            _check_feasible(agent)
-        try:
-            self._check_intersection()
-        except cp.error.SolverError as exc:
-            raise InfeasibleLocalSetError(f"the feasibility solve of the agents' common set failed: {exc}",
-                                          argument="agents") from exc
 
-    def _layout(self, agent: Agent) -> AgentLayout:
-        shapes = tuple(tuple(v.shape) for v in agent.variables)
-        sizes = [int(np.prod(s, dtype=int)) for s in shapes]
-        offsets = tuple(np.cumsum([0, *sizes[:-1]]).tolist())
-        var_offset = {v.id: o for v, o in zip(agent.variables, offsets, strict=True)}
-        local, glob = [], []
-        for key, expr in agent.shared.items():
-            var = _shared_variable(expr, key=key, agent=agent.name)
-            local.append(var_offset[var.id] + _positions(expr, var))
-            glob.append(self.key_offsets[key] + np.arange(expr.size))
-        shared_local = np.concatenate(local)
-        if len(np.unique(shared_local)) != len(shared_local):
-            raise DeclarationError("two shared keys select the same entry of a variable",
-                                   agent=agent.name, argument="shared")
-        return AgentLayout(name=agent.name, shapes=shapes, offsets=offsets, dim=int(sum(sizes)),
-                           shared_local=shared_local, shared_global=np.concatenate(glob))
+    @classmethod
+    def from_factories(cls, specs: Sequence[AgentSpec], metrics: Mapping[str, Metric] | None = None,
+                       info: Mapping[str, Any] | None = None) -> DistributedProblem:
+        """A problem whose agents are built where they run, each by its :class:`AgentSpec`'s factory.
+
+        The driver lays out w from the specs' public shapes alone; every host (the driver itself for
+        ``backend="serial"``, a worker process, a Ray actor) calls its agents' factories and checks each built
+        agent against its spec. The agents' data, objectives and noise states never exist in the driver, so
+        :meth:`solve_centralized` raises (build an ordinary problem from the same data for a reference), the
+        local sets are not checked for feasibility at declaration, and ``checkpoint=`` needs every spec's
+        ``shard`` path (each host writes its agents' state there). See docs/deployment.md.
+        """
+        if not isinstance(specs, Sequence) or isinstance(specs, str) or not specs:
+            raise DeclarationError(f"must be a non-empty list of pc.AgentSpec, got {specs!r}", argument="specs")
+        specs = list(specs)
+        names: set[str] = set()
+        for i, spec in enumerate(specs):
+            if not isinstance(spec, AgentSpec):
+                raise DeclarationError(f"item {i} is not a pc.AgentSpec: {spec!r}", argument="specs")
+            if spec.name in names:
+                raise DeclarationError("two agents have this name", agent=spec.name, argument="name")
+            names.add(spec.name)
+        problem = cls.__new__(cls)
+        problem.agents = specs
+        problem._declare(metrics, info, [(spec.name, spec.shapes) for spec in specs])
+        for spec in specs:
+            spec.key_offsets = {key: problem.key_offsets[key] for key in spec.shapes}
+        problem._lay_out([spec.public_layout() for spec in specs])
+        return problem
+
+    @property
+    def data_local(self) -> bool:
+        """Whether the agents are built on their hosts by factories (:meth:`from_factories`)."""
+        return any(isinstance(agent, AgentSpec) for agent in self.agents)
 
     @property
     def names(self) -> list[str]:
@@ -369,13 +534,20 @@ class DistributedProblem:
 
         ``keys``: ``[str(key), shape, offset in w]``; ``agents``: ``{name: [[variable name, shape, offset in z_p]]}``.
         """
+        def variables(agent: Agent | AgentSpec, layout: AgentLayout) -> list[list[Any]]:
+            names = [str(key) for key in agent.shapes] if isinstance(agent, AgentSpec) else \
+                [var.name() for var in agent.variables]  # a factory-built agent: its shared keys only
+            return [[name, list(shape), offset] for name, shape, offset in
+                    zip(names, layout.shapes, layout.offsets, strict=True)]
+
         return {"keys": [[str(key), list(shape), self.key_offsets[key]] for key, shape in self.key_shapes.items()],
-                "agents": {agent.name: [[var.name(), list(shape), offset] for var, shape, offset in
-                                        zip(agent.variables, layout.shapes, layout.offsets, strict=True)]
+                "agents": {agent.name: variables(agent, layout)
                            for agent, layout in zip(self.agents, self.layouts, strict=True)}}
 
     def write_back(self, z: Sequence[np.ndarray]) -> None:
         """Give every agent's CVXPY variables the values of its local vector z_p (as ``cp.Problem.solve`` does)."""
+        if self.data_local:  # the variables live on the hosts
+            return
         for agent, layout, z_p in zip(self.agents, self.layouts, z, strict=True):
             for variable, value in zip(agent.variables, layout.split(np.asarray(z_p, dtype=float)), strict=True):
                 variable.save_value(value)
@@ -429,6 +601,10 @@ class DistributedProblem:
         A problem with a nonconvex agent gets a multi-start local solve instead
         (:func:`privcvx.nonconvex.local_reference`, status ``"local_optimum"``).
         """
+        if self.data_local:
+            raise CentralizedSolveError("the agents of this problem are built by factories on their hosts, so the "
+                                        "driver holds none of their data; for a reference, build an ordinary "
+                                        "pc.DistributedProblem from the same data", argument="agents")
         if not all(agent.convex for agent in self.agents):
             from privcvx.nonconvex import local_reference
 
@@ -450,7 +626,7 @@ class DistributedProblem:
                                    solve_time=float(problem.solver_stats.solve_time or float("nan")))
 
     def solve(self, algorithm: Algorithm | None = None, topology: Topology | None = None, *, rounds: int = 100,
-              seed: int | str | None = None, backend: str = "serial", progress: bool = False,
+              seed: int | str | None = None, backend: Any = "serial", progress: bool = False,
               callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: Any = None, resume: Any = None,
               reference: bool = False, diagnostics: bool = True, **settings: Any) -> Result:
         """Run a distributed algorithm on this problem and return a :class:`~privcvx.results.Result`.
@@ -462,7 +638,8 @@ class DistributedProblem:
 
         * ``rounds``: T; ``seed``: None (the default: OS entropy under privacy, ``"secure"``), or an int, which
           makes the noise reproducible by anyone who knows it (research runs; it warns under privacy);
-        * ``backend``: "serial" or "process"; ``progress``: a progress bar;
+        * ``backend``: "serial", "process", "ray" (a local Ray instance), or ``pc.runtime.Ray(address=...)``
+          (a Ray cluster; see docs/deployment.md); ``progress``: a progress bar;
         * ``callback(row)``: called after every round with the history row; returning ``False`` stops;
         * ``checkpoint``: a path, written atomically after every round; ``resume``: continue from one, with
           bitwise-identical results;

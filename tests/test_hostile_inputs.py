@@ -113,7 +113,7 @@ def solve_options(draw: Callable[..., Any]) -> dict[str, Any]:
         "eta": st.one_of(NUMBERS, st.sampled_from(["auto", "slow"]), st.just(lambda t: -1.0), JUNK),
         "tol": st.one_of(st.tuples(NUMBERS, NUMBERS), NUMBERS, JUNK),
         "seed": st.one_of(st.integers(-5, 2**70), st.sampled_from(["secure", "abc"]), JUNK),
-        "backend": st.one_of(st.sampled_from(["serial", "ray", "gpu"]), JUNK),
+        "backend": st.one_of(st.sampled_from(["serial", "mpi", "gpu"]), JUNK),
         "callback": st.one_of(st.none(), st.just(lambda row: True), st.just(lambda row: row["x"]), JUNK),
         "checkpoint": st.one_of(st.none(), st.sampled_from(["/nonexistent/dir/run.ckpt"]), JUNK),
         "resume": st.one_of(st.none(), st.sampled_from(["/nonexistent.ckpt", ""]), JUNK),

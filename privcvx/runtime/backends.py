@@ -11,6 +11,9 @@ the hosts' answers into agent order.
 * ``"process"`` (:class:`ProcessBackend`): one host per worker process (one group of agents
   per core), driven through pipes. Workers are spawned, not forked, so a script must start the
   run under ``if __name__ == "__main__":``; each worker builds its agents' programs itself.
+* ``"ray"`` (:class:`RayBackend`): one host per Ray actor (one group of agents per CPU of the
+  Ray cluster, or one actor per agent), on a local Ray instance started on first use, or on the
+  cluster named by ``backend=Ray(address=...)`` (:class:`Ray`; see docs/deployment.md).
 
 Every backend is a context manager and closes its workers on every way out. Results are
 identical on every backend for a given seed: each agent draws from its own noise stream.
@@ -18,27 +21,92 @@ identical on every backend for a given seed: each agent draws from its own noise
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 import os
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, Algorithm
-from privcvx.errors import AgentError, ParameterError, PrivcvxError
+from privcvx.errors import AgentError, CheckpointError, ParameterError, PrivcvxError, check_int
 from privcvx.messages import Message
-from privcvx.problem import Agent, DistributedProblem
+from privcvx.problem import Agent, AgentSpec, DistributedProblem
+from privcvx.runtime import checkpoint as checkpoints
 
 #: A host's answer to ``start`` and ``step``, per agent: the messages it sent and the ledger entries it recorded.
 StepReply = list[tuple[list[Message], list[tuple[Any, int]]]]
 
 
+def _largest_id(node: Any) -> int:
+    """The largest CVXPY id in an expression or constraint tree."""
+    return max([getattr(node, "id", 0), *(_largest_id(arg) for arg in getattr(node, "args", ()))])
+
+
+def reserve_cvxpy_ids(agents: Sequence[Agent]) -> None:
+    """Move this process's CVXPY id counter past every id of the agents' expressions.
+
+    Agents unpickled in a fresh worker keep the ids they had in the driver, while the worker's counter starts
+    again at 1: the variables a program then creates (its local step's) would share ids with the agent's.
+    """
+    from cvxpy.lin_ops.lin_utils import ID_COUNTER
+
+    largest = max((_largest_id(node) for agent in agents for node in [agent.objective, *agent.constraints]),
+                  default=0)
+    ID_COUNTER.count = max(ID_COUNTER.count, largest + 1)
+
+
+def write_shard(path: str | None, name: str, state: dict[str, Any], next_round: int) -> str:
+    """Write an agent's state to its shard (the format of :mod:`privcvx.runtime.checkpoint`); return its SHA-256."""
+    if path is None:
+        raise ParameterError("a checkpoint of factory-built agents needs a shard path on every AgentSpec",
+                             agent=name, argument="shard")
+    checkpoints.write_state(path, {"agent": name, "round": next_round}, state)
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_shard(path: str | None, name: str, digest: str, next_round: int) -> dict[str, Any]:
+    """An agent's state from its shard, refused unless it is the one the driver's checkpoint recorded."""
+    if path is None or not Path(path).is_file():
+        raise CheckpointError(f"the agent's checkpoint shard {path!r} is missing", agent=name, argument="resume")
+    if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+        raise CheckpointError(f"the shard {path!r} is not the one the driver's checkpoint recorded (another "
+                              "round or run, or edited)", agent=name, argument="resume")
+    return checkpoints.read_state(path, {"agent": name, "round": next_round})
+
+
+def _built(agents: Sequence[Agent | AgentSpec], contexts: Sequence[AgentContext]) -> tuple[list[Agent],
+                                                                                       list[AgentContext]]:
+    """The agents, those given by an :class:`~privcvx.problem.AgentSpec` built here by its factory; their contexts
+    get the built agent's whole layout (the driver's holds the shared keys only)."""
+    built, ready = [], []
+    for agent, context in zip(agents, contexts, strict=True):
+        if isinstance(agent, AgentSpec):
+            try:
+                agent, layout = agent.build()
+            except PrivcvxError:
+                raise
+            except Exception as exc:  # the user's factory (a missing file, a bad format)
+                raise AgentError(f"{type(exc).__name__} in the agent's factory: {exc}", agent=agent.name,
+                                 argument="factory") from exc
+            context = replace(context, layout=layout)
+        built.append(agent)
+        ready.append(context)
+    return built, ready
+
+
 class AgentHost:
     """Some agents' programs, run one after the other in the current process."""
 
-    def __init__(self, algorithm: Algorithm, agents: Sequence[Agent], contexts: Sequence[AgentContext]) -> None:
+    def __init__(self, algorithm: Algorithm, agents: Sequence[Agent | AgentSpec],
+                 contexts: Sequence[AgentContext]) -> None:
+        self.shards = [agent.shard if isinstance(agent, AgentSpec) else None for agent in agents]
+        agents, contexts = _built(agents, contexts)
+        reserve_cvxpy_ids(agents)
         self.contexts = list(contexts)
         self.phases = algorithm.phases
         self.programs = self._each(lambda agent, context: algorithm.agent_program(agent, context), self.contexts,
@@ -103,6 +171,19 @@ class AgentHost:
         """Restore every program's state from a checkpoint."""
         return self._each(lambda program, state: program.load_state_dict(state), states, where="in load_state_dict()")
 
+    def write_shards(self, next_round: int) -> list[str]:
+        """Write every program's state to its agent's shard (per-host checkpoints); return the shards' digests."""
+        return self._each(lambda program, item: write_shard(*item, program.state_dict(), next_round),
+                          [(path, c.name) for path, c in zip(self.shards, self.contexts, strict=True)],
+                          where="while writing its checkpoint shard")
+
+    def read_shards(self, digests: Sequence[str], next_round: int) -> list[None]:
+        """Restore every program's state from its agent's shard, checked against the driver's digest and round."""
+        return self._each(lambda program, item: program.load_state_dict(read_shard(*item, next_round)),
+                          [(path, c.name, digest) for path, c, digest in zip(self.shards, self.contexts, digests,
+                                                                             strict=True)],
+                          where="while reading its checkpoint shard")
+
 
 class SerialBackend:
     """Every agent in this process, one after the other."""
@@ -153,9 +234,7 @@ class ProcessBackend:
 
     def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
                  workers: int | None = None) -> None:
-        count = min(len(problem.agents), workers or os.cpu_count() or 1)
-        self.groups = [list(range(i, len(problem.agents), count)) for i in range(count)]
-        self.size = len(problem.agents)
+        self.groups = _groups(len(problem.agents), workers or os.cpu_count() or 1)
         context = mp.get_context("spawn")
         self.connections: list[Any] = []
         self.processes: list[Any] = []
@@ -193,14 +272,6 @@ class ProcessBackend:
             raise payload
         return payload
 
-    def _gather(self, replies: list[list[Any]]) -> list[Any]:
-        """Merge the groups' per-agent answers into agent order."""
-        merged: list[Any] = [None] * self.size
-        for members, reply in zip(self.groups, replies, strict=True):
-            for i, value in zip(members, reply, strict=True):
-                merged[i] = value
-        return merged
-
     def _receive_all(self) -> list[Any]:
         """Every worker's reply; a worker's error is raised only after all replies are read, so that no stale
         reply stays in a pipe (the partial result of a failed run is read right after)."""
@@ -218,13 +289,13 @@ class ProcessBackend:
         """Call ``method`` on every worker and gather the replies in agent order."""
         for connection in self.connections:
             connection.send((method, args))
-        return self._gather(self._receive_all())
+        return _merge(self.groups, self._receive_all())
 
     def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
         """Call ``method`` on every worker with its own agents' items of ``per_agent``."""
         for members, connection in zip(self.groups, self.connections, strict=True):
             connection.send((method, ([per_agent[i] for i in members], *args)))
-        return self._gather(self._receive_all())
+        return _merge(self.groups, self._receive_all())
 
     def close(self) -> None:
         """Stop the workers (each answers before it exits)."""
@@ -248,14 +319,170 @@ class ProcessBackend:
         self.close()
 
 
+def _groups(size: int, count: int) -> list[list[int]]:
+    """Agents 0..size-1 dealt round-robin into ``count`` groups (one host each)."""
+    count = max(1, min(size, count))
+    return [list(range(i, size, count)) for i in range(count)]
+
+
+def _merge(groups: list[list[int]], replies: list[list[Any]]) -> list[Any]:
+    """Merge the groups' per-agent answers into agent order."""
+    merged: list[Any] = [None] * sum(len(members) for members in groups)
+    for members, reply in zip(groups, replies, strict=True):
+        for i, value in zip(members, reply, strict=True):
+            merged[i] = value
+    return merged
+
+
+@dataclass(frozen=True)
+class Ray:
+    """``solve(backend=Ray(...))``: run the agents in Ray actors, with options (``backend="ray"`` is ``Ray()``).
+
+    Parameters
+    ----------
+    address:
+        The Ray cluster to connect to (``ray.init(address=...)``: ``"auto"``, ``"ray://host:10001"``, or
+        ``"host:6379"``). ``None``: the instance this process is already connected to, or else a local instance
+        started on first use (``ray.init(num_cpus=os.cpu_count(), include_dashboard=False)``), which stays up
+        for later runs until ``ray.shutdown()``.
+    actors:
+        How many actors host the agents (dealt round-robin into groups); default: one per CPU of the
+        cluster, at most one per agent. Each actor reserves one CPU, or an equal share of the cluster's CPUs
+        when there are more actors than CPUs.
+    agent_options:
+        ``{agent name: options for ray.remote}`` (for instance ``{"resources": {"utility-a": 1}}``, a custom
+        resource that only the node holding that agent's data declares). When given, every agent gets an actor
+        of its own, created with its options (an agent not named gets ``{}``).
+    """
+
+    address: str | None = None
+    actors: int | None = None
+    agent_options: Mapping[str, Mapping[str, Any]] | None = field(default=None)
+
+
+class _HostActor:
+    """The body of a Ray actor: an :class:`AgentHost` built inside the actor, then called by method name."""
+
+    def __init__(self) -> None:
+        self.host: AgentHost | None = None
+
+    def build(self, *host_args: Any) -> None:
+        """Build the host (the agents' programs) inside this actor."""
+        self.host = AgentHost(*host_args)
+
+    def call(self, method: str, args: tuple) -> Any:
+        """``host.method(*args)``."""
+        return getattr(self.host, method)(*args)
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # the optional extra
+        raise ParameterError("backend='ray' needs Ray: pip install 'privcvx[ray]'", argument="backend") from exc
+    return ray
+
+
+class RayBackend:
+    """Agents in Ray actors, each holding an :class:`AgentHost` for one group of agents (or one agent)."""
+
+    def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
+                 options: Ray | None = None) -> None:
+        options = options or Ray()
+        self.ray = ray = _ray()
+        if not ray.is_initialized():
+            settings: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                        "configure_logging": False}
+            if options.address is None:
+                settings["num_cpus"] = os.cpu_count() or 1
+            ray.init(address=options.address, **settings)
+        size = len(problem.agents)
+        names = [agent.name for agent in problem.agents]
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        if options.agent_options is not None:
+            unknown = sorted(set(options.agent_options) - set(names))
+            if unknown:
+                raise ParameterError(f"agent_options names agents the problem does not have: {unknown}",
+                                     argument="backend")
+            self.groups = [[i] for i in range(size)]
+            per_actor = [dict(options.agent_options.get(name, {})) for name in names]
+        else:
+            count = int(cpus) if options.actors is None else options.actors
+            self.groups = _groups(size, check_int(count, argument="actors"))
+            per_actor = [{} for _ in self.groups]
+        share = min(1.0, cpus / len(self.groups))  # more actors than CPUs share them
+        self.names = names
+        remote = ray.remote(_HostActor)
+        self.actors: list[Any] = []
+        try:
+            for actor_options in per_actor:
+                self.actors.append(remote.options(**{"num_cpus": share, "max_restarts": 0, **actor_options}).remote())
+            self._wait([actor.build.remote(algorithm, [problem.agents[i] for i in members],
+                                           [contexts[i] for i in members])
+                        for actor, members in zip(self.actors, self.groups, strict=True)])
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait(self, refs: list[Any]) -> list[Any]:
+        """Every actor's answer; the first failure is raised after all have answered (an agent's error as
+        itself, a lost actor as a PrivcvxError naming its first agent)."""
+        answers, error = [], None
+        for members, ref in zip(self.groups, refs, strict=True):
+            try:
+                answers.append(self.ray.get(ref))
+            except self.ray.exceptions.RayTaskError as exc:
+                error = error or (exc.cause if isinstance(exc.cause, Exception) else exc)
+            except self.ray.exceptions.RayError as exc:  # the actor died or its node was lost
+                error = error or PrivcvxError(
+                    f"the Ray actor hosting agents {[self.names[i] for i in members]} was lost: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                    agent=self.names[members[0]], argument="backend")
+        if error is not None:
+            raise error
+        return answers
+
+    def call(self, method: str, *args: Any) -> Any:
+        """Call ``method`` on every actor's host and gather the answers in agent order."""
+        return _merge(self.groups, self._wait([actor.call.remote(method, args) for actor in self.actors]))
+
+    def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
+        """Call ``method`` on every actor's host with its own agents' items of ``per_agent``."""
+        return _merge(self.groups, self._wait([actor.call.remote(method, ([per_agent[i] for i in members], *args))
+                                        for actor, members in zip(self.actors, self.groups, strict=True)]))
+
+    def close(self) -> None:
+        """Stop the actors (the Ray instance stays up for later runs)."""
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # noqa: BLE001 - an actor already gone needs no stopping
+                pass
+        self.actors = []
+
+    def __enter__(self) -> RayBackend:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 #: Backends by name (``solve(backend=...)``).
-BACKENDS: dict[str, type] = {"serial": SerialBackend, "process": ProcessBackend}
+BACKENDS: dict[str, type] = {"serial": SerialBackend, "process": ProcessBackend, "ray": RayBackend}
+
+#: Backend option objects by class: ``solve(backend=Ray(address=...))`` runs the backend named here with them.
+BACKEND_OPTIONS: dict[type, str] = {Ray: "ray"}
+
+_Backend = SerialBackend | ProcessBackend | RayBackend
 
 
-def make_backend(name: str, algorithm: Algorithm, problem: DistributedProblem,
-                 contexts: Sequence[AgentContext]) -> SerialBackend | ProcessBackend:
-    """The backend registered under ``name`` in :data:`BACKENDS`, hosting every agent's program."""
-    if name not in BACKENDS:
-        raise ParameterError(f'must be one of {sorted(BACKENDS)} (Ray actors are planned), got {name!r}',
+def make_backend(backend: str | Ray, algorithm: Algorithm, problem: DistributedProblem,
+                 contexts: Sequence[AgentContext]) -> _Backend:
+    """The backend registered under ``backend`` in :data:`BACKENDS` (or an options object of
+    :data:`BACKEND_OPTIONS`), hosting every agent's program."""
+    if type(backend) in BACKEND_OPTIONS:
+        return BACKENDS[BACKEND_OPTIONS[type(backend)]](algorithm, problem, contexts, backend)
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ParameterError(f"must be one of {sorted(BACKENDS)} or a pc.runtime.Ray(...), got {backend!r}",
                              argument="backend")
-    return BACKENDS[name](algorithm, problem, contexts)
+    return BACKENDS[backend](algorithm, problem, contexts)

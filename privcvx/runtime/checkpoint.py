@@ -36,7 +36,7 @@ import scipy.sparse as sp
 
 from privcvx.errors import CheckpointError
 from privcvx.messages import Message
-from privcvx.problem import data_leaves
+from privcvx.problem import AgentSpec, data_leaves
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
 FORMAT_VERSION = 1
@@ -256,7 +256,8 @@ def fingerprint(problem: Any, algorithm: Any, topology: Any, seed: Any) -> dict[
         "agents": list(problem.names),
         "keys": [[str(key), list(shape)] for key, shape in problem.key_shapes.items()],
         "layouts": [[list(map(list, layout.shapes)), layout.shared_local.tolist()] for layout in problem.layouts],
-        "data": [data_digest([agent.objective, *agent.constraints]) for agent in problem.agents],
+        "data": [f"factory {_stable(repr(agent.factory))}" if isinstance(agent, AgentSpec)
+                 else data_digest([agent.objective, *agent.constraints]) for agent in problem.agents],
         "algorithm": _stable(repr(algorithm)),
         "topology": _stable(repr(topology)),
         "seed": repr(seed),

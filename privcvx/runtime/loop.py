@@ -41,7 +41,7 @@ from privcvx.privacy.noise import agent_noise_sources
 from privcvx.problem import DistributedProblem
 from privcvx.results import Result
 from privcvx.runtime import checkpoint as checkpoints
-from privcvx.runtime.backends import make_backend
+from privcvx.runtime.backends import Ray, make_backend
 from privcvx.topology import SERVER, Topology
 
 
@@ -191,15 +191,20 @@ class Run:
 
     # ---- state ----------------------------------------------------------------------------------------
     def state(self, backend: Any, next_round: int, elapsed: float, transcript_bytes: int) -> dict[str, Any]:
-        """The run's whole state after a round, for the checkpoint."""
-        return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": backend.call("states"),
+        """The run's whole state after a round, for the checkpoint (with factory-built agents, each host writes
+        its agents' states to their shards and the driver keeps their digests)."""
+        agents = backend.call("write_shards", next_round) if self.problem.data_local else backend.call("states")
+        return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": agents,
                 "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
                 "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
 
     def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
         """Restore a checkpointed state; return the next round and the elapsed time."""
-        backend.call_split("load_states", state["agents"])
+        if self.problem.data_local:  # the hosts read their shards; the driver holds their digests
+            backend.call_split("read_shards", state["agents"], int(state["next_round"]))
+        else:
+            backend.call_split("load_states", state["agents"])
         if self.coordinator is not None:
             self.coordinator.load_state_dict(state["coordinator"])
         self.monitor.load_state_dict(state["monitor"])
@@ -213,28 +218,40 @@ class Run:
 
     def result(self, backend: Any, stop: str) -> Result:
         """The :class:`~privcvx.results.Result` of the run so far (also for a run that failed part-way)."""
+        reports = backend.call("reports")
+        result = self._result(stop, reports, backend.call("outputs", not self.keep_diagnostics))
+        result.info.update(self.algorithm.summarize(reports))
+        if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does
+            self.problem.write_back(result.z)
+        return result
+
+    def lost_result(self) -> Result:
+        """The result of a run whose hosts can no longer answer (a worker or an actor was lost): the history, the
+        public state and the driver's ledgers; ``z`` is empty and ``info["hosts_lost"]`` is True."""
+        result = self._result("failed", None, [])
+        result.info["hosts_lost"] = True
+        return result
+
+    def _result(self, stop: str, reports: list[dict[str, Any]] | None, z: list[Any]) -> Result:
         gaps = [f"{c}_gap" for c in self.algorithm.objective_columns if c in self.columns] \
             if self.reference is not None else []
         history = pd.DataFrame(self.rows, columns=[*self.columns, *gaps, *self.problem.metrics])
         delta = self.algorithm.accounting_delta
-        reports = backend.call("reports")
-        privacy = self.algorithm.privacy_report(privacy_table(self.ledgers, delta), reports) \
-            if self.algorithm.private else None
+        privacy = None
+        if self.algorithm.private:
+            table = privacy_table(self.ledgers, delta)
+            privacy = table if reports is None else self.algorithm.privacy_report(table, reports)
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
         info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
                 "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": not self.keep_diagnostics,
-                **self.algorithm.summarize(reports)}
-        z = backend.call("outputs", not self.keep_diagnostics)
-        info["layout"] = self.problem.layout_description()
-        if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does
-            self.problem.write_back(z)
+                "layout": self.problem.layout_description()}
         return Result(w=self.monitor.global_vector(), z=z, history=history, privacy=privacy,
                       reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
 
 
 def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | None = None, *, rounds: int = 100,
-        seed: int | str | None = None, backend: str = "serial", progress: bool = False,
+        seed: int | str | None = None, backend: str | Ray = "serial", progress: bool = False,
         callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: str | os.PathLike | None = None,
         resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True) -> Result:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see :meth:`privcvx.DistributedProblem.solve`."""
@@ -244,6 +261,12 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
     for argument, path in (("checkpoint", checkpoint), ("resume", resume)):
         if path is not None and (not isinstance(path, str | os.PathLike) or not os.fspath(path)):
             raise ParameterError(f"must be a file path, got {path!r}", argument=argument)
+    if problem.data_local and (checkpoint is not None or resume is not None):
+        missing = [spec.name for spec in problem.agents if spec.shard is None]
+        if missing:
+            raise ParameterError(f"a problem of factory-built agents keeps each agent's state on its host: give "
+                                 f"every pc.problem.AgentSpec a shard path (missing: {missing[:5]})",
+                                 argument="checkpoint" if checkpoint is not None else "resume")
     if callback is not None and not callable(callback):
         raise ParameterError(f"must be callable (row -> bool or None), got {callback!r}", argument="callback")
     if checkpoint is not None and not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint))):
@@ -298,8 +321,12 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
             stop = "interrupted"
         except Exception as exc:
             failed_round = run_.rows[-1]["round"] + 1 if run_.rows else start_round
+            try:
+                partial = run_.result(hosts, "failed")
+            except Exception:  # noqa: BLE001 - a lost host cannot report; the run's own failure is raised
+                partial = run_.lost_result()
             raise RunFailed(f"the run failed in round {failed_round}: {exc}", cause=exc,
-                            result=run_.result(hosts, "failed"), agent=getattr(exc, "agent", None)) from exc
+                            result=partial, agent=getattr(exc, "agent", None)) from exc
         finally:
             if bar is not None:
                 bar.close()
