@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
+from scipy.spatial.distance import pdist
 
 from privcvx.errors import UnsupportedError
 from privcvx.messages import Message
@@ -159,6 +160,14 @@ class LatestReleases(Monitor):
         stacked = np.stack([self.latest[name] for name in self.names])
         self.w = stacked.mean(axis=0)
         return stacked
+
+    def agreement(self, messages: list[Message]) -> dict[str, float]:
+        """Take the round's broadcasts; return ``disagreement``, the largest pairwise distance of the agents'
+        latest releases, and ``average_change``, how far their average moved (both public: from messages)."""
+        previous = self.w
+        stacked = self.update(messages)
+        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
+                "average_change": float(np.linalg.norm(self.w - previous))}
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()

@@ -29,7 +29,6 @@ from typing import Any, ClassVar
 
 import cvxpy as cp
 import numpy as np
-from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import PrivacyError, PrivcvxError, SolverError, require_positive
@@ -290,10 +289,6 @@ class ADMMMonitor(LatestReleases):
         super().__init__(problem, "x")
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        previous = self.w
-        stacked = self.update(messages)
-        if t == 0:
-            return {}
-        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
-                "average_change": float(np.linalg.norm(self.w - previous)), "broadcasts": float(len(messages))}
+        agreement = self.agreement(messages)
+        return {} if t == 0 else {**agreement, "broadcasts": float(len(messages))}
 

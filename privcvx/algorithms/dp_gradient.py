@@ -39,7 +39,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
@@ -306,10 +305,5 @@ class DPDGMonitor(LatestReleases):
         self.step = step
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        previous = self.w
-        stacked = self.update(messages)
-        if t == 0:
-            return {}
-        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
-                "average_change": float(np.linalg.norm(self.w - previous)),
-                "step": checked_value(self.step, t, argument="step")}
+        agreement = self.agreement(messages)
+        return {} if t == 0 else {**agreement, "step": checked_value(self.step, t, argument="step")}

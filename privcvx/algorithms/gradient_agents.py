@@ -11,7 +11,6 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
@@ -261,9 +260,5 @@ class GradientMonitor(LatestReleases):
         super().__init__(problem, "x")
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        previous = self.w
-        stacked = self.update(messages)
-        if t == 0:
-            return {}
-        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
-                "average_change": float(np.linalg.norm(self.w - previous))}
+        agreement = self.agreement(messages)
+        return {} if t == 0 else agreement

@@ -66,7 +66,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import dp_accounting
 import numpy as np
-from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import DeclarationError, ParameterError, PrivacyError, PrivcvxError, require_positive
@@ -436,17 +435,15 @@ class QDPSGDMonitor(LatestReleases):
         self.total_bits = 0.0
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        previous = self.w
-        stacked = self.update(messages)
+        agreement = self.agreement(messages)
         # A broadcast of round t + 1 reaches the sender's neighbours in that round: p s bits to each.
         sent = float(sum(m["z"].size * self.bits * len(self.topology.neighbours(m.sender, m.round))
                          for m in messages if "z" in m.payload))
         self.total_bits += sent
         if t == 0:
             return {}
-        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
-                "average_change": float(np.linalg.norm(self.w - previous)), "bits": sent,
-                "total_bits": self.total_bits, "step": checked_value(self.step, t, argument="step")}
+        return {**agreement, "bits": sent, "total_bits": self.total_bits,
+                "step": checked_value(self.step, t, argument="step")}
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "total_bits": self.total_bits}

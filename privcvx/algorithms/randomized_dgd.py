@@ -242,11 +242,6 @@ class RandomizedDGDMonitor(LatestReleases):
         self.step = step
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        previous = self.w
-        stacked = self.update(messages)
-        if t == 0:
-            return {}
-        return {"disagreement": float(pdist(stacked).max(initial=0.0)) if len(stacked) > 1 else 0.0,
-                "average_change": float(np.linalg.norm(self.w - previous)),
-                "step": checked_value(self.step, t, argument="step")}
+        agreement = self.agreement(messages)
+        return {} if t == 0 else {**agreement, "step": checked_value(self.step, t, argument="step")}
 
