@@ -211,6 +211,11 @@ def test_private_run_accounts_the_worst_case_and_the_ex_post_side_by_side(graph_
     fixed = problem.solve(RandomizedADMM(D=D, noise_rate=Geometric(1.02, 1.02), b_inf=b_inf, aggregator="fixed"),
                           topology, rounds=rounds, seed=4)
     assert np.allclose(fixed.privacy["ex_post_ratio"], 1.0, rtol=1e-12)
+    # The ex-post account comes from each agent's private interval: a release-only run leaves it inside the agents.
+    released = problem.solve(RandomizedADMM(D=D, noise_rate=Geometric(1.02, 1.02), b_inf=b_inf), topology,
+                             rounds=rounds, seed=4, diagnostics=False)
+    assert "epsilon_ex_post" not in released.privacy and "ex_post" not in released.info
+    assert np.allclose(released.privacy["epsilon_basic"], worst, rtol=1e-12)
 
 
 def test_the_ex_post_account_is_eq_10_on_the_interval_replayed_from_the_transcript(graph_problem):

@@ -45,7 +45,9 @@ class AgentContext:
     """What the runtime hands an agent's program: who it is, its noise stream and ledger, the graph.
 
     ``rounds`` is the run's T (public). The ledger is the agent's own: every noisy release is
-    recorded in it (``ledger.record(mechanism)``), and the runtime composes it.
+    recorded in it (``ledger.record(mechanism)``), and the runtime composes it. ``diagnostics`` says whether
+    the run keeps values computed from private data (``solve(diagnostics=...)``): without it, a program's
+    ``report`` must hold nothing derived from the agent's data.
     """
 
     name: str
@@ -55,6 +57,7 @@ class AgentContext:
     ledger: PrivacyLedger
     topology: Topology
     rounds: int
+    diagnostics: bool = True
 
     @classmethod
     def for_agent(cls, problem: DistributedProblem, index: int = 0, *, seed: int | str | None = 0,

@@ -215,7 +215,9 @@ class RandomizedDGDAgent(AgentProgram):
         return self.x.copy()
 
     def report(self) -> dict[str, Any]:
-        return {"ex_post_account": self.account.per_round()}
+        """The ex-post account, computed from the agent's private interval: a diagnostic, kept only in runs that
+        keep diagnostics."""
+        return {"ex_post_account": self.account.per_round()} if self.context.diagnostics else {}
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "account": self.account.state_dict(), "noise": self.context.noise.get_state(),

@@ -179,7 +179,10 @@ def laplace_release(noise: NoiseSource, ledger: PrivacyLedger, account: ExPostAc
 
 
 def ex_post_summary(reports: list[dict]) -> dict:
-    """``info["ex_post"]``: per agent, the per-round sums over coordinates of its worst-case and ex-post epsilons."""
+    """``info["ex_post"]``: per agent, the per-round sums over coordinates of its worst-case and ex-post epsilons
+    (nothing when the run kept no diagnostics: the agents then send no account)."""
+    if not all("ex_post_account" in report for report in reports):
+        return {}
     return {"ex_post": [{"worst": report["ex_post_account"][0].sum(axis=1),
                          "ex_post": report["ex_post_account"][1].sum(axis=1)} for report in reports]}
 
@@ -189,8 +192,10 @@ def with_ex_post(table: pd.DataFrame, reports: list[dict], delta: float) -> pd.D
 
     ``reports[i]["ex_post_account"]`` is agent i's (worst, ex_post) per round and coordinate. Basic composition
     (Theorem 2.2) for both; footnote 1's advanced composition of the ex-post epsilons at ``delta``;
-    ``ex_post_ratio`` = ex post / worst case.
+    ``ex_post_ratio`` = ex post / worst case. A run without diagnostics gets the table unchanged.
     """
+    if not all("ex_post_account" in report for report in reports):
+        return table
     table = table.copy()
     worst_totals, ex_post_totals, advanced = [], [], []
     for report in reports:

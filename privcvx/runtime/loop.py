@@ -98,7 +98,8 @@ class Run:
         self.keep_diagnostics = bool(diagnostics)
         sources = agent_noise_sources(seed, len(problem.agents))
         self.contexts = [AgentContext(name=layout.name, index=i, layout=layout, noise=source,
-                                      ledger=PrivacyLedger(layout.name), topology=topology, rounds=rounds)
+                                      ledger=PrivacyLedger(layout.name), topology=topology, rounds=rounds,
+                                      diagnostics=self.keep_diagnostics)
                          for i, (layout, source) in enumerate(zip(problem.layouts, sources, strict=True))]
         self.ledgers = [PrivacyLedger(name) for name in problem.names]  # the driver's copies
         self.accounts = self._accounts()
