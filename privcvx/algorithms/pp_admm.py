@@ -258,6 +258,8 @@ class PPADMMAgent(ConsensusADMMAgent):
 
     def report(self) -> dict[str, Any]:
         """Adds the certified gradient norms: a *diagnostic* computed from private data, not a release."""
+        if not self.context.diagnostics:
+            return super().report()
         return {**super().report(), "diagnostic_certificates": list(self.certificates), "newton_steps": self.newton}
 
     def state_dict(self) -> dict[str, Any]:
