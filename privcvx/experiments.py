@@ -458,15 +458,14 @@ def draw_panel(ax: Any, runs: pd.DataFrame, column: str, refs: pd.DataFrame | No
     """
     from privcvx import plotting
 
-    updates = sorted(set(runs["local_updates"]) | set(refs["local_updates"][refs["local_updates"] > 0]
-                                                       if refs is not None else ()))
-    drawn = [runs[column].to_numpy(dtype=float)]
-    non_private = refs[refs["reference"] == "non-private"] if refs is not None and column in refs else None
-    if non_private is not None and column in NON_PRIVATE_ROWS + tuple(c for c in runs if c not in RUN_COLUMNS):
-        drawn.append(non_private[column].to_numpy(dtype=float))
-    centralized = refs[refs["reference"] == "centralized"] if refs is not None and column in refs else None
-    if centralized is not None and (column == "objective" or column not in RUN_COLUMNS):
-        drawn.append(centralized[column].to_numpy(dtype=float))
+    metric = column not in RUN_COLUMNS  # a problem metric (e.g. test_error): both references apply
+    known = refs is not None and column in refs
+    non_private = refs[refs["reference"] == "non-private"] if known and (column in NON_PRIVATE_ROWS or metric) \
+        else None
+    centralized = refs[refs["reference"] == "centralized"] if known and (column == "objective" or metric) else None
+    updates = sorted(set(runs["local_updates"]) | (set(non_private["local_updates"]) if non_private is not None
+                                                    else set()))
+    drawn = [frame[column].to_numpy(dtype=float) for frame in (runs, non_private, centralized) if frame is not None]
     log = plotting.set_scale(ax, np.concatenate(drawn)) == "log"
     for (method, calibration, e), group in runs.groupby(["method", "calibration", "local_updates"], sort=False):
         rounds, mean, low, high = _curve(group, column)
@@ -475,12 +474,12 @@ def draw_panel(ax: Any, runs: pd.DataFrame, column: str, refs: pd.DataFrame | No
         plotting.draw_curve(ax, rounds, mean, label=label, color=plotting.COLORS[label],
                             style=plotting.line_style(e, updates), low=low if several else None,
                             high=high if several else None, log=log)
-    if len(drawn) > 1 and non_private is not None:
+    if non_private is not None:
         for e, group in non_private.groupby("local_updates"):
             plotting.draw_curve(ax, group["round"], group[column], label="non-private",
                                 color=plotting.COLORS["non-private"], style=plotting.line_style(e, updates), log=log,
                                 behind=True)
-    if centralized is not None and (column == "objective" or column not in RUN_COLUMNS):
+    if centralized is not None:
         plotting.reference_line(ax, float(centralized[column].iloc[0]))
 
 
