@@ -41,7 +41,7 @@ from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import dims_to_solver
 from cvxpy.reductions.solvers.conic_solvers.conic_solver import ConicSolver
 
 from privcvx.errors import SolverError
-from privcvx.problem import Agent, AgentLayout
+from privcvx.problem import Agent, AgentLayout, agent_vector
 
 #: Solver settings of the conic projection: accurate enough that a projected point matches
 #: a fresh solve to about 1e-7, and Clarabel's qdldl (its multithreaded default is slower on 2 cores).
@@ -198,8 +198,7 @@ class Projection:
         if self.kind != "conic":
             return
         self.variables = agent.variables
-        parts = [cp.vec(v, order="F") for v in agent.variables]
-        self.z = parts[0] if len(parts) == 1 else cp.hstack(parts)
+        self.z = agent_vector(agent)
         self.c = cp.Parameter(self.dim, name="linear_term")
         if layout.shared_mask.all() or not layout.shared_mask.any():
             # One weight for every coordinate (m = 1/eta + rho or 1/eta): the metric is a multiple of I and

@@ -259,6 +259,13 @@ class CentralizedSolution:
     solve_time: float = field(default=float("nan"))
 
 
+def agent_vector(agent: Agent) -> cp.Expression:
+    """z_p as one CVXPY vector: the agent's variables, each vectorized column-major, in ``agent.variables`` order
+    (the layout of :class:`AgentLayout`), for the compiled local steps."""
+    parts = [cp.vec(v, order="F") for v in agent.variables]
+    return parts[0] if len(parts) == 1 else cp.hstack(parts)
+
+
 def agent_layout(agent: Agent, key_offsets: Mapping[Hashable, int]) -> AgentLayout:
     """Agent's layout: its variables stacked in z_p, its shared entries' positions in z_p and (from the keys'
     offsets in w) in w."""

@@ -37,7 +37,7 @@ from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho
-from privcvx.problem import Agent, AgentLayout, DistributedProblem
+from privcvx.problem import Agent, AgentLayout, DistributedProblem, agent_vector
 from privcvx.topology import Topology
 
 #: The thesis's penalty (Secs. 3.3.2 and 3.5.2).
@@ -54,8 +54,7 @@ class LocalADMMSolve:
 
     def __init__(self, agent: Agent, layout: AgentLayout, quadratic: float) -> None:
         self.agent_name = layout.name
-        parts = [cp.vec(v, order="F") for v in agent.variables]
-        self.z = parts[0] if len(parts) == 1 else cp.hstack(parts)
+        self.z = agent_vector(agent)
         self.c = cp.Parameter(layout.dim, name="linear_term")
         self.problem = cp.Problem(cp.Minimize(agent.objective + quadratic * cp.sum_squares(self.z) + self.c @ self.z),
                                   agent.constraints)

@@ -25,7 +25,7 @@ import numpy as np
 from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.linearized_admm import HISTORY_COLUMNS, ADMMAgent, LinearizedADMM
 from privcvx.errors import SolverError
-from privcvx.problem import Agent, AgentLayout
+from privcvx.problem import Agent, AgentLayout, agent_vector
 from privcvx.schedules import Schedule
 
 #: Algorithm 1's columns without those of the linearized, private step (noise, epsilon, eta).
@@ -60,7 +60,7 @@ class ExactStep:
 
     def __init__(self, agent: Agent, layout: AgentLayout) -> None:
         self.name = agent.name
-        self.z = cp.hstack([cp.vec(variable, order="F") for variable in agent.variables])
+        self.z = agent_vector(agent)
         shared = self.z[layout.shared_local]
         self.linear = cp.Parameter(layout.shared_local.size)
         self.rho = cp.Parameter(nonneg=True)

@@ -48,7 +48,7 @@ from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
-from privcvx.problem import Agent, DistributedProblem
+from privcvx.problem import Agent, DistributedProblem, agent_vector
 from privcvx.schedules import Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
 from privcvx.tuning import smoothness_of
@@ -234,8 +234,7 @@ class ProximalStep:
     def __init__(self, agent: Agent, constant: float) -> None:
         self.agent_name = agent.name
         self.variables = agent.variables
-        parts = [cp.vec(v, order="F") for v in agent.variables]
-        self.z = parts[0] if len(parts) == 1 else cp.hstack(parts)
+        self.z = agent_vector(agent)
         self.u = cp.Parameter(self.z.size, name="prox_centre")
         self.problem = cp.Problem(cp.Minimize(agent.objective + constant / 2 * cp.sum_squares(self.z)
                                               - constant * self.u @ self.z), agent.constraints)
