@@ -97,3 +97,20 @@ def test_the_curvature_bound_holds_on_neighbouring_loads(case14):
             parameter.value = original
     assert max(moved) <= bound * (1 + 1e-3) + 1e-7
     assert max(moved) >= 0.5 * bound  # nearly tight here (0.0046 of 0.005 when measured)
+
+
+def test_the_pradmm_case14_example_runs_in_quick_mode(tmp_path):
+    """PR-ADMM is calibrated to exactly Algorithm 1's (epsilon, delta), read from ObjG's ledger (Lemma 4)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from pradmm_case14 import main
+
+    summary = main(["--quick", "--out", str(tmp_path)]).set_index("method")
+    assert (tmp_path / "pradmm_case14.png").exists() and (tmp_path / "pradmm_case14.csv").exists()
+    target = summary.loc["ObjG", "ledger_epsilon"]
+    assert summary.loc["OutG (derived)", "ledger_epsilon"] == pytest.approx(target, rel=1e-12)
+    for method in ("PR-ADMM (Per)", "PR-ADMM (Iter)"):
+        assert summary.loc[method, "zcdp_epsilon"] == pytest.approx(target, rel=1e-9)
+        assert summary.loc[method, "ledger_epsilon"] <= target  # the ledger's accountant is tighter than Lemma 4
