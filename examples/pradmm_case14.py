@@ -1,4 +1,4 @@
-"""PR-ADMM (Ding's thesis, Alg. 1) on the case14 zones next to Algorithm 1's ObjPert and OutPert at the same (epsilon, delta).
+"""PR-ADMM (Ding's thesis, Alg. 1) on the case14 zones next to ObjPert and OutPert at the same (epsilon, delta).
 
 The zonal problem (72) of ``powerflow.zonal_problem("case14", 3, sensitivity="exact")``: each zone minimizes the
 squared mismatches of its own buses (Eq. (28)) over its SOC set; its loads are its private data, and neighbouring
@@ -53,8 +53,7 @@ METHODS = ("ObjG", "OutG (derived)", "PR-ADMM (Per)", "PR-ADMM (Iter)")
 def tie_disagreement(problem: pc.DistributedProblem, result: pc.Result) -> float:
     """The largest distance between two agents' values of the shared entries both hold (from ``result.z``)."""
     largest = 0.0
-    for (a, la, za), (b, lb, zb) in itertools.combinations(zip(problem.names, problem.layouts, result.z,
-                                                                strict=True), 2):
+    for (la, za), (lb, zb) in itertools.combinations(zip(problem.layouts, result.z, strict=True), 2):
         _, at_a, at_b = np.intersect1d(la.shared_global, lb.shared_global, return_indices=True)
         if at_a.size:
             largest = max(largest, float(np.linalg.norm(za[la.shared_local][at_a] - zb[lb.shared_local][at_b])))

@@ -12,9 +12,9 @@ import warnings
 import networkx as nx
 import numpy as np
 import pytest
+from core_problems import general_form
 
 import privcvx as pc
-from core_problems import general_form
 from privcvx.algorithms import PPADMM, PRADMM
 from privcvx.algorithms.decentralized_admm import LocalADMMSolve, sharing_graph
 from privcvx.algorithms.pr_admm import CurvatureBound, ReleaseBound
@@ -81,7 +81,7 @@ def test_the_curvature_bound_holds_on_neighbouring_loads(case14):
     for agent, layout, model in zip(case14.agents, case14.layouts, case14.info["models"], strict=True):
         solve = LocalADMMSolve(agent, layout, eta * np.ones(layout.shared_local.size))  # 1 other holder per key
 
-        def shared(linear):
+        def shared(linear, solve=solve, layout=layout):
             solve.c.value = linear
             solve.problem.solve(**REFERENCE_SOLVER)  # CVXPY re-reads the loads (the compiled path caches them)
             return solve.z.value[layout.shared_local].copy()

@@ -165,6 +165,10 @@ def thm3_total(rate: float, rounds: int) -> float:
 class PRADMM(ConsensusADMM):
     """PR-ADMM (Algorithm 1 of Ch. 3): exact local steps, Gaussian output noise with a decaying variance.
 
+    In general form (keys held by some agents, private variables) agent i's penalty is, for each shared entry k,
+    eta sum_{j in V_i(k)} ||x_k - (x~_{i,k} + x~_{j,k})/2||^2 over the neighbours holding k, with the dual (13)
+    per entry; private variables are free in the local step and never released.
+
     Parameters
     ----------
     epsilon, delta:
@@ -183,10 +187,6 @@ class PRADMM(ConsensusADMM):
         ``{agent name: ReleaseBound or CurvatureBound}``: for general-form agents with private variables, the
         public bound on how the data move the local objective that the release's sensitivity needs
         (``powerflow.release_bounds`` gives them for the zonal power-flow problem).
-
-    General form (keys held by some agents, private variables): agent i's penalty is, per shared entry k,
-    eta sum_{j in V_i(k)} ||x_k - (x~_{i,k} + x~_{j,k})/2||^2 over the neighbours holding k, with the dual (13)
-    per entry; private variables are free in the local step and never released.
     """
 
     name = "pr_admm"
