@@ -168,6 +168,8 @@ class ConsensusADMM(Algorithm):
     general_form: ClassVar[bool] = False
     #: Each agent's shared entries in w (public), set by :meth:`prepare` for a general-form problem.
     _entries: dict[str, np.ndarray] | None = None
+    #: gamma, the over-relaxation of the edge variables and duals (1: the thesis's ADMM; PR-ADMM's ``relaxation``).
+    _relaxation: float = 1.0
 
     def _common(self, eta: float, epsilon: float | None, delta: float, strong_convexity: float) -> None:
         self._eta = check_eta(eta)
@@ -282,6 +284,9 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         self.x_hat = np.zeros(self.layout.dim)  # the local solution (private)
         self.x = np.zeros(width)  # the last release x~_i of the shared entries (public x^0 = 0 at the start)
         self.received: dict[str, np.ndarray] = {}
+        #: Over-relaxation (gamma != 1): the edge variables rho_ij of (2), on the entries i and j both hold.
+        self.gamma = settings._relaxation
+        self.edges: dict[str, np.ndarray] | None = None
         self.zcdp = ZCDPLedger(context.name)
         self.broadcasts = 0
 
@@ -341,6 +346,26 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         z[self.layout.shared_local] = shared
         return z
 
+    def relaxed(self, t: int) -> np.ndarray:
+        """The over-relaxed ADMM on (2) (Eckstein & Bertsekas; Boyd et al., Sec. 3.4.3), from the releases alone.
+
+        With x^_i = gamma x~_i + (1 - gamma) rho_ij in the edge and dual updates, the edge variable becomes
+        rho_ij <- gamma (x~_i + x~_j)/2 + (1 - gamma) rho_ij and the dual alpha_i <- alpha_i + gamma eta (|V_i| x~_i -
+        sum_j x~_j); the local step's linear term is alpha_i - 2 eta sum_j rho_ij (gamma = 1: (12)-(13)).
+        """
+        if t >= 2:
+            self.alpha = self.alpha + self.gamma * self.eta * (self.count * self.x - self.gather(self.received))
+            for j, value in self.received.items():
+                mine, theirs = self.common(j, value)
+                self.edges[j] = self.gamma * 0.5 * (mine + theirs) + (1.0 - self.gamma) * self.edges[j]
+        total = np.zeros(self.x.size)
+        for j, edge in self.edges.items():
+            if self.overlaps is None:
+                total += edge
+            else:
+                total[self.overlaps[j][0]] += edge
+        return self.alpha - 2.0 * self.eta * total
+
     # ---- ledgers --------------------------------------------------------------------------------------
     def charge(self, t: int, mechanism: Mechanism, label: str) -> None:
         """Record one release in the run's ledger and its rho in the agent's zCDP ledger."""
@@ -350,6 +375,8 @@ class ConsensusADMMAgent(AgentProgram, ABC):
     # ---- protocol -------------------------------------------------------------------------------------
     def start(self) -> list[Message]:
         self.received = {j: np.zeros(self.sizes[j]) for j in self.neighbours}
+        if self.gamma != 1.0:
+            self.edges = {j: np.zeros_like(self.common(j, value)[0]) for j, value in self.received.items()}
         return [self.context.message(1, {"x": self.x.copy()})]
 
     def _take(self, t: int, inbox: list[Message]) -> None:
@@ -362,10 +389,13 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         self._take(t, inbox)
-        if t >= 2:  # Eq. (13)/(15) on the releases x~^{t-1}; alpha^0 = 0 before the first solve
-            self.alpha = self.alpha + self.eta * (self.count * self.x - self.gather(self.received))
-        neighbours = self.primal_neighbours(t)
-        linear = self.alpha - self.eta * (self.count * self.x + self.gather(neighbours))
+        if self.edges is not None:
+            linear = self.relaxed(t)
+        else:
+            if t >= 2:  # Eq. (13)/(15) on the releases x~^{t-1}; alpha^0 = 0 before the first solve
+                self.alpha = self.alpha + self.eta * (self.count * self.x - self.gather(self.received))
+            neighbours = self.primal_neighbours(t)
+            linear = self.alpha - self.eta * (self.count * self.x + self.gather(neighbours))
         noise = self.perturbation(t)
         if noise is not None:
             linear = linear + noise
@@ -394,12 +424,14 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),
+                "edges": None if self.edges is None else dict(self.edges),
                 "zcdp": self.zcdp.to_dict(), "broadcasts": self.broadcasts,
                 "noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.alpha, self.x_hat, self.x = state["alpha"], state["x_hat"], state["x"]
         self.received = dict(state["received"])
+        self.edges = None if state["edges"] is None else dict(state["edges"])
         self.zcdp = ZCDPLedger.from_dict(state["zcdp"])
         self.broadcasts = int(state["broadcasts"])
         self.context.noise.set_state(state["noise"])

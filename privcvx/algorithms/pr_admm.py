@@ -187,6 +187,9 @@ class PRADMM(ConsensusADMM):
         ``{agent name: ReleaseBound or CurvatureBound}``: for general-form agents with private variables, the
         public bound on how the data move the local objective that the release's sensitivity needs
         (``powerflow.release_bounds`` gives them for the zonal power-flow problem).
+    relaxation:
+        gamma in (0, 2): over-relaxed ADMM (1, the default, is the thesis's). Computed from the releases alone
+        (post-processing), so the privacy accounting is unchanged (docs/zcdp_admm.md, "Acceleration").
     """
 
     name = "pr_admm"
@@ -194,10 +197,18 @@ class PRADMM(ConsensusADMM):
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
                  schedule: Schedule | None = None, threshold: float | None = None,
-                 strong_convexity: float = 0.0, release_bounds: dict[str, Bound] | None = None) -> None:
+                 strong_convexity: float = 0.0, release_bounds: dict[str, Bound] | None = None,
+                 relaxation: float = 1.0) -> None:
         self.epsilon, self.delta, self.eta, self.schedule = epsilon, delta, eta, schedule
         self.threshold, self.strong_convexity, self.release_bounds = threshold, strong_convexity, release_bounds
+        self.relaxation = relaxation
         self._common(eta, epsilon, delta, strong_convexity)
+        self._relaxation = require_positive(relaxation, argument="relaxation")
+        if not self._relaxation < 2.0:
+            raise ParameterError(f"must lie in (0, 2), got {relaxation!r}", argument="relaxation")
+        if self._relaxation != 1.0 and threshold is not None:
+            raise ParameterError("the robustness threshold U is defined for the thesis's step (relaxation = 1)",
+                                 argument="relaxation")
         if release_bounds is not None and not (isinstance(release_bounds, dict) and all(
                 isinstance(v, (ReleaseBound, CurvatureBound)) for v in release_bounds.values())):
             raise ParameterError(f"must be a dict {{agent name: ReleaseBound or CurvatureBound}}, got "
