@@ -15,6 +15,13 @@ agents' own, as in ``pc.Agent``). The local step is one compiled, DPP-compliant 
 agent (:class:`LocalADMMSolve`) whose only parameter is the linear term; it is solved by the direct
 Clarabel path of :mod:`privcvx.localstep` (CVXPY's solve chain as the fallback).
 
+General form (PR-ADMM only, ``ConsensusADMM.general_form``): agents hold some of the shared keys and may
+have private variables. The penalty and the dual are then per shared entry k, over the neighbours V_i(k) that
+hold k, with weight eta |V_i(k)|; private variables are free in the local step and never sent, and a message
+carries only the agent's shared entries. By default the graph is the one of agents sharing a key
+(:func:`sharing_graph`); any topology must connect each key's holders (:func:`check_key_connectivity`). With
+``relaxation`` gamma != 1 the edge variables and duals are over-relaxed (:meth:`ConsensusADMMAgent.relaxed`).
+
 In privcvx's protocol the message of round t carries the iterate x^{t-1}: ``start`` broadcasts the
 public x^0 = 0, and step t first applies the dual update (13) to the round-t broadcasts (x^{t-1}),
 then solves for x^t and broadcasts it (the round-(t+1) message). The methods differ only in what they

@@ -22,6 +22,11 @@ Release k is rho_k = Delta_i^2 / (2 sigma_k^2)-zCDP (Thm. 1); the agent's ledger
 exactly (the closed form of Thm. 2 prints a "-1" that undercounts by one rho^1). Given (epsilon,
 delta), sigma_1 is calibrated per agent so that its total is exactly rho* = dp_to_zcdp(epsilon, delta)
 (Lemma 4 inverted); the network's rho is the largest agent's (Lemma 11).
+
+General form: only the shared entries are released, and the local step is mu_i = mu_f + 2 eta min_k |V_i(k)|
+strongly convex in them only. An agent with private variables declares a :class:`ReleaseBound` or a
+:class:`CurvatureBound` (how the data move f_i), from which the sensitivity of the released part follows
+(docs/zcdp_admm.md, "General form").
 """
 
 from __future__ import annotations
@@ -239,7 +244,7 @@ class PRADMM(ConsensusADMM):
         return declared.sensitivity(mu)
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
-        """The engine's checks; under privacy, a declared ReleaseBound for every agent with private variables."""
+        """The engine's checks; under privacy, a declared release bound for every agent with private variables."""
         super().check(problem, topology)
         if self.private:
             for layout in problem.layouts:
