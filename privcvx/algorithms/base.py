@@ -243,6 +243,11 @@ class Algorithm(ABC):
     def default_topology(self) -> Topology:
         """The topology used when ``solve`` is given none."""
 
+    def topology_for(self, problem: DistributedProblem) -> Topology:
+        """The topology used when ``solve`` is given none for ``problem``: :meth:`default_topology` unless the method
+        derives its graph from the problem (the general-form decentralized ADMM: agents that share a key)."""
+        return self.default_topology()
+
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         """Raise :class:`~privcvx.errors.UnsupportedError` for a problem or topology this method cannot run."""
         return None

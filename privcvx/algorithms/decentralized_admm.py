@@ -15,6 +15,13 @@ agents' own, as in ``pc.Agent``). The local step is one compiled, DPP-compliant 
 agent (:class:`LocalADMMSolve`) whose only parameter is the linear term; it is solved by the direct
 Clarabel path of :mod:`privcvx.localstep` (CVXPY's solve chain as the fallback).
 
+General form (PR-ADMM only, ``ConsensusADMM.general_form``): agents hold some of the shared keys and may
+have private variables. The penalty and the dual are then per shared entry k, over the neighbours V_i(k) that
+hold k, with weight eta |V_i(k)|; private variables are free in the local step and never sent, and a message
+carries only the agent's shared entries. By default the graph is the one of agents sharing a key
+(:func:`sharing_graph`); any topology must connect each key's holders (:func:`check_key_connectivity`). With
+``relaxation`` gamma != 1 the edge variables and duals are over-relaxed (:meth:`ConsensusADMMAgent.relaxed`).
+
 In privcvx's protocol the message of round t carries the iterate x^{t-1}: ``start`` broadcasts the
 public x^0 = 0, and step t first applies the dual update (13) to the round-t broadcasts (x^{t-1}),
 then solves for x^t and broadcasts it (the round-(t+1) message). The methods differ only in what they
@@ -23,15 +30,18 @@ add to the linear term and in what they release (:class:`ConsensusADMMAgent`'s h
 
 from __future__ import annotations
 
+import copy
+import itertools
 import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import cvxpy as cp
+import networkx as nx
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import PrivacyError, PrivcvxError, SolverError, require_positive
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases, Monitor
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
 from privcvx.messages import Message
@@ -52,12 +62,17 @@ class LocalADMMSolve:
     Clarabel and SCS as the fallback chain.
     """
 
-    def __init__(self, agent: Agent, layout: AgentLayout, quadratic: float) -> None:
+    def __init__(self, agent: Agent, layout: AgentLayout, quadratic: float | np.ndarray) -> None:
         self.agent_name = layout.name
         self.z = agent_vector(agent)
-        self.c = cp.Parameter(layout.dim, name="linear_term")
-        self.problem = cp.Problem(cp.Minimize(agent.objective + quadratic * cp.sum_squares(self.z) + self.c @ self.z),
-                                  agent.constraints)
+        if np.ndim(quadratic) == 0:  # full consensus: every entry is shared, one penalty weight
+            self.c = cp.Parameter(layout.dim, name="linear_term")
+            penalty = quadratic * cp.sum_squares(self.z) + self.c @ self.z
+        else:  # general form: a weight per shared entry; private entries are free
+            shared = self.z[layout.shared_local]
+            self.c = cp.Parameter(layout.shared_local.size, name="linear_term")
+            penalty = cp.sum(cp.multiply(np.asarray(quadratic, dtype=float), cp.square(shared))) + self.c @ shared
+        self.problem = cp.Problem(cp.Minimize(agent.objective + penalty), agent.constraints)
         self.stats = ProjectionStats()
         try:
             self.direct: DirectClarabel | None = DirectClarabel(self.problem, agent.variables, None)
@@ -110,6 +125,37 @@ def gradient_sensitivity(agent: Agent) -> float:
     return declared.get("l2")
 
 
+def full_consensus(problem: DistributedProblem) -> bool:
+    """Whether every agent shares one whole vector (the thesis's setting): one key and no private variables."""
+    return len(problem.keys) == 1 and all(layout.shared_local.size == layout.dim for layout in problem.layouts)
+
+
+def key_holders(problem: DistributedProblem) -> dict[Any, list[str]]:
+    """The agents holding each shared key, by key (public: the layout of w)."""
+    return {key: [layout.name for layout in problem.layouts if problem.key_offsets[key] in layout.shared_global]
+            for key in problem.keys}
+
+
+def sharing_graph(problem: DistributedProblem) -> nx.Graph:
+    """The graph of the agents with an edge between every two that share a key (for power-flow zones: adjacent
+    zones); the default communication graph of the general-form decentralized ADMM."""
+    graph = nx.Graph()
+    graph.add_nodes_from(problem.names)
+    for holders in key_holders(problem).values():
+        graph.add_edges_from(itertools.combinations(holders, 2))
+    return graph
+
+
+def check_key_connectivity(problem: DistributedProblem, topology: Topology) -> None:
+    """Every key's holders must be connected by edges between holders, or consensus on it cannot be reached."""
+    graph = topology.graph(1)
+    for key, holders in key_holders(problem).items():
+        if len(holders) > 1 and not nx.is_connected(graph.subgraph(holders)):
+            raise ParameterError(f"the agents holding the shared key {key!r} ({holders}) are not connected by edges "
+                                 "between them in the topology, so they cannot agree on it; use the default topology "
+                                 "(agents that share a key are neighbours) or add edges", argument="topology")
+
+
 class ConsensusADMM(Algorithm):
     """What PR-ADMM, PP-ADMM and IPP-ADMM share: the penalty, the delta, the checks, the monitor, the summary.
 
@@ -125,6 +171,12 @@ class ConsensusADMM(Algorithm):
     objective_columns = ("average_objective", "objective")
     #: Whether a neighbour may stay silent in a round (IPP-ADMM): its last release is reused.
     silent_neighbours: ClassVar[bool] = False
+    #: Whether the method runs general-form problems (keys held by some agents, private variables).
+    general_form: ClassVar[bool] = False
+    #: Each agent's shared entries in w (public), set by :meth:`prepare` for a general-form problem.
+    _entries: dict[str, np.ndarray] | None = None
+    #: gamma, the over-relaxation of the edge variables and duals (1: the thesis's ADMM; PR-ADMM's ``relaxation``).
+    _relaxation: float = 1.0
 
     def _common(self, eta: float, epsilon: float | None, delta: float, strong_convexity: float) -> None:
         self._eta = check_eta(eta)
@@ -143,22 +195,39 @@ class ConsensusADMM(Algorithm):
     def default_topology(self) -> Topology:
         return Topology.random(seed=0)
 
+    def topology_for(self, problem: DistributedProblem) -> Topology:
+        """A random graph (full consensus), or the graph of the agents sharing a key (general form)."""
+        if self.general_form and not full_consensus(problem):
+            return Topology(sharing_graph(problem))
+        return self.default_topology()
+
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
-        self.require_consensus(problem)
+        if not self.general_form:
+            self.require_consensus(problem)
         if topology.time_varying:
             raise self.unsupported("time-varying topologies", "the ADMM of Ch. 3 runs on one static graph",
                                    argument="topology")
+        check_key_connectivity(problem, topology)
         if self.private:
             for agent in problem.agents:
                 gradient_sensitivity(agent)
+
+    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> ConsensusADMM:
+        """Check; for a general-form problem, hand the agents the public map of every agent's shared entries."""
+        self.check(problem, topology)
+        if full_consensus(problem):
+            return self
+        ready = copy.copy(self)
+        ready._entries = {layout.name: layout.shared_global for layout in problem.layouts}
+        return ready
 
     def modulus(self, degree: int) -> float:
         """mu_i = mu_f + 2 eta |V_i|: the strong convexity of agent i's local step."""
         return self._mu + 2.0 * self._eta * degree
 
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor:
-        return ADMMMonitor(problem)
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor | GeneralFormMonitor:
+        return ADMMMonitor(problem) if full_consensus(problem) else GeneralFormMonitor(problem)
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
         """The zCDP of every agent (exact sums of its releases' rho), the network's (max), its epsilon, broadcasts."""
@@ -187,16 +256,44 @@ class ConsensusADMMAgent(AgentProgram, ABC):
     def __init__(self, agent: Agent, context: AgentContext, settings: ConsensusADMM) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.layout = context.layout
-        self.neighbours = context.neighbours(1)
-        self.degree = len(self.neighbours)
         self.eta = settings._eta
-        self.mu = settings.modulus(self.degree)
-        self.solver = LocalADMMSolve(agent, self.layout, self.eta * self.degree)
+        entries = settings._entries
+        #: General form: per neighbour j sharing an entry with i, (positions in x_i, positions in x_j) of the common
+        #: entries; None under full consensus, where every neighbour holds the whole vector.
+        self.overlaps: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+        if entries is None:
+            self.neighbours = context.neighbours(1)
+            self.degree = len(self.neighbours)
+            self.count: int | np.ndarray = self.degree
+            self.penalty_degree = self.degree
+            self.sizes = dict.fromkeys(self.neighbours, self.layout.dim)
+            quadratic: float | np.ndarray = self.eta * self.degree
+        else:
+            mine = entries[context.name]
+            self.overlaps = {}
+            for j in context.neighbours(1):
+                common, at_mine, at_theirs = np.intersect1d(mine, entries[j], return_indices=True)
+                if common.size:
+                    self.overlaps[j] = (at_mine, at_theirs)
+            self.neighbours = sorted(self.overlaps)
+            self.degree = len(self.neighbours)
+            self.count = np.zeros(mine.size)  # |V_i(k)|: the neighbours holding each shared entry
+            for at_mine, _ in self.overlaps.values():
+                self.count[at_mine] += 1.0
+            self.penalty_degree = int(self.count.min())
+            self.sizes = {j: entries[j].size for j in self.neighbours}
+            quadratic = self.eta * self.count
+        self.mu = settings.modulus(self.penalty_degree)
+        self.solver = LocalADMMSolve(agent, self.layout, quadratic)
         self.evaluator = GradientEvaluator(agent, self.layout)
-        self.alpha = np.zeros(self.layout.dim)
+        width = self.layout.dim if entries is None else self.layout.shared_local.size
+        self.alpha = np.zeros(width)
         self.x_hat = np.zeros(self.layout.dim)  # the local solution (private)
-        self.x = np.zeros(self.layout.dim)  # the last release x~_i (public x^0 = 0 at the start)
+        self.x = np.zeros(width)  # the last release x~_i of the shared entries (public x^0 = 0 at the start)
         self.received: dict[str, np.ndarray] = {}
+        #: Over-relaxation (gamma != 1): the edge variables rho_ij of (2), on the entries i and j both hold.
+        self.gamma = settings._relaxation
+        self.edges: dict[str, np.ndarray] | None = None
         self.zcdp = ZCDPLedger(context.name)
         self.broadcasts = 0
 
@@ -217,6 +314,65 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         """The neighbours' latest released iterates used in round ``t``, by name."""
         return self.received
 
+    # ---- general form ---------------------------------------------------------------------------------
+    def gather(self, values: dict[str, np.ndarray]) -> np.ndarray:
+        """sum_{j in V_i(k)} x_{j,k} for every shared entry k of agent i, from the neighbours' vectors ``values``."""
+        if self.overlaps is None:
+            return sum(values.values())
+        total = np.zeros(self.x.size)
+        for j, value in values.items():
+            at_mine, at_theirs = self.overlaps[j]
+            total[at_mine] += value[at_theirs]
+        return total
+
+    def common(self, j: str, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(x~_i, x~_j) on the entries agents i and j both hold."""
+        if self.overlaps is None:
+            return self.x, value
+        at_mine, at_theirs = self.overlaps[j]
+        return self.x[at_mine], value[at_theirs]
+
+    def in_place_of(self, j: str, value: np.ndarray) -> np.ndarray:
+        """Neighbour j's vector with x~_i in place of x~_j on their common entries (PR-ADMM's filter)."""
+        if self.overlaps is None:
+            return self.x
+        at_mine, at_theirs = self.overlaps[j]
+        replaced = value.copy()
+        replaced[at_theirs] = self.x[at_mine]
+        return replaced
+
+    def shared_part(self, z: np.ndarray) -> np.ndarray:
+        """The shared entries of a local vector (all of it under full consensus): what a release perturbs."""
+        return z if self.overlaps is None else z[self.layout.shared_local]
+
+    def local(self, shared: np.ndarray) -> np.ndarray:
+        """A local vector: ``shared`` on the shared entries, the private local solution elsewhere."""
+        if self.overlaps is None:
+            return shared
+        z = self.x_hat.copy()
+        z[self.layout.shared_local] = shared
+        return z
+
+    def relaxed(self, t: int) -> np.ndarray:
+        """The over-relaxed ADMM on (2) (Eckstein & Bertsekas; Boyd et al., Sec. 3.4.3), from the releases alone.
+
+        With x^_i = gamma x~_i + (1 - gamma) rho_ij in the edge and dual updates, the edge variable becomes
+        rho_ij <- gamma (x~_i + x~_j)/2 + (1 - gamma) rho_ij and the dual alpha_i <- alpha_i + gamma eta (|V_i| x~_i -
+        sum_j x~_j); the local step's linear term is alpha_i - 2 eta sum_j rho_ij (gamma = 1: (12)-(13)).
+        """
+        if t >= 2:
+            self.alpha = self.alpha + self.gamma * self.eta * (self.count * self.x - self.gather(self.received))
+            for j, value in self.received.items():
+                mine, theirs = self.common(j, value)
+                self.edges[j] = self.gamma * 0.5 * (mine + theirs) + (1.0 - self.gamma) * self.edges[j]
+        total = np.zeros(self.x.size)
+        for j, edge in self.edges.items():
+            if self.overlaps is None:
+                total += edge
+            else:
+                total[self.overlaps[j][0]] += edge
+        return self.alpha - 2.0 * self.eta * total
+
     # ---- ledgers --------------------------------------------------------------------------------------
     def charge(self, t: int, mechanism: Mechanism, label: str) -> None:
         """Record one release in the run's ledger and its rho in the agent's zCDP ledger."""
@@ -225,7 +381,9 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     # ---- protocol -------------------------------------------------------------------------------------
     def start(self) -> list[Message]:
-        self.received = {j: np.zeros(self.layout.dim) for j in self.neighbours}
+        self.received = {j: np.zeros(self.sizes[j]) for j in self.neighbours}
+        if self.gamma != 1.0:
+            self.edges = {j: np.zeros_like(self.common(j, value)[0]) for j, value in self.received.items()}
         return [self.context.message(1, {"x": self.x.copy()})]
 
     def _take(self, t: int, inbox: list[Message]) -> None:
@@ -238,10 +396,13 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         self._take(t, inbox)
-        if t >= 2:  # Eq. (13)/(15) on the releases x~^{t-1}; alpha^0 = 0 before the first solve
-            self.alpha = self.alpha + self.eta * (self.degree * self.x - sum(self.received.values()))
-        neighbours = self.primal_neighbours(t)
-        linear = self.alpha - self.eta * (self.degree * self.x + sum(neighbours.values()))
+        if self.edges is not None:
+            linear = self.relaxed(t)
+        else:
+            if t >= 2:  # Eq. (13)/(15) on the releases x~^{t-1}; alpha^0 = 0 before the first solve
+                self.alpha = self.alpha + self.eta * (self.count * self.x - self.gather(self.received))
+            neighbours = self.primal_neighbours(t)
+            linear = self.alpha - self.eta * (self.count * self.x + self.gather(neighbours))
         noise = self.perturbation(t)
         if noise is not None:
             linear = linear + noise
@@ -249,7 +410,7 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         if not np.all(np.isfinite(self.x_hat)):
             raise SolverError("the local step returned a non-finite point", agent=self.context.name,
                               argument="objective")
-        released = self.release(t, self.x_hat)
+        released = self.release(t, self.shared_part(self.x_hat))
         if released is None:
             return []
         self.x = released
@@ -258,10 +419,11 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """f_i at the average release (``average_objective``) and at the agent's own release."""
-        return {"average_objective": self.evaluator.value(w_p), "objective": self.evaluator.value(self.x)}
+        return {"average_objective": self.evaluator.value(self.local(w_p)),
+                "objective": self.evaluator.value(self.local(self.x))}
 
     def output(self, released_only: bool = False) -> np.ndarray:
-        return self.x.copy()
+        return self.x.copy() if released_only else self.local(self.x).copy()
 
     def report(self) -> dict[str, Any]:
         return {"agent": self.context.name, "broadcasts": self.broadcasts, "zcdp": self.zcdp.to_dict(),
@@ -269,12 +431,14 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),
+                "edges": None if self.edges is None else dict(self.edges),
                 "zcdp": self.zcdp.to_dict(), "broadcasts": self.broadcasts,
                 "noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.alpha, self.x_hat, self.x = state["alpha"], state["x_hat"], state["x"]
         self.received = dict(state["received"])
+        self.edges = None if state["edges"] is None else dict(state["edges"])
         self.zcdp = ZCDPLedger.from_dict(state["zcdp"])
         self.broadcasts = int(state["broadcasts"])
         self.context.noise.set_state(state["noise"])
@@ -291,3 +455,44 @@ class ADMMMonitor(LatestReleases):
         agreement = self.agreement(messages)
         return {} if t == 0 else {**agreement, "broadcasts": float(len(messages))}
 
+
+
+class GeneralFormMonitor(Monitor):
+    """:class:`ADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
+    disagreement the largest distance of two agents' latest releases on the entries they both hold."""
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        self.entries = {layout.name: layout.shared_global for layout in problem.layouts}
+        self.holders = np.zeros(problem.dim)
+        for entries in self.entries.values():
+            self.holders[entries] += 1.0
+        self.pairs = []
+        for (a, ea), (b, eb) in itertools.combinations(self.entries.items(), 2):
+            _, at_a, at_b = np.intersect1d(ea, eb, return_indices=True)
+            if at_a.size:
+                self.pairs.append((a, b, at_a, at_b))
+        self.latest: dict[str, np.ndarray] = {}
+        self.w = np.zeros(problem.dim)
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        previous = self.w
+        self.latest.update({m.sender: m["x"] for m in messages if "x" in m.payload})
+        total = np.zeros(self.w.size)
+        for name, x in self.latest.items():
+            total[self.entries[name]] += x
+        self.w = total / np.maximum(self.holders, 1.0)
+        if t == 0:
+            return {}
+        spread = [float(np.linalg.norm(self.latest[a][at_a] - self.latest[b][at_b]))
+                  for a, b, at_a, at_b in self.pairs if a in self.latest and b in self.latest]
+        return {"disagreement": max(spread, default=0.0), "average_change": float(np.linalg.norm(self.w - previous)),
+                "broadcasts": float(len(messages))}
+
+    def global_vector(self) -> np.ndarray:
+        return self.w.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"latest": self.latest, "w": self.w}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.latest, self.w = dict(state["latest"]), state["w"]

@@ -22,6 +22,11 @@ Release k is rho_k = Delta_i^2 / (2 sigma_k^2)-zCDP (Thm. 1); the agent's ledger
 exactly (the closed form of Thm. 2 prints a "-1" that undercounts by one rho^1). Given (epsilon,
 delta), sigma_1 is calibrated per agent so that its total is exactly rho* = dp_to_zcdp(epsilon, delta)
 (Lemma 4 inverted); the network's rho is the largest agent's (Lemma 11).
+
+General form: only the shared entries are released, and the local step is mu_i = mu_f + 2 eta min_k |V_i(k)|
+strongly convex in them only. An agent with private variables declares a :class:`ReleaseBound` or a
+:class:`CurvatureBound` (how the data move f_i), from which the sensitivity of the released part follows
+(docs/zcdp_admm.md, "General form").
 """
 
 from __future__ import annotations
@@ -39,9 +44,56 @@ from privcvx.algorithms.decentralized_admm import (
     ConsensusADMMAgent,
     gradient_sensitivity,
 )
-from privcvx.errors import ParameterError, require_positive
+from privcvx.errors import ParameterError, PrivacyError, require_positive
 from privcvx.privacy.zcdp import calibrate_first_sigma, gaussian_rho, zcdp_gaussian
-from privcvx.problem import Agent
+from privcvx.problem import Agent, DistributedProblem
+from privcvx.topology import Topology
+
+
+@dataclass(frozen=True)
+class ReleaseBound:
+    """A public bound on how a neighbouring dataset moves agent i's local objective (general form).
+
+    For neighbouring datasets D, D' and r = f_i(.; D') - f_i(.; D): |r(z) - r(z')| <= shared ||z_S - z'_S|| + private
+    for all z, z' in W_i (z_S: the shared entries). Without private variables, shared = S_i (the gradient
+    sensitivity) and private = 0. The released shared part of the exact local step then moves by at most
+    the root of mu D^2 = shared D + private (docs/zcdp_admm.md, "General form").
+    """
+
+    shared: float
+    private: float
+
+    def __post_init__(self) -> None:
+        require_positive(self.shared, argument="shared", allow_zero=True, error=PrivacyError)
+        require_positive(self.private, argument="private", allow_zero=True, error=PrivacyError)
+
+    def sensitivity(self, mu: float) -> float:
+        """(b + sqrt(b^2 + 4 mu c)) / (2 mu): the L2 sensitivity of the released shared entries."""
+        b, c = self.shared, self.private
+        return (b + math.sqrt(b * b + 4.0 * mu * c)) / (2.0 * mu)
+
+
+@dataclass(frozen=True)
+class CurvatureBound:
+    """A release bound for data that move f_i only along directions where f_i is curved.
+
+    For a linear map A (public): f_i(y) - f_i(z) - <grad f_i(z), y - z> >= curvature ||A (y - z)||^2 for every
+    dataset, and |r(z) - r(z')| <= change ||A (z - z')|| for neighbouring datasets (r as in :class:`ReleaseBound`).
+    Then the released shared part moves by at most change / sqrt(8 curvature mu) (docs/zcdp_admm.md, "General
+    form"). The zonal power-flow problem, f = ||A z + d||^2 with one load entry changed by beta, has
+    change = 2 beta and curvature = 1 (``powerflow.release_bounds``).
+    """
+
+    change: float
+    curvature: float
+
+    def __post_init__(self) -> None:
+        require_positive(self.change, argument="change", allow_zero=True, error=PrivacyError)
+        require_positive(self.curvature, argument="curvature", error=PrivacyError)
+
+    def sensitivity(self, mu: float) -> float:
+        """change / sqrt(8 curvature mu): the L2 sensitivity of the released shared entries."""
+        return self.change / math.sqrt(8.0 * self.curvature * mu)
 
 
 @dataclass(frozen=True)
@@ -90,6 +142,14 @@ class IterationDecay:
 
 
 Schedule = ConstantNoise | PeriodicDecay | IterationDecay
+Bound = ReleaseBound | CurvatureBound
+
+
+def missing_bound(agent: str) -> PrivacyError:
+    """The error for a general-form agent with private variables and no declared release bound."""
+    return PrivacyError("the agent has private variables: the sensitivity of its released shared entries needs a "
+                        "declared bound (release_bounds={name: ReleaseBound or CurvatureBound})", agent=agent,
+                        argument="release_bounds")
 
 
 def thm2_printed_total(rate: float, period: int, rounds: int) -> float:
@@ -110,6 +170,10 @@ def thm3_total(rate: float, rounds: int) -> float:
 class PRADMM(ConsensusADMM):
     """PR-ADMM (Algorithm 1 of Ch. 3): exact local steps, Gaussian output noise with a decaying variance.
 
+    In general form (keys held by some agents, private variables) agent i's penalty is, for each shared entry k,
+    eta sum_{j in V_i(k)} ||x_k - (x~_{i,k} + x~_{j,k})/2||^2 over the neighbours holding k, with the dual (13)
+    per entry; private variables are free in the local step and never released.
+
     Parameters
     ----------
     epsilon, delta:
@@ -124,25 +188,68 @@ class PRADMM(ConsensusADMM):
         U, the cumulative-deviation threshold of the robustness filter; None (default) turns it off.
     strong_convexity:
         A public lower bound mu_f on every f_i's strong-convexity modulus (sensitivity S_i / (mu_f + 2 eta |V_i|)).
+    release_bounds:
+        ``{agent name: ReleaseBound or CurvatureBound}``: for general-form agents with private variables, the
+        public bound on how the data move the local objective that the release's sensitivity needs
+        (``powerflow.release_bounds`` gives them for the zonal power-flow problem).
+    relaxation:
+        gamma in (0, 2): over-relaxed ADMM (1, the default, is the thesis's). Computed from the releases alone
+        (post-processing), so the privacy accounting is unchanged (docs/zcdp_admm.md, "Acceleration").
     """
 
     name = "pr_admm"
+    general_form = True
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
                  schedule: Schedule | None = None, threshold: float | None = None,
-                 strong_convexity: float = 0.0) -> None:
+                 strong_convexity: float = 0.0, release_bounds: dict[str, Bound] | None = None,
+                 relaxation: float = 1.0) -> None:
         self.epsilon, self.delta, self.eta, self.schedule = epsilon, delta, eta, schedule
-        self.threshold, self.strong_convexity = threshold, strong_convexity
+        self.threshold, self.strong_convexity, self.release_bounds = threshold, strong_convexity, release_bounds
+        self.relaxation = relaxation
         self._common(eta, epsilon, delta, strong_convexity)
+        self._relaxation = require_positive(relaxation, argument="relaxation")
+        if not self._relaxation < 2.0:
+            raise ParameterError(f"must lie in (0, 2), got {relaxation!r}", argument="relaxation")
+        if self._relaxation != 1.0 and threshold is not None:
+            raise ParameterError("the robustness threshold U is defined for the thesis's step (relaxation = 1)",
+                                 argument="relaxation")
+        if release_bounds is not None and not (isinstance(release_bounds, dict) and all(
+                isinstance(v, (ReleaseBound, CurvatureBound)) for v in release_bounds.values())):
+            raise ParameterError(f"must be a dict {{agent name: ReleaseBound or CurvatureBound}}, got "
+                                 f"{release_bounds!r}",
+                                 argument="release_bounds")
         self._schedule = PeriodicDecay() if schedule is None else schedule
         if not isinstance(self._schedule, (ConstantNoise, PeriodicDecay, IterationDecay)):
             raise ParameterError(f"must be a PeriodicDecay, IterationDecay or ConstantNoise, got {schedule!r}",
                                  argument="schedule")
         self._threshold = math.inf if threshold is None else require_positive(threshold, argument="threshold")
 
-    def sensitivity(self, agent: Agent, degree: int) -> float:
-        """Delta_i = S_i / (mu_f + 2 eta |V_i|): the L2 sensitivity of agent i's local solution."""
-        return gradient_sensitivity(agent) / self.modulus(degree)
+    def sensitivity(self, agent: Agent, degree: int, private_variables: bool = False) -> float:
+        """The L2 sensitivity Delta_i of agent i's released (shared) local solution.
+
+        S_i / mu_i with mu_i = mu_f + 2 eta min_k |V_i(k)| (|V_i| under full consensus), or, when the agent's
+        :class:`ReleaseBound` or :class:`CurvatureBound` is declared (required when it has private variables),
+        that bound's ``sensitivity(mu_i)`` (docs/zcdp_admm.md, "General form").
+        """
+        declared = None if self.release_bounds is None else self.release_bounds.get(agent.name)
+        mu = self.modulus(degree)
+        if not mu > 0.0:
+            raise PrivacyError("the local step is not strongly convex on the released entries (an entry no "
+                               "neighbour holds, and strong_convexity = 0)", agent=agent.name, argument="topology")
+        if declared is None:
+            if private_variables:  # check() refuses this in the driver; a program built alone still must not
+                raise missing_bound(agent.name)
+            return gradient_sensitivity(agent) / mu
+        return declared.sensitivity(mu)
+
+    def check(self, problem: DistributedProblem, topology: Topology) -> None:
+        """The engine's checks; under privacy, a declared release bound for every agent with private variables."""
+        super().check(problem, topology)
+        if self.private:
+            for layout in problem.layouts:
+                if layout.shared_local.size < layout.dim and (self.release_bounds or {}).get(layout.name) is None:
+                    raise missing_bound(layout.name)
 
     def sigmas(self, sensitivity: float, rounds: int) -> np.ndarray:
         """sigma_k, k = 1..T: sigma_1 calibrated so that the T releases spend exactly (epsilon, delta) in zCDP."""
@@ -162,14 +269,18 @@ class PRADMMAgent(ConsensusADMMAgent):
         self.threshold = settings._threshold
         self.deviation = dict.fromkeys(self.neighbours, 0.0)
         if settings.private:
-            self.sensitivity = settings.sensitivity(agent, self.degree)
+            private_variables = self.layout.shared_local.size < self.layout.dim
+            self.sensitivity = settings.sensitivity(agent, self.penalty_degree, private_variables)
             self.sigma = settings.sigmas(self.sensitivity, context.rounds)
 
     def primal_neighbours(self, t: int) -> dict[str, np.ndarray]:
-        """Alg. 1 lines 11-16: a neighbour whose cumulative deviation exceeds U is replaced by x~_i^t."""
+        """Alg. 1 lines 11-16: a neighbour whose cumulative deviation exceeds U is replaced by x~_i^t (on the
+        entries both hold)."""
         for j, value in self.received.items():
-            self.deviation[j] += float(np.linalg.norm(self.x - value))
-        return {j: (self.x if self.deviation[j] > self.threshold else value) for j, value in self.received.items()}
+            mine, theirs = self.common(j, value)
+            self.deviation[j] += float(np.linalg.norm(mine - theirs))
+        return {j: (self.in_place_of(j, value) if self.deviation[j] > self.threshold else value)
+                for j, value in self.received.items()}
 
     def release(self, t: int, x_hat: np.ndarray) -> np.ndarray:
         if not self.settings.private:

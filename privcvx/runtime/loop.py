@@ -272,7 +272,7 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         raise ParameterError(f"must be callable (row -> bool or None), got {callback!r}", argument="callback")
     if checkpoint is not None and not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint))):
         raise ParameterError(f"the folder of {os.fspath(checkpoint)!r} does not exist", argument="checkpoint")
-    topology = algorithm.default_topology() if topology is None else topology
+    topology = algorithm.topology_for(problem) if topology is None else topology
     if not isinstance(topology, Topology):
         raise ParameterError(f"must be a pc.Topology, got {topology!r}", argument="topology")
     topology = topology.bind(problem.names)
