@@ -283,6 +283,8 @@ class GradientEvaluator:
         self.layout = layout
         self.oracle = agent.gradient
         self.root = _compile(agent.objective, offsets, layout.dim)
+        # One variable (the usual case): the oracle takes z reshaped, without split and concatenate per call.
+        self.shape = layout.shapes[0] if len(layout.shapes) == 1 else None
 
     def value(self, z: np.ndarray) -> float:
         """f_p at ``z`` (the sum of the compiled expression's entries)."""
@@ -291,7 +293,12 @@ class GradientEvaluator:
     def gradient(self, z: np.ndarray) -> np.ndarray:
         """f'_p(z): the (sub)gradient used in the linearized update Eq. (9)."""
         if self.oracle is not None:
-            out: Any = self.oracle(*self.layout.split(z))
+            if self.shape is not None:
+                out: Any = self.oracle(z.reshape(self.shape, order="F"))
+                if isinstance(out, np.ndarray):  # a new array: callers may update it in place
+                    return np.array(out, dtype=float).reshape(-1, order="F")
+            else:
+                out = self.oracle(*self.layout.split(z))
             parts = [out] if isinstance(out, np.ndarray) or np.isscalar(out) else list(out)
             return self.layout.flatten(parts)
         self.root.forward(z)
