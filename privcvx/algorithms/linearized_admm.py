@@ -366,12 +366,14 @@ class ConsensusDuals:
         primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
         for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
             w_p = w[layout.shared_global]
-            self.lam[p] = self.lam[p] + rho * (w_p - z_new)
-            primal_sq += float(np.sum((w_p - z_new) ** 2))
-            z_sq += float(np.sum(z_new ** 2))
-            w_sq += float(np.sum(w_p ** 2))
-            dual_sq += float(np.sum((w_p - w_previous[layout.shared_global]) ** 2))
-            lam_sq += float(np.sum(self.lam[p] ** 2))
+            gap, change = w_p - z_new, w_p - w_previous[layout.shared_global]
+            self.lam[p] = lam_p = self.lam[p] + rho * gap
+            # (x * x).sum() is np.sum(x ** 2) (the same pairwise sum) without np.sum's wrapper: it runs every round
+            primal_sq += float((gap * gap).sum())
+            z_sq += float((z_new * z_new).sum())
+            w_sq += float((w_p * w_p).sum())
+            dual_sq += float((change * change).sum())
+            lam_sq += float((lam_p * lam_p).sum())
         return {"primal_residual": math.sqrt(primal_sq), "dual_residual": rho * math.sqrt(dual_sq),
                 "scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
                 "entries": float(sum(layout.shared_local.size for layout in self.layouts))}
