@@ -283,7 +283,9 @@ class GradientEvaluator:
         self.layout = layout
         self.oracle = agent.gradient
         self.root = _compile(agent.objective, offsets, layout.dim)
-        # One variable (the usual case): the oracle takes z reshaped, without split and concatenate per call.
+        # One variable (the usual case): the oracle takes z reshaped, without split and concatenate per call, as
+        # a C-ordered array (numpy's default: a matrix product X @ W with a column-major W takes a slower path
+        # and sums in another order, 1e-19 apart on the federated logistic problem).
         self.shape = layout.shapes[0] if len(layout.shapes) == 1 else None
 
     def value(self, z: np.ndarray) -> float:
@@ -294,9 +296,10 @@ class GradientEvaluator:
         """f'_p(z): the (sub)gradient used in the linearized update Eq. (9)."""
         if self.oracle is not None:
             if self.shape is not None:
-                out: Any = self.oracle(z.reshape(self.shape, order="F"))
+                out: Any = self.oracle(np.ascontiguousarray(z.reshape(self.shape, order="F")))
                 if isinstance(out, np.ndarray):  # a new array: callers may update it in place
-                    return np.array(out, dtype=float).reshape(-1, order="F")
+                    flat = np.asarray(out, dtype=float).reshape(-1, order="F")
+                    return flat.copy() if np.may_share_memory(flat, out) else flat
             else:
                 out = self.oracle(*self.layout.split(z))
             parts = [out] if isinstance(out, np.ndarray) or np.isscalar(out) else list(out)
