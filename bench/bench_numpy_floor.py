@@ -1,6 +1,6 @@
 """The numpy floor: a round of Algorithm 1 in privcvx against the same round in plain numpy, measured in one run.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_numpy_floor.py [--rounds 100] [--repeats 7] [--rho 0.01]
+    PYTHONPATH=. .venv/bin/python bench/bench_numpy_floor.py [--rounds 100] [--repeats 7] [--rho 0.01] [--breakdown]
 
 The set-up (issue 14, item 6): scikit-learn's digits, ``problems.federated_logistic`` with 10 IID agents and
 the box of Sec. 6.2.1 of Ryu & Kim ("Differentially private distributed optimization with linearized ADMM and
@@ -13,6 +13,9 @@ authors' own code: a loop over the agents, the analytic softmax-logistic gradien
 ``np.clip``, noise from one numpy generator, no diagnostics, no messages, no ledger. It reads only the raw
 data, the split (the row indices of each agent) and the settings. Non-private, both must compute the same
 iterates: the bench checks the final w and every agent's release against privcvx's to 1e-10.
+
+Private runs start with privcvx's epsilon caches emptied (each pays its per-round epsilon, as a new process
+would). ``--breakdown`` times the parts of a privcvx round instead (timers around its methods).
 
 Each repetition runs every configuration once, one after the other in the same process (so machine drift
 hits all of them alike), after a warm-up of each. Per round is the median over the rounds of a run (privcvx:
@@ -31,7 +34,12 @@ from typing import Any
 import numpy as np
 
 import privcvx as pc
+from privcvx import gradients
+from privcvx.algorithms import linearized_admm
+from privcvx.privacy import accounting
+from privcvx.runtime import backends, loop
 from problems import datasets, federated_logistic
+from problems.logistic import LogisticLoss
 
 AGENTS = 10
 LOCAL_UPDATES = 5
@@ -119,11 +127,62 @@ def privcvx_run(problem: pc.DistributedProblem, rounds: int, rho: float, private
                 diagnostics: bool) -> tuple[float, float, pc.Result]:
     """(median seconds per round, whole solve / rounds, result) of privcvx's Algorithm 1 on the serial backend."""
     privacy = pc.ObjectivePerturbation(pc.Gaussian(EPSILON, DELTA)) if private else None
+    forget_accounting()
     start = time.perf_counter()
     result = problem.solve(rounds=rounds, local_updates=LOCAL_UPDATES, rho=rho, eta="auto", privacy=privacy,
                            seed=0, diagnostics=diagnostics)
     total = time.perf_counter() - start
     return float(np.median(np.diff(result.history["time_s"].to_numpy()))), total / rounds, result
+
+
+def forget_accounting() -> None:
+    """Empty privcvx's caches of epsilon answers, so that every timed private run pays its per-round epsilon, as
+    a run in a new process does (repetitions of one run would otherwise find every round's answer cached)."""
+    for cached in (accounting._report, accounting._accountant_epsilon, accounting._gdp_epsilon):
+        cached.cache_clear()
+    accounting.RunningEpsilon._answers.clear()
+
+
+#: The parts of a privcvx round timed by ``--breakdown``, outermost first: (label, class, method).
+PARTS = [("round", loop.Run, "round"), ("history row", loop.Run, "row"),
+         ("agents (host)", backends.AgentHost, "step"), ("agent steps", linearized_admm.ADMMAgent, "step"),
+         ("local updates", linearized_admm.ADMMAgent, "_update"), ("gradient", gradients.GradientEvaluator, "gradient"),
+         ("oracle", LogisticLoss, "gradient"), ("server", linearized_admm.ADMMServer, "step"),
+         ("monitor", linearized_admm.ADMMMonitor, "observe"), ("epsilon", loop.Run, "epsilon")]
+
+
+def breakdown(rounds: int, rho: float) -> None:
+    """Where a privcvx round's time goes: every part of :data:`PARTS` wrapped in a timer (which adds its own
+    cost), milliseconds per round, each part without the parts timed inside it."""
+    spent: dict[str, float] = {}
+
+    def timed(label: str, function: Callable) -> Callable:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
+        return wrapper
+
+    for label, cls, name in PARTS:  # before the problem is built: the agents hold the oracle's bound method
+        setattr(cls, name, timed(label, getattr(cls, name)))
+    X, y = datasets.load_digits()
+    problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
+    inner = {"round": ["agents (host)", "server"], "agents (host)": ["agent steps"], "agent steps": ["local updates"],
+             "local updates": ["gradient"], "gradient": ["oracle"], "history row": ["monitor", "epsilon"]}
+    print("| part | " + " | ".join(f"{label} (ms per round)" for label in ("non-private", "ObjPert Gaussian")) + " |")
+    print("|---|---|---|")
+    columns = []
+    for private in (False, True):
+        privcvx_run(problem, 5, rho, private, diagnostics=False)  # warm-up
+        spent.clear()
+        privcvx_run(problem, rounds, rho, private, diagnostics=False)
+        columns.append({label: (spent.get(label, 0.0) - sum(spent.get(i, 0.0) for i in inner.get(label, []))) / rounds
+                        for label, _, _ in PARTS})
+    for label, _, _ in PARTS:
+        print(f"| {label} | " + " | ".join(f"{column[label] * 1e3:.3f}" for column in columns) + " |")
+    print("| total | " + " | ".join(f"{sum(column.values()) * 1e3:.3f}" for column in columns) + " |")
 
 
 def equality(problem: pc.DistributedProblem, X: np.ndarray, y: np.ndarray, rounds: int, rho: float) -> str:
@@ -148,8 +207,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--rho", type=float, default=0.01)
+    parser.add_argument("--breakdown", action="store_true", help="time the parts of a privcvx round instead")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the seeded private runs warn that their noise is reproducible
+    if args.breakdown:
+        breakdown(args.rounds, args.rho)
+        return
     X, y = datasets.load_digits()
     problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
     shares = problem.info["shares"]
