@@ -216,6 +216,7 @@ class ADMMAgent(AgentProgram):
         self.released = self.z.copy()
         self.declared_smoothness = agent.smoothness
         self._step: Schedule | None = None
+        self._terms: RoundTerms | None = None
         self._last = {"noise_magnitude": 0.0, "eta": math.nan}
 
     @property
@@ -258,8 +259,12 @@ class ADMMAgent(AgentProgram):
 
     def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float, eta: float,
                      warm_start: bool = False) -> tuple[np.ndarray, float]:
-        """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|)."""
-        return self._update(z, self._round_terms(w_p, rho, eta), warm_start)
+        """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|).
+
+        Within :meth:`step` the round's terms are computed once (:meth:`_round_terms`); a subclass may replace
+        this method (ExactADMM's exact step does)."""
+        terms = self._terms if self._terms is not None else self._round_terms(w_p, rho, eta)
+        return self._update(z, terms, warm_start)
 
     def _round_terms(self, w_p: np.ndarray, rho: float, eta: float) -> RoundTerms:
         """The terms of Eq. (9) for w_p, rho and eta (computed once per round)."""
@@ -311,11 +316,14 @@ class ADMMAgent(AgentProgram):
         z = self.z
         total = np.zeros(self.layout.dim)
         noise = 0.0
-        terms = self._round_terms(w_p, rho, eta)
-        for e in range(self.local_updates):
-            z, magnitude = self._update(z, terms, warm_start=e > 0)
-            total += z
-            noise += magnitude
+        self._terms = self._round_terms(w_p, rho, eta)  # this round's w_p, rho and eta: read by local_update
+        try:
+            for e in range(self.local_updates):
+                z, magnitude = self.local_update(z, w_p, rho, eta, warm_start=e > 0)
+                total += z
+                noise += magnitude
+        finally:
+            self._terms = None
         self.z = z
         self.released = total / self.local_updates
         shared = self.released[self.layout.shared_local]
