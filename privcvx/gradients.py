@@ -9,8 +9,9 @@ numpy), so privcvx compiles the expression tree once:
 * the non-affine atoms above them are evaluated in numpy with the chain rule
   (reverse mode: each node passes its upstream gradient to its children).
 
-Parameters (an agent's private data) are read when the evaluator is compiled, at the
-start of a run; they are not meant to change during a run. Atoms without a numpy rule
+Parameters (an agent's private data) are read when the evaluator compiles the tree, at
+its first use in a run (an agent with a gradient oracle needs the tree only for f_p's value,
+which runs without diagnostics never ask for); they are not meant to change during a run. Atoms without a numpy rule
 fall back to CVXPY for that sub-expression only, which is correct but slow.
 """
 
@@ -279,10 +280,22 @@ class GradientEvaluator:
     """
 
     def __init__(self, agent: Agent, layout: AgentLayout) -> None:
-        offsets = {v.id: o for v, o in zip(agent.variables, layout.offsets, strict=True)}
+        self.offsets = {v.id: o for v, o in zip(agent.variables, layout.offsets, strict=True)}
+        self.objective = agent.objective
         self.layout = layout
         self.oracle = agent.gradient
-        self.root = _compile(agent.objective, offsets, layout.dim)
+        self._root: _Node | None = None
+        # One variable (the usual case): the oracle takes z reshaped, without split and concatenate per call, as
+        # a C-ordered array (numpy's default: a matrix product X @ W with a column-major W takes a slower path
+        # and sums in another order, 1e-19 apart on the federated logistic problem).
+        self.shape = layout.shapes[0] if len(layout.shapes) == 1 else None
+
+    @property
+    def root(self) -> _Node:
+        """The compiled expression tree of f_p (compiled at the first call)."""
+        if self._root is None:
+            self._root = _compile(self.objective, self.offsets, self.layout.dim)
+        return self._root
 
     def value(self, z: np.ndarray) -> float:
         """f_p at ``z`` (the sum of the compiled expression's entries)."""
@@ -291,10 +304,17 @@ class GradientEvaluator:
     def gradient(self, z: np.ndarray) -> np.ndarray:
         """f'_p(z): the (sub)gradient used in the linearized update Eq. (9)."""
         if self.oracle is not None:
-            out: Any = self.oracle(*self.layout.split(z))
+            if self.shape is not None:
+                out: Any = self.oracle(np.ascontiguousarray(z.reshape(self.shape, order="F")))
+                if isinstance(out, np.ndarray):  # a new array: callers may update it in place
+                    flat = np.asarray(out, dtype=float).reshape(-1, order="F")
+                    return flat.copy() if np.may_share_memory(flat, out) else flat
+            else:
+                out = self.oracle(*self.layout.split(z))
             parts = [out] if isinstance(out, np.ndarray) or np.isscalar(out) else list(out)
             return self.layout.flatten(parts)
-        self.root.forward(z)
+        root = self.root
+        root.forward(z)
         grad = np.zeros(self.layout.dim)
-        self.root.backward(np.ones(self.root.shape), grad)
+        root.backward(np.ones(root.shape), grad)
         return grad

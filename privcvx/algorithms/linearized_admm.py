@@ -21,7 +21,7 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -179,6 +179,19 @@ class LinearizedADMM(Algorithm):
         return {"projection": reports}
 
 
+class RoundTerms(NamedTuple):
+    """The terms of Eq. (9) that stay the same over a round's E local updates."""
+
+    #: 1/eta^t (an array when eta = inf: :meth:`ADMMAgent.inverse_step`).
+    inverse: float | np.ndarray
+    #: The metric weights m: 1/eta^t, plus rho^t on shared coordinates.
+    weights: np.ndarray
+    #: rho^t w_p^{t+1} + lambda_p^t, added on the shared coordinates.
+    shift: np.ndarray
+    #: The release sensitivity, when it does not depend on the iterate (None otherwise, or without privacy).
+    sensitivity: Sensitivity | None
+
+
 class ADMMAgent(AgentProgram):
     """Agent p of Algorithm 1 (lines 11-23), with its private data, noise stream and ledger."""
 
@@ -194,12 +207,16 @@ class ADMMAgent(AgentProgram):
         self.projection = Projection(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.mask = self.layout.shared_mask
+        self.all_shared = np.array_equal(self.layout.shared_local, np.arange(self.layout.dim))
+        declared = agent.sensitivity
+        self.sensitivity_at_z = callable(declared) and not isinstance(declared, Sensitivity)  # e.g. Eq. (31)
         # Line 13: z_p^{0,E+1} = z_p^1, the feasible point of W_p closest to the origin.
         self.z = self.projection(np.zeros(self.layout.dim), np.ones(self.layout.dim))
         self.lam = np.zeros(self.layout.shared_local.size)
         self.released = self.z.copy()
         self.declared_smoothness = agent.smoothness
         self._step: Schedule | None = None
+        self._terms: RoundTerms | None = None
         self._last = {"noise_magnitude": 0.0, "eta": math.nan}
 
     @property
@@ -242,24 +259,48 @@ class ADMMAgent(AgentProgram):
 
     def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float, eta: float,
                      warm_start: bool = False) -> tuple[np.ndarray, float]:
-        """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|)."""
+        """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|).
+
+        Within :meth:`step` the round's terms are computed once (:meth:`_round_terms`); a subclass may replace
+        this method (ExactADMM's exact step does)."""
+        terms = self._terms if self._terms is not None else self._round_terms(w_p, rho, eta)
+        return self._update(z, terms, warm_start)
+
+    def _round_terms(self, w_p: np.ndarray, rho: float, eta: float) -> RoundTerms:
+        """The terms of Eq. (9) for w_p, rho and eta (computed once per round)."""
         inverse = self.inverse_step(eta, rho)
         weights = inverse + rho * self.mask
+        sensitivity = None
+        if self.privacy is not None and not self.sensitivity_at_z:
+            sensitivity = self._release_sensitivity(z=None, weights=weights)
+        return RoundTerms(inverse, weights, rho * w_p + self.lam, sensitivity)
+
+    def _release_sensitivity(self, z: np.ndarray | None, weights: np.ndarray) -> Sensitivity:
+        """The sensitivity of what a local update releases (a declared callable is evaluated at z)."""
+        needed = self.privacy.needs_gradient_sensitivity()
+        return self.privacy.release_sensitivity(
+            self.privacy.gradient_sensitivity(self.agent, None if z is None else self.layout.split(z))
+            if needed else None, weights, self.projection.kind != "conic", self.projection.error_bound)
+
+    def _update(self, z: np.ndarray, terms: RoundTerms, warm_start: bool) -> tuple[np.ndarray, float]:
+        """:meth:`local_update` with the round's terms (:meth:`_round_terms`) computed once."""
+        inverse, weights, shift, sensitivity = terms
         gradient = self.evaluator.gradient(z)
-        if not np.all(np.isfinite(gradient)):
+        if not np.isfinite(gradient).all():
             raise PrivcvxError("the gradient is not finite at the current iterate (check the data, eta and rho)",
                                agent=self.layout.name, argument="gradient")
         magnitude = 0.0
         if self.privacy is not None:
-            sensitivity = self.privacy.release_sensitivity(
-                self.privacy.gradient_sensitivity(self.agent, self.layout.split(z))
-                if self.privacy.needs_gradient_sensitivity() else None, weights, self.projection.kind != "conic",
-                self.projection.error_bound)
+            if sensitivity is None:
+                sensitivity = self._release_sensitivity(z, weights)
             if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
                 gradient, magnitude, entry = self.privacy.perturb(self.context.noise, gradient, sensitivity)
                 self.context.ledger.record(entry)
         linear = z * inverse - gradient
-        linear[self.layout.shared_local] += rho * w_p + self.lam
+        if self.all_shared:
+            linear += shift
+        else:
+            linear[self.layout.shared_local] += shift
         z_next = self.projection(linear / weights, weights, warm_start)
         if self.privacy is not None and self.privacy.kind == "output":
             z_next, magnitude, entry = self.privacy.perturb(self.context.noise, z_next, sensitivity)
@@ -275,10 +316,14 @@ class ADMMAgent(AgentProgram):
         z = self.z
         total = np.zeros(self.layout.dim)
         noise = 0.0
-        for e in range(self.local_updates):
-            z, magnitude = self.local_update(z, w_p, rho, eta, warm_start=e > 0)
-            total += z
-            noise += magnitude
+        self._terms = self._round_terms(w_p, rho, eta)  # this round's w_p, rho and eta: read by local_update
+        try:
+            for e in range(self.local_updates):
+                z, magnitude = self.local_update(z, w_p, rho, eta, warm_start=e > 0)
+                total += z
+                noise += magnitude
+        finally:
+            self._terms = None
         self.z = z
         self.released = total / self.local_updates
         shared = self.released[self.layout.shared_local]
@@ -329,12 +374,14 @@ class ConsensusDuals:
         primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
         for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
             w_p = w[layout.shared_global]
-            self.lam[p] = self.lam[p] + rho * (w_p - z_new)
-            primal_sq += float(np.sum((w_p - z_new) ** 2))
-            z_sq += float(np.sum(z_new ** 2))
-            w_sq += float(np.sum(w_p ** 2))
-            dual_sq += float(np.sum((w_p - w_previous[layout.shared_global]) ** 2))
-            lam_sq += float(np.sum(self.lam[p] ** 2))
+            gap, change = w_p - z_new, w_p - w_previous[layout.shared_global]
+            self.lam[p] = lam_p = self.lam[p] + rho * gap
+            # (x * x).sum() is np.sum(x ** 2) (the same pairwise sum) without np.sum's wrapper: it runs every round
+            primal_sq += float((gap * gap).sum())
+            z_sq += float((z_new * z_new).sum())
+            w_sq += float((w_p * w_p).sum())
+            dual_sq += float((change * change).sum())
+            lam_sq += float((lam_p * lam_p).sum())
         return {"primal_residual": math.sqrt(primal_sq), "dual_residual": rho * math.sqrt(dual_sq),
                 "scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
                 "entries": float(sum(layout.shared_local.size for layout in self.layouts))}

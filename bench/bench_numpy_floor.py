@@ -1,0 +1,254 @@
+"""The numpy floor: a round of Algorithm 1 in privcvx against the same round in plain numpy, measured in one run.
+
+    PYTHONPATH=. .venv/bin/python bench/bench_numpy_floor.py [--rounds 100] [--repeats 7] [--rho 0.01] [--breakdown]
+
+The set-up (issue 14, item 6): scikit-learn's digits, ``problems.federated_logistic`` with 10 IID agents and
+the box of Sec. 6.2.1 of Ryu & Kim ("Differentially private distributed optimization with linearized ADMM and
+multiple local updates" style: W_p = [-u, u], u = 0.1 as for MNIST; Eq. (30) with n_p = I), Algorithm 1 with
+E = 5 local updates, rho fixed, eta = "auto" (1/L_p, or Eq. (25a) under privacy), non-private and under
+ObjPert Eq. (10) with the Gaussian mechanism (epsilon = 1, delta = 1e-5 per update), serial backend.
+
+The floor (:class:`NumpyAlgorithm1`) is written here, independently of privcvx, in the style of the paper
+authors' own code: a loop over the agents, the analytic softmax-logistic gradient, the box projection as
+``np.clip``, noise from one numpy generator, no diagnostics, no messages, no ledger. It reads only the raw
+data, the split (the row indices of each agent) and the settings. Non-private, both must compute the same
+iterates: the bench checks the final w and every agent's release against privcvx's to 1e-10.
+
+Private runs start with privcvx's epsilon caches emptied (each pays its per-round epsilon, as a new process
+would). ``--breakdown`` times the parts of a privcvx round instead (timers around its methods).
+
+Each repetition runs every configuration once, one after the other in the same process (so machine drift
+hits all of them alike), after a warm-up of each. Per round is the median over the rounds of a run (privcvx:
+the differences of ``history["time_s"]``), then the median over the repetitions; ratios are to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import privcvx as pc
+from privcvx import gradients
+from privcvx.algorithms import linearized_admm
+from privcvx.privacy import accounting
+from privcvx.runtime import backends, loop
+from problems import datasets, federated_logistic
+from problems.logistic import LogisticLoss
+
+AGENTS = 10
+LOCAL_UPDATES = 5
+BOUND = 0.1
+EPSILON, DELTA = 1.0, 1e-5
+
+
+class NumpyAlgorithm1:
+    """Algorithm 1 of Ryu & Kim in plain numpy on the federated logistic regression of Eq. (30).
+
+    Agent p holds X_p (rows scaled to norm <= 1) and one-hot Y_p; f_p(W) = (1/I) sum_i [logsumexp(x_i^T W) -
+    y_i^T W^T x_i], L_p = I_p / (2I). A round: the server forms w = mean_p (z_p - lambda_p / rho) (line 5);
+    each agent takes E steps z <- clip((z / eta - g + rho w + lambda_p) / (1/eta + rho), -u, u) (Eq. (9), g
+    the gradient, minus Gaussian noise under ObjPert Eq. (10)), releases the average of its E iterates and
+    updates lambda_p += rho (w - release) (lines 20-22); the server's duals are the same numbers.
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, shares: list[np.ndarray], *, rho: float, private: bool,
+                 seed: int = 0) -> None:
+        X = X / np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+        Y = (y[:, None] == np.unique(y)[None, :]).astype(float)
+        self.total = X.shape[0]
+        self.data = [(X[rows], Y[rows]) for rows in shares]
+        self.smoothness = [rows.size / (2.0 * self.total) for rows in shares]
+        self.rho = rho
+        self.private = private
+        # Thm. 4.8(ii): sigma = sqrt(2 ln(1.25/delta)) Delta_2 / epsilon, Delta_2 = 2 sqrt(2) / I (worst case).
+        self.sigma = math.sqrt(2.0 * math.log(1.25 / DELTA)) * 2.0 * math.sqrt(2.0) / self.total / EPSILON
+        self.rng = np.random.default_rng(seed)
+        shape = (X.shape[1], Y.shape[1])
+        self.z = [np.zeros(shape) for _ in shares]  # clip(0) = 0: the point of W_p closest to the origin
+        self.released = [np.zeros(shape) for _ in shares]
+        self.lam = [np.zeros(shape) for _ in shares]
+        self.w = np.zeros(shape)
+
+    def gradient(self, p: int, W: np.ndarray) -> np.ndarray:
+        X, Y = self.data[p]
+        scores = X @ W
+        scores -= scores.max(axis=1, keepdims=True)
+        soft = np.exp(scores)
+        soft /= soft.sum(axis=1, keepdims=True)
+        return X.T @ (soft - Y) / self.total
+
+    def objective(self) -> float:
+        """sum_p f_p at the releases (what privcvx's diagnostics compute each round)."""
+        total = 0.0
+        for (X, Y), W in zip(self.data, self.released, strict=True):
+            scores = X @ W
+            top = scores.max(axis=1)
+            total += float(np.sum(top + np.log(np.exp(scores - top[:, None]).sum(axis=1))) - np.sum(Y * scores))
+        return total / self.total
+
+    def round(self, t: int) -> None:
+        rho = self.rho
+        self.w = sum(z - lam / rho for z, lam in zip(self.released, self.lam, strict=True)) / len(self.data)
+        for p in range(len(self.data)):
+            eta = 1.0 / (self.smoothness[p] + (math.sqrt(t) / EPSILON if self.private else 0.0))
+            z, total = self.z[p], np.zeros_like(self.w)
+            for _ in range(LOCAL_UPDATES):
+                g = self.gradient(p, z)
+                if self.private:
+                    g = g - self.sigma * self.rng.standard_normal(g.shape)
+                z = np.clip((z / eta - g + rho * self.w + self.lam[p]) / (1.0 / eta + rho), -BOUND, BOUND)
+                total += z
+            self.z[p] = z
+            self.released[p] = total / LOCAL_UPDATES
+            self.lam[p] = self.lam[p] + rho * (self.w - self.released[p])
+
+
+def floor_run(X: np.ndarray, y: np.ndarray, shares: list[np.ndarray], rounds: int, rho: float, private: bool,
+              objective: bool) -> tuple[float, NumpyAlgorithm1]:
+    """Median seconds per round of the numpy floor (with the objective each round if ``objective``)."""
+    method = NumpyAlgorithm1(X, y, shares, rho=rho, private=private)
+    times = []
+    for t in range(1, rounds + 1):
+        start = time.perf_counter()
+        method.round(t)
+        if objective:
+            method.objective()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), method
+
+
+def privcvx_run(problem: pc.DistributedProblem, rounds: int, rho: float, private: bool,
+                diagnostics: bool) -> tuple[float, float, pc.Result]:
+    """(median seconds per round, whole solve / rounds, result) of privcvx's Algorithm 1 on the serial backend."""
+    privacy = pc.ObjectivePerturbation(pc.Gaussian(EPSILON, DELTA)) if private else None
+    forget_accounting()
+    start = time.perf_counter()
+    result = problem.solve(rounds=rounds, local_updates=LOCAL_UPDATES, rho=rho, eta="auto", privacy=privacy,
+                           seed=0, diagnostics=diagnostics)
+    total = time.perf_counter() - start
+    return float(np.median(np.diff(result.history["time_s"].to_numpy()))), total / rounds, result
+
+
+def forget_accounting() -> None:
+    """Empty privcvx's caches of epsilon answers, so that every timed private run pays its per-round epsilon, as
+    a run in a new process does (repetitions of one run would otherwise find every round's answer cached)."""
+    for cached in (accounting._report, accounting._accountant_epsilon, accounting._gdp_epsilon):
+        cached.cache_clear()
+    accounting.RunningEpsilon._answers.clear()
+
+
+#: The parts of a privcvx round timed by ``--breakdown``, outermost first: (label, class, method).
+PARTS = [("round", loop.Run, "round"), ("history row", loop.Run, "row"),
+         ("agents (host)", backends.AgentHost, "step"), ("agent steps", linearized_admm.ADMMAgent, "step"),
+         ("local updates", linearized_admm.ADMMAgent, "_update"), ("gradient", gradients.GradientEvaluator, "gradient"),
+         ("oracle", LogisticLoss, "gradient"), ("server", linearized_admm.ADMMServer, "step"),
+         ("monitor", linearized_admm.ADMMMonitor, "observe"), ("epsilon", loop.Run, "epsilon")]
+
+
+def breakdown(rounds: int, rho: float) -> None:
+    """Where a privcvx round's time goes: every part of :data:`PARTS` wrapped in a timer (which adds its own
+    cost), milliseconds per round, each part without the parts timed inside it."""
+    spent: dict[str, float] = {}
+
+    def timed(label: str, function: Callable) -> Callable:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
+        return wrapper
+
+    for label, cls, name in PARTS:  # before the problem is built: the agents hold the oracle's bound method
+        setattr(cls, name, timed(label, getattr(cls, name)))
+    X, y = datasets.load_digits()
+    problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
+    inner = {"round": ["agents (host)", "server"], "agents (host)": ["agent steps"], "agent steps": ["local updates"],
+             "local updates": ["gradient"], "gradient": ["oracle"], "history row": ["monitor", "epsilon"]}
+    print("| part | " + " | ".join(f"{label} (ms per round)" for label in ("non-private", "ObjPert Gaussian")) + " |")
+    print("|---|---|---|")
+    columns = []
+    for private in (False, True):
+        privcvx_run(problem, 5, rho, private, diagnostics=False)  # warm-up
+        spent.clear()
+        privcvx_run(problem, rounds, rho, private, diagnostics=False)
+        columns.append({label: (spent.get(label, 0.0) - sum(spent.get(i, 0.0) for i in inner.get(label, []))) / rounds
+                        for label, _, _ in PARTS})
+    for label, _, _ in PARTS:
+        print(f"| {label} | " + " | ".join(f"{column[label] * 1e3:.3f}" for column in columns) + " |")
+    print("| total | " + " | ".join(f"{sum(column.values()) * 1e3:.3f}" for column in columns) + " |")
+
+
+def equality(problem: pc.DistributedProblem, X: np.ndarray, y: np.ndarray, rounds: int, rho: float) -> str:
+    """Max |privcvx - numpy| of the final w and of the releases, non-private, diagnostics on and off."""
+    _, floor = floor_run(X, y, problem.info["shares"], rounds, rho, private=False, objective=False)
+    w = floor.w.reshape(-1, order="F")
+    lines = []
+    for diagnostics in (False, True):
+        _, _, result = privcvx_run(problem, rounds, rho, private=False, diagnostics=diagnostics)
+        dw = float(np.max(np.abs(result.w - w)))
+        dz = max(float(np.max(np.abs(z - r.reshape(-1, order="F"))))
+                 for z, r in zip(result.z, floor.released, strict=True))
+        lines.append(f"diagnostics {'on' if diagnostics else 'off'}: after {rounds} rounds, max |w - w_numpy| = "
+                     f"{dw:.1e}, max |z_p - z_p numpy| = {dz:.1e} (|w| up to {np.max(np.abs(w)):.3f})")
+        if max(dw, dz) > 1e-10:
+            raise SystemExit("privcvx and the numpy floor computed different iterates:\n" + "\n".join(lines))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--rho", type=float, default=0.01)
+    parser.add_argument("--breakdown", action="store_true", help="time the parts of a privcvx round instead")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # the seeded private runs warn that their noise is reproducible
+    if args.breakdown:
+        breakdown(args.rounds, args.rho)
+        return
+    X, y = datasets.load_digits()
+    problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
+    shares = problem.info["shares"]
+    configurations: dict[str, Callable[[], Any]] = {}
+    for private in (False, True):
+        label = "ObjPert Gaussian" if private else "non-private"
+        configurations[f"numpy | {label} | off"] = (
+            lambda private=private: floor_run(X, y, shares, args.rounds, args.rho, private, objective=False)[:1])
+        configurations[f"numpy | {label} | objective"] = (
+            lambda private=private: floor_run(X, y, shares, args.rounds, args.rho, private, objective=True)[:1])
+        for diagnostics in (False, True):
+            configurations[f"privcvx | {label} | {'on' if diagnostics else 'off'}"] = (
+                lambda private=private, diagnostics=diagnostics:
+                privcvx_run(problem, args.rounds, args.rho, private, diagnostics)[:2])
+    for run in configurations.values():  # warm-up
+        run()
+    times: dict[str, list[tuple[float, ...]]] = {name: [] for name in configurations}
+    for _ in range(args.repeats):
+        for name, run in configurations.items():
+            times[name].append(run())
+    print(f"digits, {AGENTS} IID agents, box [-{BOUND}, {BOUND}], E = {LOCAL_UPDATES}, rho = {args.rho}, "
+          f"eta = auto; {args.rounds} rounds, {args.repeats} repetitions (after one warm-up of each), serial")
+    print()
+    print("| method | privacy | diagnostics | per round (ms) | ratio to numpy | whole solve / rounds (ms) |")
+    print("|---|---|---|---|---|---|")
+    for name, values in times.items():
+        method, label, diagnostics = name.split(" | ")
+        median = float(np.median([v[0] for v in values]))
+        floor = float(np.median([v[0] for v in times[f"numpy | {label} | off"]]))
+        whole = f"{np.median([v[1] for v in values]) * 1e3:.2f}" if method == "privcvx" else ""
+        print(f"| {method} | {label} | {diagnostics} | {median * 1e3:.2f} | {median / floor:.2f} | {whole} |")
+    print()
+    print("numpy 'objective': the floor plus sum_p f_p at the releases each round (privcvx's diagnostics also "
+          "compute the box violation).")
+    print(equality(problem, X, y, args.rounds, args.rho))
+
+
+if __name__ == "__main__":
+    main()
