@@ -199,9 +199,14 @@ def _box_bounds(agent: Agent, layout: AgentLayout) -> tuple[np.ndarray, np.ndarr
 
 
 class Projection:
-    """The weighted projection onto one agent's W_p, compiled once (Eq. (9), Eq. (10))."""
+    """The weighted projection onto one agent's W_p, compiled once (Eq. (9), Eq. (10)).
 
-    def __init__(self, agent: Agent, layout: AgentLayout, solvers: list[str] | None = None) -> None:
+    ``uniform_metric=False`` keeps the metric a Parameter even when every coordinate is shared (a per-key
+    rho makes the weights differ between shared coordinates).
+    """
+
+    def __init__(self, agent: Agent, layout: AgentLayout, solvers: list[str] | None = None,
+                 uniform_metric: bool = True) -> None:
         self.agent_name = layout.name
         self.dim = layout.dim
         self.stats = ProjectionStats()
@@ -215,7 +220,7 @@ class Projection:
         self.variables = agent.variables
         self.z = agent_vector(agent)
         self.c = cp.Parameter(self.dim, name="linear_term")
-        if layout.shared_mask.all() or not layout.shared_mask.any():
+        if uniform_metric and (layout.shared_mask.all() or not layout.shared_mask.any()):
             # One weight for every coordinate (m = 1/eta + rho or 1/eta): the metric is a multiple of I and
             # needs no Parameter, which spares the solver the auxiliary variables of multiply(s, z).
             self.s = None
