@@ -79,19 +79,23 @@ class ExactStep:
         objective = agent.objective + self.linear @ shared + penalty
         self.problem = cp.Problem(cp.Minimize(objective), agent.constraints)
         self.solves = 0
+        self.inaccurate = 0
 
     def __call__(self, linear: np.ndarray, rho: float | np.ndarray) -> np.ndarray:
         """The minimizer for the linear term ``linear`` and penalty ``rho``."""
         self.linear.value = linear
         self.rho.value = rho
         try:
-            self.problem.solve(solver=cp.CLARABEL, warm_start=False)  # from scratch: a resumed run repeats it bitwise
+            # From scratch: a resumed run repeats it bitwise. accept_unknown: Clarabel's best point when it stalls
+            # (InsufficientProgress), counted as inaccurate; without it case89pegase's run failed in round 14.
+            self.problem.solve(solver=cp.CLARABEL, warm_start=False, accept_unknown=True)
         except cp.error.SolverError as exc:
             raise SolverError(f"the exact local step failed: {exc}", agent=self.name, argument="objective") from exc
         if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or self.z.value is None:
             raise SolverError(f"the exact local step ended {self.problem.status}", agent=self.name,
                               argument="objective")
         self.solves += 1
+        self.inaccurate += self.problem.status == cp.OPTIMAL_INACCURATE
         return np.asarray(self.z.value, dtype=float).reshape(-1)
 
 
@@ -108,5 +112,6 @@ class ExactADMMAgent(ADMMAgent):
         return self.exact(-(self.lam + rho * w_p), rho), 0.0
 
     def report(self) -> dict[str, Any]:
-        """The step's kind and how many exact solves this process ran (``result.info["projection"]``)."""
-        return {"kind": "exact", "solves": self.exact.solves}
+        """The step's kind, how many exact solves this process ran and how many were inaccurate
+        (``result.info["projection"]``)."""
+        return {"kind": "exact", "solves": self.exact.solves, "inaccurate": self.exact.inaccurate}
