@@ -12,6 +12,8 @@ zero, not finite, or at least :data:`UNRATED_MVA`. pandapower's MATPOWER importe
 turns MATPOWER's ``RATE_A = 0`` ("unlimited", e.g. every branch of case14 and
 case118) into 9900 MVA, and the PEGASE lines with the placeholder
 ``max_i_ka = 99999`` give ratings of about 4e7 MVA; both are unlimited by intent.
+Transformers whose ``sn_mva`` is the placeholder 99.999 (PEGASE cases and case145)
+are made unrated by :func:`load_case`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from privcvx.errors import DeclarationError
 UNRATED_MVA = 9900.0
 #: Angle-difference limits at or beyond this value (degrees) mean "unlimited" (constraint (71k)).
 UNLIMITED_ANGLE_DEG = 90.0
-#: PEGASE transformers whose ``sn_mva`` is this placeholder have no real rating.
+#: Transformers whose ``sn_mva`` is this placeholder (PEGASE cases, case145) have no real rating.
 PEGASE_PLACEHOLDER_SN_MVA = 99.999
 
 
@@ -45,10 +47,11 @@ def load_case(name: str) -> pp.pandapowerNet:
 
     Any ``pandapower.networks`` function that builds a network without arguments is
     accepted (``"case14"``, ``"case118"``, ``"case1354pegase"``, ...). One data fix is
-    applied and recorded in ``net["privcvx_fixes"]``: PEGASE transformers whose
-    ``sn_mva`` is the placeholder 99.999 get ``max_loading_percent = 1e6``, which
-    makes them unrated under the policy of this module; as shipped they make the SOC
-    relaxation of Appendix D infeasible.
+    applied and recorded in ``net["privcvx_fixes"]``: transformers whose ``sn_mva`` is
+    the placeholder 99.999 (the PEGASE cases, and 51 of case145's 75) get
+    ``max_loading_percent = 1e6``, which makes them unrated under the policy of this
+    module; as shipped their 99.999 MVA ratings make the SOC relaxation of Appendix D
+    infeasible (case145: a zone's local set is empty).
 
     Raises
     ------
@@ -66,7 +69,7 @@ def load_case(name: str) -> pp.pandapowerNet:
     if not isinstance(net, pp.pandapowerNet):
         raise DeclarationError(f"pandapower.networks.{name}() is not a network", argument="name")
     fixes = []
-    if "pegase" in name and len(net.trafo):
+    if len(net.trafo):
         placeholder = np.isclose(net.trafo.sn_mva.to_numpy(float), PEGASE_PLACEHOLDER_SN_MVA)
         if placeholder.any():
             net.trafo.loc[placeholder, "max_loading_percent"] = 1e6

@@ -10,6 +10,9 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from privcvx.errors import ParameterError, require_positive
 
@@ -92,6 +95,8 @@ def as_schedule(value: float | Schedule | str, *, argument: str) -> Schedule:
     if isinstance(value, str):
         if argument == "rho" and value == "adaptive":
             return ResidualBalancing()
+        if argument == "rho" and value == "adaptive-per-key":
+            return PerKeyBalancing()
         raise ParameterError(f"unknown setting {value!r}", argument=argument)
     if isinstance(value, ResidualBalancing):
         return copy.deepcopy(value)  # a run adapts its own copy; the caller's object stays as given
@@ -177,3 +182,55 @@ def adaptive(initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0
              maximum: float = 1e6) -> ResidualBalancing:
     """Residual balancing for rho; ``mode="nondecreasing"`` keeps Assumption 5.1(i)."""
     return ResidualBalancing(initial, tau=tau, mu=mu, mode=mode, maximum=maximum)
+
+
+class PerKeyBalancing(ResidualBalancing):
+    """rho="adaptive-per-key": residual balancing (Boyd et al. Sec. 3.4.1) for each shared key on its own.
+
+    rho becomes a vector over the entries of w, constant on each group (``groups="key"``: the entries of one
+    shared key; ``"entry"``: every entry alone). After each round, for each group g with primal residual
+    r_g = ||A w - z|| over the copies of its entries and dual residual s_g = rho_g ||A (w^{t+1} - w^t)||
+    over the same copies: rho_g <- tau * rho_g when r_g > mu * s_g, rho_g <- rho_g / tau when s_g > mu * r_g
+    (``mode="free"``). Every group starts at the same value as :class:`ResidualBalancing` and stops adapting
+    after ``until`` rounds. The residuals are functions of released vectors and of the server's own w and
+    lambda, so the vector rho costs no privacy (docs/privacy.md).
+    """
+
+    def __init__(self, initial: float | None = None, *, groups: str = "key", tau: float = 2.0, mu: float = 10.0,
+                 mode: str = "free", until: int | None = 100, minimum: float = 1e-6, maximum: float = 1e6) -> None:
+        super().__init__(initial, tau=tau, mu=mu, mode=mode, until=until, minimum=minimum, maximum=maximum)
+        if groups not in ("key", "entry"):
+            raise ParameterError(f'must be "key" or "entry", got {groups!r}', argument="groups")
+        self.groups = groups
+        self.vector: np.ndarray | None = None
+        self.index: np.ndarray | None = None
+
+    def start(self, suggestion: float) -> None:
+        """Set the start value (as :class:`ResidualBalancing`) for every group; ``index`` (the group of every
+        entry of w) must be set first, by the server."""
+        super().start(suggestion)
+        if self.vector is None:
+            self.vector = np.full(int(self.index.max()) + 1, self.value)
+
+    def entries(self) -> np.ndarray:
+        """rho over the entries of w."""
+        return self.vector[self.index]
+
+    def observe_groups(self, primal_sq: np.ndarray, change_sq: np.ndarray) -> None:
+        """Update each group's rho from its squared primal residual and squared change of A w."""
+        self.observed += 1
+        if self.until is not None and self.observed > self.until:
+            return
+        groups = self.vector.size
+        primal = np.sqrt(np.bincount(self.index, weights=primal_sq, minlength=groups))
+        dual = self.vector * np.sqrt(np.bincount(self.index, weights=change_sq, minlength=groups))
+        up, down = primal > self.mu * dual, (dual > self.mu * primal) & (self.mode == "free")
+        self.vector = np.where(up, np.minimum(self.vector * self.tau, self.maximum),
+                               np.where(down, np.maximum(self.vector / self.tau, self.minimum), self.vector))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "vector": self.vector}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.vector = state["vector"]

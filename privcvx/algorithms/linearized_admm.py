@@ -11,7 +11,10 @@ of the E iterates (line 20) and updates its dual (line 22) exactly as the server
 
 Messages: ``start`` sends the agent's initial shared entries (and, when rho="adaptive" needs a
 starting value, its L_p: see docs/privacy.md); each round the server sends ``{"w", "rho"}`` to
-each agent, and each agent answers ``{"z"}`` (its released shared entries). The public metrics
+each agent, and each agent answers ``{"z"}`` (its released shared entries). With server-side
+acceleration (:mod:`privcvx.acceleration`: ``relaxation``, ``anderson``) the server also sends the dual
+``"lam"`` the agent must use, which it computed from released messages alone; with
+``rho="adaptive-per-key"`` the message's ``"rho"`` is a vector over the agent's shared entries. The public metrics
 (the residuals of Boyd et al., rho) are computed from these messages alone by :class:`ADMMMonitor`.
 """
 
@@ -25,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from privcvx.acceleration import Anderson, AndersonMixer, OverRelaxation, as_anderson, as_relaxation
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
 from privcvx.gradients import GradientEvaluator
@@ -34,7 +38,7 @@ from privcvx.privacy.accounting import default_accounting_delta
 from privcvx.privacy.mechanisms import Budget, Sensitivity
 from privcvx.privacy.perturbation import Perturbation
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
-from privcvx.schedules import ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
+from privcvx.schedules import PerKeyBalancing, ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
 from privcvx.topology import SERVER, Topology
 from privcvx.tuning import SmoothStep, is_smooth, smoothness_of
 
@@ -77,6 +81,18 @@ class LinearizedADMM(Algorithm):
         ``None``, ``pc.ObjectivePerturbation(mechanism)`` (Eq. (10)) or ``pc.OutputPerturbation(...)`` (Eq. (12)).
     tol:
         ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1).
+    relaxation:
+        Over-relaxation alpha in [1, 2) of the server's averaging and dual update (Boyd et al. Sec. 3.4.3;
+        :class:`~privcvx.acceleration.OverRelaxation`); 1 is Algorithm 1 as printed.
+    anderson:
+        ``None``, or a memory m (or :class:`~privcvx.acceleration.Anderson`): safeguarded type-II Anderson
+        acceleration of the server's (w, lambda) map.
+
+    Notes
+    -----
+    ``rho="adaptive-per-key"`` (:class:`~privcvx.schedules.PerKeyBalancing`) balances the residuals of each
+    shared key on its own. The three accelerations act on the server only, from released messages:
+    post-processing, no privacy cost (docs/privacy.md).
     """
 
     name = "linearized_admm"
@@ -86,12 +102,17 @@ class LinearizedADMM(Algorithm):
 
     def __init__(self, local_updates: int = 1, rho: float | Schedule | str = "adaptive",
                  eta: float | Schedule | str = "auto", privacy: Perturbation | None = None,
-                 tol: tuple[float, float] | None = None) -> None:
+                 tol: tuple[float, float] | None = None, relaxation: float | OverRelaxation = 1.0,
+                 anderson: int | Anderson | None = None) -> None:
         self.local_updates = local_updates
         self.rho = rho
         self.eta = eta
         self.privacy = privacy
         self.tol = tol
+        self.relaxation = relaxation
+        self.anderson = anderson
+        self._relaxation = as_relaxation(relaxation).alpha
+        self._anderson = as_anderson(anderson)
         self._local_updates = check_int(local_updates, argument="local_updates")
         self._rho = as_schedule(rho, argument="rho")
         self._eta = None if isinstance(eta, str) and eta == "auto" else as_schedule(eta, argument="eta")
@@ -157,7 +178,7 @@ class LinearizedADMM(Algorithm):
         return ADMMAgent(agent, context, self)
 
     def coordinator(self, problem: DistributedProblem, topology: Topology) -> ADMMServer:
-        return ADMMServer(problem, self._rho)
+        return ADMMServer(problem, self._rho, self._relaxation, self._anderson)
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor:
         return ADMMMonitor(problem)
@@ -177,6 +198,11 @@ class LinearizedADMM(Algorithm):
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
         """``info["projection"]``: per agent, its projection's kind and solver counters."""
         return {"projection": reports}
+
+    @property
+    def per_key(self) -> bool:
+        """Whether rho is a vector over the shared entries (``rho="adaptive-per-key"``)."""
+        return isinstance(self._rho, PerKeyBalancing)
 
 
 class RoundTerms(NamedTuple):
@@ -204,7 +230,7 @@ class ADMMAgent(AgentProgram):
         self.eta = settings._eta
         self.needs_smoothness_hint = isinstance(settings._rho, ResidualBalancing) and settings._rho.value is None
         self.private = settings.privacy is not None
-        self.projection = Projection(agent, self.layout)
+        self.projection = Projection(agent, self.layout, uniform_metric=not settings.per_key)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.mask = self.layout.shared_mask
         self.all_shared = np.array_equal(self.layout.shared_local, np.arange(self.layout.dim))
@@ -257,19 +283,30 @@ class ADMMAgent(AgentProgram):
             payload["smoothness"] = self.smoothness
         return [self.context.message(0, payload, receiver=SERVER)]
 
-    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float, eta: float,
+    def penalties(self, rho: float | np.ndarray) -> tuple[float | np.ndarray, float]:
+        """rho on the local vector (0 on private coordinates) and a scalar rho for private coordinates (the
+        largest entry of a per-key rho)."""
+        if np.ndim(rho) == 0:
+            return rho * self.mask, rho
+        shared = np.zeros(self.layout.dim)
+        shared[self.layout.shared_local] = rho
+        return shared, float(np.max(rho))
+
+    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float | np.ndarray, eta: float,
                      warm_start: bool = False) -> tuple[np.ndarray, float]:
         """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|).
 
-        Within :meth:`step` the round's terms are computed once (:meth:`_round_terms`); a subclass may replace
-        this method (ExactADMM's exact step does)."""
+        ``rho`` is a number, or a vector over the shared entries (``rho="adaptive-per-key"``). Within
+        :meth:`step` the round's terms are computed once (:meth:`_round_terms`); a subclass may replace this
+        method (ExactADMM's exact step does)."""
         terms = self._terms if self._terms is not None else self._round_terms(w_p, rho, eta)
         return self._update(z, terms, warm_start)
 
-    def _round_terms(self, w_p: np.ndarray, rho: float, eta: float) -> RoundTerms:
+    def _round_terms(self, w_p: np.ndarray, rho: float | np.ndarray, eta: float) -> RoundTerms:
         """The terms of Eq. (9) for w_p, rho and eta (computed once per round)."""
-        inverse = self.inverse_step(eta, rho)
-        weights = inverse + rho * self.mask
+        shared_rho, private_rho = self.penalties(rho)
+        inverse = self.inverse_step(eta, private_rho)
+        weights = inverse + shared_rho
         sensitivity = None
         if self.privacy is not None and not self.sensitivity_at_z:
             sensitivity = self._release_sensitivity(z=None, weights=weights)
@@ -310,7 +347,10 @@ class ADMMAgent(AgentProgram):
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
         (message,) = inbox
-        w_p, rho = message["w"], float(message["rho"])
+        w_p, rho = message["w"], message["rho"]
+        rho = float(rho) if np.ndim(rho) == 0 else np.asarray(rho, dtype=float)
+        if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
+            self.lam = np.asarray(message["lam"], dtype=float)
         rule = self.eta if self.eta is not None else self.step_rule()
         eta = math.inf if rule is None else checked_value(rule, t, argument="eta")
         z = self.z
@@ -328,7 +368,7 @@ class ADMMAgent(AgentProgram):
         self.released = total / self.local_updates
         shared = self.released[self.layout.shared_local]
         self.lam = self.lam + rho * (w_p - shared)
-        self._last = {"noise_magnitude": noise, "eta": 1.0 / rho if math.isinf(eta) else eta}  # 1/rho: L_p = 0
+        self._last = {"noise_magnitude": noise, "eta": 1.0 / self.penalties(rho)[1] if math.isinf(eta) else eta}
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
@@ -364,43 +404,77 @@ class ConsensusDuals:
         self.layouts = layouts
         self.lam = [np.zeros(layout.shared_local.size) for layout in layouts]
 
-    def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float) -> dict[str, float]:
+    def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
+               used: list[np.ndarray] | None = None) -> dict[str, float]:
         """Line 8 for every agent; returns the residuals of the round.
 
-        Primal: r = ||A w - z|| over every agent's shared entries. Dual: s = rho ||A (w^{t+1} - w^t)||,
-        the change of the global vector seen by every copy. Their relative scales are
-        max(||A w||, ||z||) and ||lambda|| (all duals stacked).
+        ``rho`` is a number or a vector over the entries of w (``rho="adaptive-per-key"``). ``used``: the
+        vector each agent was sent in place of A_p w, if it differs (over-relaxation, Boyd et al.
+        Sec. 3.4.3); line 8 uses it. Primal: r = ||A w - z|| over every agent's shared entries. Dual:
+        s = ||rho A (w^{t+1} - w^t)||, the change of the global vector seen by every copy. Their relative
+        scales are max(||A w||, ||z||) and ||lambda|| (all duals stacked).
         """
+        vector = np.ndim(rho) > 0
         primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
         for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
             w_p = w[layout.shared_global]
+            rho_p = rho[layout.shared_global] if vector else rho
             gap, change = w_p - z_new, w_p - w_previous[layout.shared_global]
-            self.lam[p] = lam_p = self.lam[p] + rho * gap
+            self.lam[p] = lam_p = self.lam[p] + rho_p * (gap if used is None else used[p] - z_new)
             # (x * x).sum() is np.sum(x ** 2) (the same pairwise sum) without np.sum's wrapper: it runs every round
             primal_sq += float((gap * gap).sum())
             z_sq += float((z_new * z_new).sum())
             w_sq += float((w_p * w_p).sum())
+            if vector:
+                change = rho_p * change
             dual_sq += float((change * change).sum())
             lam_sq += float((lam_p * lam_p).sum())
-        return {"primal_residual": math.sqrt(primal_sq), "dual_residual": rho * math.sqrt(dual_sq),
+        return {"primal_residual": math.sqrt(primal_sq),
+                "dual_residual": math.sqrt(dual_sq) if vector else rho * math.sqrt(dual_sq),
                 "scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
                 "entries": float(sum(layout.shared_local.size for layout in self.layouts))}
 
+    def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
+                        released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry k of w: the squared primal residual sum_p (w_k - z_pk)^2 over its copies, and the squared
+        change of its copies, multiplicity_k (w_k^{t+1} - w_k^t)^2 (residual balancing per key)."""
+        primal_sq, change_sq = np.zeros(w.size), np.zeros(w.size)
+        for layout, z_new in zip(self.layouts, released, strict=True):
+            np.add.at(primal_sq, layout.shared_global, (w[layout.shared_global] - z_new) ** 2)
+            np.add.at(change_sq, layout.shared_global, (w - w_previous)[layout.shared_global] ** 2)
+        return primal_sq, change_sq
+
+
+def key_groups(problem: DistributedProblem) -> np.ndarray:
+    """The index of its shared key for every entry of w."""
+    index = np.zeros(problem.dim, dtype=int)
+    for number, key in enumerate(problem.keys):
+        offset = problem.key_offsets[key]
+        index[offset:offset + int(np.prod(problem.key_shapes[key], dtype=int))] = number
+    return index
+
 
 class ADMMServer(Coordinator):
-    """The server of Algorithm 1 (lines 1-9), generalized to shared keys."""
+    """The server of Algorithm 1 (lines 1-9), generalized to shared keys, with optional server-side
+    acceleration (over-relaxation, Anderson, per-key rho; :mod:`privcvx.acceleration`)."""
 
-    def __init__(self, problem: DistributedProblem, rho: Schedule) -> None:
+    def __init__(self, problem: DistributedProblem, rho: Schedule, relaxation: float = 1.0,
+                 anderson: Anderson | None = None) -> None:
         self.layouts = problem.layouts
         self.names = problem.names
         self.multiplicity = problem.multiplicity
         self.dim = problem.dim
         self.rho = copy.deepcopy(rho)  # residual balancing adapts the run's own copy
+        if isinstance(self.rho, PerKeyBalancing):
+            self.rho.index = key_groups(problem) if self.rho.groups == "key" else np.arange(self.dim)
+        self.relaxation = relaxation
+        self.mixer = None if anderson is None else AndersonMixer(anderson)
+        self.used: list[np.ndarray] | None = None  # the relaxed vectors the agents were sent, if relaxed
         self.shared = [np.zeros(layout.shared_local.size) for layout in self.layouts]
         self.duals = ConsensusDuals(self.layouts)
         self.w = np.zeros(self.dim)
         self.w_previous = self.w
-        self.rho_used = math.nan
+        self.rho_used: float | np.ndarray = math.nan
 
     def start(self) -> list[Message]:
         return []
@@ -412,44 +486,98 @@ class ADMMServer(Coordinator):
             raise PrivcvxError(f"the server received nothing from {missing}", agent=missing[0], argument="messages")
         return [by_sender[name]["z"] for name in self.names], by_sender
 
+    def _penalty(self, t: int) -> float | np.ndarray:
+        """rho^t: a number, or a vector over the entries of w (per-key residual balancing)."""
+        if isinstance(self.rho, PerKeyBalancing):
+            return self.rho.entries()
+        return checked_value(self.rho, t, argument="rho")
+
+    def _average(self, released: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
+        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders."""
+        total = np.zeros(self.dim)
+        for layout, z_p, lam_p in zip(self.layouts, released, self.duals.lam, strict=True):
+            np.add.at(total, layout.shared_global, z_p - lam_p / (rho[layout.shared_global] if np.ndim(rho) else rho))
+        return total / self.multiplicity
+
+    def _scaled_duals(self, duals: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
+        return np.concatenate([lam / (rho[layout.shared_global] if np.ndim(rho) else rho)
+                               for layout, lam in zip(self.layouts, duals, strict=True)])
+
+    def _accelerate(self, w: np.ndarray, sent: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
+        """Anderson on x = (w, lambda/rho) -> G(x): the next w; the duals become the mixed ones."""
+        if not np.array_equal(rho, self.rho_used):  # the metric changed: the memory no longer applies
+            self.mixer.restart()
+        point = np.concatenate([self.w, self._scaled_duals(sent, rho)])
+        mixed = self.mixer.step(point, np.concatenate([w, self._scaled_duals(self.duals.lam, rho)]))
+        offset = self.dim
+        for p, layout in enumerate(self.layouts):
+            size = layout.shared_local.size
+            self.duals.lam[p] = mixed[offset:offset + size] * (rho[layout.shared_global] if np.ndim(rho) else rho)
+            offset += size
+        return mixed[:self.dim]
+
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Line 8 on the releases of round t - 1 (or the initial points), then line 5 and the broadcast."""
         released, by_sender = self._released(inbox)
-        if math.isnan(self.rho_used):  # the first step: the inbox holds the agents' initial points
+        first = np.ndim(self.rho_used) == 0 and math.isnan(self.rho_used)  # the inbox holds the initial points
+        sent = list(self.duals.lam)
+        if first:
             if isinstance(self.rho, ResidualBalancing):
                 finite = [float(m["smoothness"]) for m in by_sender.values() if "smoothness" in m.payload]
                 self.rho.start(max((v for v in finite if math.isfinite(v) and v > 0), default=1.0))
         else:
-            residuals = self.duals.update(self.w, self.w_previous, released, self.rho_used)
-            if isinstance(self.rho, ResidualBalancing):
+            residuals = self.duals.update(self.w, self.w_previous, released, self.rho_used, self.used)
+            if isinstance(self.rho, PerKeyBalancing):
+                self.rho.observe_groups(*self.duals.entry_residuals(self.w, self.w_previous, released))
+            elif isinstance(self.rho, ResidualBalancing):
                 self.rho.observe(residuals)
         self.shared = released
-        rho = checked_value(self.rho, t, argument="rho")
+        rho = self._penalty(t)
+        w = self._average(released, rho)
+        if self.mixer is not None and not first:
+            w = self._accelerate(w, sent, rho)
         self.rho_used = rho
-        total = np.zeros(self.dim)  # line 5: each entry of w averages (z_p - lambda_p / rho) over its holders
-        for layout, z_p, lam_p in zip(self.layouts, self.shared, self.duals.lam, strict=True):
-            np.add.at(total, layout.shared_global, z_p - lam_p / rho)
-        self.w_previous, self.w = self.w, total / self.multiplicity
-        return [Message(round=t, sender=SERVER, receiver=name, payload={"w": self.w[layout.shared_global], "rho": rho})
-                for name, layout in zip(self.names, self.layouts, strict=True)]
+        self.w_previous, self.w = self.w, w
+        if self.relaxation != 1.0:  # Boyd et al. Sec. 3.4.3: A_p w -> alpha A_p w + (1 - alpha) z_p, in the
+            # agent's step and in line 8 (w is ADMM's first block here: the server averages before the agents step)
+            self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
+                         for layout, z_p in zip(self.layouts, released, strict=True)]
+        messages = []
+        for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
+            payload = {"w": self.w[layout.shared_global] if self.used is None else self.used[p],
+                       "rho": rho[layout.shared_global] if np.ndim(rho) else rho}
+            if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
+                payload["average"] = self.w[layout.shared_global]
+            if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
+                payload["lam"] = self.duals.lam[p]
+            messages.append(Message(round=t, sender=SERVER, receiver=name, payload=payload))
+        return messages
 
     def state_dict(self) -> dict[str, Any]:
         return {"shared": self.shared, "lam": self.duals.lam, "w": self.w, "w_previous": self.w_previous,
-                "rho_used": self.rho_used,
-                "rho": self.rho.state_dict() if isinstance(self.rho, ResidualBalancing) else None}
+                "rho_used": self.rho_used, "used": self.used,
+                "rho": self.rho.state_dict() if isinstance(self.rho, ResidualBalancing) else None,
+                "anderson": None if self.mixer is None else self.mixer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.shared, self.duals.lam = state["shared"], state["lam"]
         self.w, self.w_previous, self.rho_used = state["w"], state["w_previous"], state["rho_used"]
+        self.used = state["used"]
         if isinstance(self.rho, ResidualBalancing):
             self.rho.load_state_dict(state["rho"])
+        if self.mixer is not None:
+            self.mixer.load_state_dict(state["anderson"])
 
 
 class ADMMMonitor(Monitor):
     """The public metrics of Algorithm 1 from its messages: residuals, rho and the global vector w.
 
     The server's messages carry w_p and rho^t, the agents' carry their released shared entries;
-    the monitor replays line 8 on them to get the duals, hence the residuals' scales.
+    the monitor replays line 8 on them to get the duals, hence the residuals' scales. When the server
+    accelerates, its messages also carry the duals lambda_p^{t-1} the agents use, and the monitor starts
+    line 8 from those; when it over-relaxes, they carry the relaxed vector the agent uses (``"w"``, which
+    line 8 uses) and the slice of w itself (``"average"``). A per-key rho is reported by its mean over the
+    entries of w.
     """
 
     def __init__(self, problem: DistributedProblem) -> None:
@@ -464,12 +592,20 @@ class ADMMMonitor(Monitor):
         downlink = {m.receiver: m for m in messages if m.sender == SERVER}
         uplink = {m.sender: m for m in messages if m.receiver == SERVER}
         w_previous, w = self.w, self.w.copy()
-        for name, layout in zip(self.names, self.layouts, strict=True):
-            w[layout.shared_global] = downlink[name]["w"]
+        vector = np.ndim(downlink[self.names[0]]["rho"]) > 0
+        rho = np.zeros(w.size) if vector else float(downlink[self.names[0]]["rho"])
+        relaxed = "average" in downlink[self.names[0]].payload
+        for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
+            w[layout.shared_global] = downlink[name]["average" if relaxed else "w"]
+            if vector:
+                rho[layout.shared_global] = downlink[name]["rho"]
+            if "lam" in downlink[name].payload:
+                self.duals.lam[p] = downlink[name]["lam"]
         self.w = w
-        rho = float(downlink[self.names[0]]["rho"])
-        residuals = self.duals.update(w, w_previous, [uplink[name]["z"] for name in self.names], rho)
-        return {**residuals, "consensus_residual": residuals["primal_residual"], "rho": rho}
+        residuals = self.duals.update(w, w_previous, [uplink[name]["z"] for name in self.names], rho,
+                                      [downlink[name]["w"] for name in self.names] if relaxed else None)
+        return {**residuals, "consensus_residual": residuals["primal_residual"],
+                "rho": float(np.mean(rho)) if vector else rho}
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()

@@ -34,6 +34,10 @@ def build(case: str) -> tuple[pc.DistributedProblem, dict]:
     elif case == "objpert-laplace-l1":  # an l1-ball (Clarabel direct), E = 1, fixed rho
         problem, eta, rho = box_l1_least_squares(agents=3)
         options = {"eta": eta, "rho": rho, "privacy": pc.ObjectivePerturbation(pc.Laplace(0.5))}
+    elif case == "objpert-accelerated":  # server-side acceleration: over-relaxation, Anderson, per-key rho
+        problem, eta, _ = general_form()
+        options = {"eta": eta, "relaxation": 1.6, "anderson": 3, "rho": "adaptive-per-key",
+                   "privacy": pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5))}
     else:
         raise SystemExit(f"unknown case {case}")
     for agent in problem.agents:
