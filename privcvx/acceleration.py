@@ -6,8 +6,9 @@ messages and its own state alone. They are post-processing of the releases (docs
 
 * :class:`OverRelaxation`: Boyd, Parikh, Chu, Peleato & Eckstein, *Distributed Optimization and Statistical
   Learning via the Alternating Direction Method of Multipliers* (Foundations and Trends in ML, 2011), Sec. 3.4.3.
-  Each released copy z_p is replaced, in the server's averaging and in the dual update, by
-  z_hat_p = alpha z_p + (1 - alpha) A_p w, with A_p w the slice of w the agent was sent.
+  In Algorithm 1 the server's averaging (line 5) is ADMM's first block, the agents' step the second; so the
+  relaxed quantity is the server's output: agent p is sent alpha A_p w^{t+1} + (1 - alpha) z_p^t (its own last
+  release) in place of A_p w^{t+1}, and uses it in its step and its dual update, as the server does in line 8.
 * :class:`Anderson`: type-II Anderson acceleration of the server's fixed-point map (w, lambda / rho) ->
   (w', lambda' / rho), with memory m and a safeguard in the spirit of Zhang, O'Donoghue & Boyd, *Globally
   Convergent Type-I Anderson Acceleration for Nonsmooth Fixed-Point Iterations* (SIAM J. Optim., 2020) and

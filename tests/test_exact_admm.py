@@ -40,4 +40,5 @@ def test_exact_admm_reaches_the_optimum_in_fewer_rounds_than_the_linearized_step
 def test_exact_admm_refuses_privacy_and_the_linearized_settings():
     with pytest.raises(TypeError):
         ExactADMM(privacy=pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5)))  # not private: no such setting
-    assert not ExactADMM().private and ExactADMM(rho=2.0).get_params() == {"rho": 2.0, "tol": None}
+    assert not ExactADMM().private
+    assert ExactADMM(rho=2.0).get_params() == {"rho": 2.0, "tol": None, "relaxation": 1.0, "anderson": None}

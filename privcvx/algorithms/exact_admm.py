@@ -43,9 +43,11 @@ class ExactADMM(LinearizedADMM):
         :class:`LinearizedADMM`).
     tol:
         ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1).
-    relaxation, anderson:
-        Server-side acceleration, as in :class:`LinearizedADMM` (:mod:`privcvx.acceleration`);
-        ``rho="adaptive-per-key"`` gives each shared key its own penalty.
+    relaxation:
+        Over-relaxation alpha in [1, 2), as in :class:`LinearizedADMM` (:mod:`privcvx.acceleration`).
+    anderson:
+        ``None`` or a memory m: Anderson acceleration of the server's map, as in :class:`LinearizedADMM`.
+        (``rho="adaptive-per-key"`` gives each shared key its own penalty.)
     """
 
     name = "exact_admm"

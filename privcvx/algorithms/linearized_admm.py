@@ -88,9 +88,11 @@ class LinearizedADMM(Algorithm):
         ``None``, or a memory m (or :class:`~privcvx.acceleration.Anderson`): safeguarded type-II Anderson
         acceleration of the server's (w, lambda) map.
 
+    Notes
+    -----
     ``rho="adaptive-per-key"`` (:class:`~privcvx.schedules.PerKeyBalancing`) balances the residuals of each
-    shared key on its own. All three act on the server only, from released messages: post-processing, no
-    privacy cost (docs/privacy.md).
+    shared key on its own. The three accelerations act on the server only, from released messages:
+    post-processing, no privacy cost (docs/privacy.md).
     """
 
     name = "linearized_admm"
