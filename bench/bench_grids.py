@@ -3,6 +3,7 @@
     nice -n 15 .venv/bin/python bench/bench_grids.py [--cases case9 case118] [--zones 4] [--rounds 600]
         [--method linearized|exact] [--option rho=100 --option local_updates=5] [--label defaults]
         [--csv grids.csv] [--markdown grids.md]
+    .venv/bin/python bench/bench_grids.py --summary grids.csv    # one column per setting, ratio to ExactADMM
 
 For each case: zones from ``powerflow.partition`` (``--zones``, default 4), the centralized reference
 ``problem.solve_centralized()``, then one run of ``LinearizedADMM`` (``--method linearized``, the default) or
@@ -118,6 +119,32 @@ def markdown(rows: list[dict[str, Any]], rounds: int) -> str:
     return "\n".join(lines)
 
 
+def summary(path: Path, yardstick: str = "exact") -> str:
+    """Rounds (to objective - f*, residual <= 1e-3), seconds and the ratio to the ``yardstick`` method's
+    rounds, one column per setting of the CSV at ``path``."""
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    labels = list(dict.fromkeys(row["label"] for row in rows))
+    cases = list(dict.fromkeys(row["case"] for row in rows))
+    cell = {(row["case"], row["label"]): row for row in rows}
+    lines = ["| case | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for case in cases:
+        base = next((cell[case, label] for label in labels
+                     if (case, label) in cell and cell[case, label]["method"] == yardstick), None)
+        entries = []
+        for label in labels:
+            row = cell.get((case, label))
+            if row is None:
+                entries.append("")
+                continue
+            text = row["rounds_target"] or f"> {row['rounds']} (obj {float(row['objective']):.1e})"
+            if row["rounds_target"] and base is not None and base["rounds_target"] and row is not base:
+                text += f", {int(row['rounds_target']) / int(base['rounds_target']):.1f}x"
+            entries.append(f"{text}; {float(row['seconds']):.0f} s")
+        lines.append(f"| {case} | " + " | ".join(entries) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=list(TRAINING_SET))
@@ -129,7 +156,12 @@ def main() -> None:
     parser.add_argument("--label", default=None, help="the setting's name in the table (default: the options)")
     parser.add_argument("--csv", type=Path, default=None, help="append one row per case to this CSV")
     parser.add_argument("--markdown", type=Path, default=None, help="write the markdown table here")
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="only print the comparison table of this CSV (rounds, seconds, ratio to ExactADMM)")
     args = parser.parse_args()
+    if args.summary is not None:
+        print(summary(args.summary))
+        return
     warnings.simplefilter("ignore")
     options = dict(args.option)
     label = args.label or (" ".join(f"{k}={v}" for k, v in options.items()) or "defaults")
