@@ -234,14 +234,18 @@ class Algorithm(ABC):
         """Whether the algorithm adds noise (then every agent's ledger records its releases)."""
         return False
 
+    #: The delta of a private run's (epsilon, delta) report: a class default, or a method's ``delta`` setting.
+    _delta: float = 0.0
+
     @property
     def accounting_delta(self) -> float:
         """The delta at which the run's epsilon is reported (0 without privacy)."""
-        return 0.0
+        return self._delta if self.private else 0.0
 
-    @abstractmethod
     def default_topology(self) -> Topology:
-        """The topology used when ``solve`` is given none."""
+        """The topology used when ``solve`` is given none: the complete graph over the agents, unless a method
+        needs another (a server's star, say)."""
+        return Topology.complete()
 
     def topology_for(self, problem: DistributedProblem) -> Topology:
         """The topology used when ``solve`` is given none for ``problem``: :meth:`default_topology` unless the method

@@ -40,7 +40,7 @@ import cvxpy as cp
 import networkx as nx
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases, Monitor
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
@@ -187,10 +187,6 @@ class ConsensusADMM(Algorithm):
     @property
     def private(self) -> bool:
         return self._epsilon is not None
-
-    @property
-    def accounting_delta(self) -> float:
-        return self._delta if self.private else 0.0
 
     def default_topology(self) -> Topology:
         return Topology.random(seed=0)
@@ -457,11 +453,12 @@ class ADMMMonitor(LatestReleases):
 
 
 
-class GeneralFormMonitor(Monitor):
+class GeneralFormMonitor(LatestReleases):
     """:class:`ADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
     disagreement the largest distance of two agents' latest releases on the entries they both hold."""
 
     def __init__(self, problem: DistributedProblem) -> None:
+        super().__init__(problem, "x")
         self.entries = {layout.name: layout.shared_global for layout in problem.layouts}
         self.holders = np.zeros(problem.dim)
         for entries in self.entries.values():
@@ -471,8 +468,6 @@ class GeneralFormMonitor(Monitor):
             _, at_a, at_b = np.intersect1d(ea, eb, return_indices=True)
             if at_a.size:
                 self.pairs.append((a, b, at_a, at_b))
-        self.latest: dict[str, np.ndarray] = {}
-        self.w = np.zeros(problem.dim)
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         previous = self.w
@@ -487,12 +482,3 @@ class GeneralFormMonitor(Monitor):
                   for a, b, at_a, at_b in self.pairs if a in self.latest and b in self.latest]
         return {"disagreement": max(spread, default=0.0), "average_change": float(np.linalg.norm(self.w - previous)),
                 "broadcasts": float(len(messages))}
-
-    def global_vector(self) -> np.ndarray:
-        return self.w.copy()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"latest": self.latest, "w": self.w}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.latest, self.w = dict(state["latest"]), state["w"]

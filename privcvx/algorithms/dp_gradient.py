@@ -122,6 +122,7 @@ class DPDistributedGradient(Algorithm):
                "epsilon", "step", "time_s")
     diagnostic_columns = {"average_objective": sum, "objective": sum, "noise_magnitude": sum}
     objective_columns = ("average_objective", "objective")
+    _delta = DEFAULT_LAPLACE_DELTA  # the Laplace ledger reports its epsilon at this delta
 
     def __init__(self, epsilon: float | None = None, step: str | float | Schedule | None = None,
                  c: float | None = None, q: float = 0.9, p: float | None = None, weights: str = "metropolis",
@@ -156,13 +157,6 @@ class DPDistributedGradient(Algorithm):
     @property
     def private(self) -> bool:
         return self._epsilon is not None
-
-    @property
-    def accounting_delta(self) -> float:
-        return DEFAULT_LAPLACE_DELTA if self.private else 0.0
-
-    def default_topology(self) -> Topology:
-        return Topology.complete()
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)

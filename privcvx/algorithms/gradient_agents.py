@@ -77,6 +77,7 @@ class GradientMethod(Algorithm):
                "epsilon", "time_s")
     diagnostic_columns = {"objective": sum, "average_objective": sum, "gradient_sq": sum}
     objective_columns = ("objective", "average_objective")
+    _delta = DEFAULT_LAPLACE_DELTA  # the Laplace ledger reports its epsilon at this delta
     #: The constructor arguments of the two initial Laplace scales.
     noise_settings: tuple[str, str]
     #: Whether the noisy releases are accounted (always, in the library). A research subclass that reproduces a
@@ -105,13 +106,6 @@ class GradientMethod(Algorithm):
     @property
     def private(self) -> bool:
         return self.accounted and self.noisy
-
-    @property
-    def accounting_delta(self) -> float:
-        return DEFAULT_LAPLACE_DELTA if self.private else 0.0
-
-    def default_topology(self) -> Topology:
-        return Topology.complete()
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_gradient_setting(problem, topology)

@@ -93,13 +93,6 @@ class RandomizedDGD(Algorithm):
     def private(self) -> bool:
         return self._rate is not None
 
-    @property
-    def accounting_delta(self) -> float:
-        return self._delta if self.private else 0.0
-
-    def default_topology(self) -> Topology:
-        return Topology.complete()
-
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
         self.require_consensus(problem)
