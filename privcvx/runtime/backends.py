@@ -114,7 +114,7 @@ class AgentHost:
         reserve_cvxpy_ids(agents)
         self.contexts = list(contexts)
         self.phases = algorithm.phases
-        self.busy = [0.0] * len(self.contexts)  # the seconds each program spent in start and step
+        self.busy = [0.0] * len(self.contexts)  # the seconds each program spent in its rounds' steps
         self.programs = self._each(lambda agent, context: algorithm.agent_program(agent, context), self.contexts,
                                    where="while building the agent's program", targets=agents)
 
@@ -153,7 +153,7 @@ class AgentHost:
 
     def start(self) -> StepReply:
         """Every program's start messages, with the ledger entries they recorded."""
-        return self._replies(self._each(lambda program, _: program.start(), where="at the start", timed=True))
+        return self._replies(self._each(lambda program, _: program.start(), where="at the start"))
 
     def step(self, inboxes: Sequence[list[Message]], t: int, phase: int) -> StepReply:
         """One phase of round ``t`` for every program, each with its inbox."""
@@ -163,7 +163,7 @@ class AgentHost:
 
     def usage(self) -> list[dict[str, Any]]:
         """Per agent, where it runs and what its host used: the node's name, the process id, the process's peak
-        resident memory in MiB, and the seconds the agent's program spent in ``start`` and ``step``."""
+        resident memory in MiB, and the seconds the agent's program spent in its rounds' steps."""
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
         return [{"node": socket.gethostname(), "pid": os.getpid(), "peak_memory_mib": peak, "busy_s": busy}
                 for busy in self.busy]
