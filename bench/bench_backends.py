@@ -58,11 +58,13 @@ def timed_run(problem, backend: str, rounds: int, local_updates: int, diagnostic
 
 
 def start_ray() -> float:
-    """Start a local Ray instance (one CPU per core); return its start-up time."""
+    """Start a local Ray instance (one CPU per core, as the Ray backend starts one); return its start-up time."""
     import ray
 
+    from privcvx.runtime.backends import LOCAL_RAY_CONFIG
+
     start = time.perf_counter()
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, _system_config=LOCAL_RAY_CONFIG)
     return time.perf_counter() - start
 
 

@@ -342,7 +342,8 @@ class ProcessBackend:
 
 def agent_sizes(problem: DistributedProblem) -> list[int]:
     """The public size of each agent's local problem, by which the backends balance their hosts: the entries of
-    its variables plus the rows of its constraints (the cost of its local solves grows with both). Of an agent
+    its variables plus those of its constraints (one per scalar constraint, a cone constraint counting its
+    shape's entries); the cost of its local solves grows with both. Of an agent
     built by a factory (:class:`~privcvx.problem.AgentSpec`) the driver knows only the shared entries."""
     return [layout.dim if isinstance(agent, AgentSpec) else
             layout.dim + sum(constraint.size for constraint in agent.constraints)
@@ -420,6 +421,12 @@ class Ray:
     agent_options: Mapping[str, Mapping[str, Any]] | None = field(default=None)
 
 
+#: The settings of a local Ray instance that the Ray backend starts: Ray runs its workers at niceness 15 by
+#: default, below the driver and the process backend's workers, which on a shared machine slows the actors,
+#: where the agents' work is done, by the other jobs' share (``RAY_worker_niceness=0`` sets it for ``ray start``).
+LOCAL_RAY_CONFIG: dict[str, Any] = {"worker_niceness": 0}
+
+
 class _HostActor:
     """The body of a Ray actor: an :class:`AgentHost` built inside the actor, then called by method name."""
 
@@ -453,8 +460,8 @@ class RayBackend:
         if not ray.is_initialized():
             settings: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                         "configure_logging": False}
-            if options.address is None:
-                settings["num_cpus"] = os.cpu_count() or 1
+            if options.address is None:  # a local instance, whose actors run at the driver's priority
+                settings.update(num_cpus=os.cpu_count() or 1, _system_config=LOCAL_RAY_CONFIG)
             ray.init(address=options.address, **settings)
         size = len(problem.agents)
         names = [agent.name for agent in problem.agents]
