@@ -57,9 +57,10 @@ def free_port() -> int:
 
 def ray_start(arguments: list[str], folder: Path) -> None:
     """``ray start`` with this tree's privcvx importable by the node's workers."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
-                                                                              os.environ.get("PYTHONPATH")]))}
-    print(f"$ RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={os.environ['RAY_AUTH_TOKEN_PATH']} \\", flush=True)
+    environment = {**os.environ, "RAY_worker_niceness": "0",  # the actors at normal priority (Ray's default: 15)
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    print(f"$ RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={os.environ['RAY_AUTH_TOKEN_PATH']} RAY_worker_niceness=0 \\",
+          flush=True)
     head = ["--include-dashboard=false", "--disable-usage-stats"] if "--head" in arguments else []
     command = [str(Path(sys.executable).with_name("ray")), "start", *arguments, *head, "--temp-dir", str(folder),
                f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}"]
