@@ -35,7 +35,8 @@ import numpy as np
 import powerflow
 
 FIELDS = ["case", "zones", "local_updates", "backend", "build_s", "ray_start_s", "setup_s", "round_ms", "round_1_ms",
-          "driver_peak_mib", "hosts", "host_peak_mib", "steps_s_per_round", "busiest_host_step_fraction"]
+          "driver_peak_mib", "hosts", "host_peak_mib", "steps_s_per_round", "busiest_host_cpu_ms",
+          "busiest_host_step_fraction"]
 
 
 def timed_run(problem, backend: str, rounds: int, local_updates: int, diagnostics: bool = True) -> dict:
@@ -48,12 +49,14 @@ def timed_run(problem, backend: str, rounds: int, local_updates: int, diagnostic
     times = result.history["time_s"].to_numpy()
     hosts: dict[int, dict] = {}
     for usage in result.info["hosts"]:
-        host = hosts.setdefault(usage["pid"], {"peak_mib": usage["peak_memory_mib"], "busy_s": 0.0})
+        host = hosts.setdefault(usage["pid"], {"peak_mib": usage["peak_memory_mib"], "busy_s": 0.0, "cpu_s": 0.0})
         host["busy_s"] += usage["busy_s"]
+        host["cpu_s"] += usage["cpu_s"]
     return {"setup_s": total - times[-1], "round_ms": 1e3 * (times[-1] - times[0]) / (rounds - 1),
             "round_1_ms": 1e3 * times[0], "hosts": len(hosts),
             "host_peak_mib": "/".join(f"{host['peak_mib']:.0f}" for host in hosts.values()),
             "steps_s_per_round": sum(host["busy_s"] for host in hosts.values()) / rounds,
+            "busiest_host_cpu_ms": 1e3 * max(host["cpu_s"] for host in hosts.values()) / rounds,
             "busiest_host_step_fraction": max(host["busy_s"] for host in hosts.values()) / times[-1]}
 
 
@@ -110,15 +113,16 @@ def compare(args: argparse.Namespace) -> None:
           f"{os.cpu_count()} cores")
     problem = powerflow.zonal_problem(args.case, zones=args.zones)
     print(f"| case | zones | E | diagnostics | backend | set-up (s) | per round (ms) | "
-          f"per round / {args.backends[0]} |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"per round / {args.backends[0]} | busiest host: CPU in steps per round (ms) | that / {args.backends[0]}'s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for diagnostics in args.diagnostics:
-        first = None
+        first = first_cpu = None
         for backend in args.backends:
             row = timed_run(problem, backend, args.rounds, args.local_updates, diagnostics == "on")
-            first = first or row["round_ms"]
+            first, first_cpu = first or row["round_ms"], first_cpu or row["busiest_host_cpu_ms"]
             print(f"| {args.case} | {args.zones} | {args.local_updates} | {diagnostics} | {backend} | "
-                  f"{row['setup_s']:.1f} | {row['round_ms']:.0f} | {row['round_ms'] / first:.2f} |", flush=True)
+                  f"{row['setup_s']:.1f} | {row['round_ms']:.0f} | {row['round_ms'] / first:.2f} | "
+                  f"{row['busiest_host_cpu_ms']:.0f} | {row['busiest_host_cpu_ms'] / first_cpu:.2f} |", flush=True)
     print(f"load average after the runs: {os.getloadavg()[0]:.1f}")
 
 

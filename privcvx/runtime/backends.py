@@ -115,6 +115,7 @@ class AgentHost:
         self.contexts = list(contexts)
         self.phases = algorithm.phases
         self.busy = [0.0] * len(self.contexts)  # the seconds each program spent in its rounds' steps
+        self.cpu = [0.0] * len(self.contexts)  # and the CPU seconds of this thread in them
         self.programs = self._each(lambda agent, context: algorithm.agent_program(agent, context), self.contexts,
                                    where="while building the agent's program", targets=agents)
 
@@ -134,7 +135,7 @@ class AgentHost:
         answers = []
         for i, (context, program, item) in enumerate(zip(self.contexts, targets, items or [None] * len(self.contexts),
                                                          strict=True)):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 answers.append(call(program, item))
             except PrivcvxError as exc:
@@ -145,6 +146,7 @@ class AgentHost:
                 raise AgentError(f"{type(exc).__name__} {where}: {exc}", agent=context.name) from exc
             if timed:
                 self.busy[i] += time.perf_counter() - start
+                self.cpu[i] += time.thread_time() - cpu
         return answers
 
     def _replies(self, sent: list[list[Message]]) -> StepReply:
@@ -163,10 +165,11 @@ class AgentHost:
 
     def usage(self) -> list[dict[str, Any]]:
         """Per agent, where it runs and what its host used: the node's name, the process id, the process's peak
-        resident memory in MiB, and the seconds the agent's program spent in its rounds' steps."""
+        resident memory in MiB, and the wall and CPU seconds the agent's program spent in its rounds' steps
+        (``busy_s``, ``cpu_s``: on a loaded machine the wall time includes waiting for a core)."""
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        return [{"node": socket.gethostname(), "pid": os.getpid(), "peak_memory_mib": peak, "busy_s": busy}
-                for busy in self.busy]
+        return [{"node": socket.gethostname(), "pid": os.getpid(), "peak_memory_mib": peak, "busy_s": busy,
+                 "cpu_s": cpu} for busy, cpu in zip(self.busy, self.cpu, strict=True)]
 
     def diagnostics(self, w_parts: Sequence[np.ndarray]) -> list[dict[str, float]]:
         """Every program's diagnostics at its slice of the global vector (research runs)."""
