@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 import multiprocessing as mp
 import os
 import pickle
@@ -353,15 +354,26 @@ def agent_sizes(problem: DistributedProblem) -> list[int]:
             for agent, layout in zip(problem.agents, problem.layouts, strict=True)]
 
 
+#: Up to this many assignments of agents to groups, :func:`_groups` tries them all (8 agents on 2 hosts: 128).
+EXACT_GROUPING_LIMIT = 20_000
+
+
 def _groups(sizes: Sequence[float], count: int) -> list[list[int]]:
     """Agents dealt into ``count`` groups (one host each) of nearly equal total size, each group in agent order.
 
-    Longest processing time first (the largest agent joins the group with the least load so far), then single
-    moves and swaps from the most loaded group to another while they lower the larger of the two groups' loads.
+    Few agents: the assignment with the smallest largest load, among all (the first agent in the first group).
+    Many: longest processing time first (the largest agent joins the group with the least load so far), then
+    single moves and swaps from the most loaded group to another while they lower the larger of the two loads.
     """
     count = max(1, min(len(sizes), count))
+    if count ** (len(sizes) - 1) <= EXACT_GROUPING_LIMIT:
+        best = min(itertools.product(range(count), repeat=len(sizes) - 1),
+                   key=lambda rest: _largest_load(sizes, (0, *rest), count))
+        groups = [[i for i, g in enumerate((0, *best)) if g == k] for k in range(count)]
+        if all(groups):
+            return groups
     heap = [(0.0, g) for g in range(count)]
-    groups: list[list[int]] = [[] for _ in range(count)]
+    groups = [[] for _ in range(count)]
     for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
         load, g = heapq.heappop(heap)
         groups[g].append(i)
@@ -369,17 +381,17 @@ def _groups(sizes: Sequence[float], count: int) -> list[list[int]]:
     loads = [sum(sizes[i] for i in members) for members in groups]
     for _ in range(len(sizes) ** 2):  # each accepted change lowers the sorted loads; this bounds the search
         top = max(range(count), key=lambda g: (loads[g], -g))
-        best = None
+        found = None
         for g in range(count):
             for a in groups[top] if g != top else []:
                 for b in [None, *groups[g]]:
                     shift = sizes[a] - (0.0 if b is None else sizes[b])
                     worse = max(loads[top] - shift, loads[g] + shift)
-                    if worse < loads[top] and (best is None or worse < best[0]):
-                        best = (worse, g, a, b)
-        if best is None:
+                    if worse < loads[top] and (found is None or worse < found[0]):
+                        found = (worse, g, a, b)
+        if found is None:
             break
-        _, g, a, b = best
+        _, g, a, b = found
         groups[top].remove(a)
         groups[g].append(a)
         if b is not None:
@@ -387,6 +399,13 @@ def _groups(sizes: Sequence[float], count: int) -> list[list[int]]:
             groups[top].append(b)
         loads[top], loads[g] = (sum(sizes[i] for i in groups[top]), sum(sizes[i] for i in groups[g]))
     return [sorted(members) for members in groups]
+
+
+def _largest_load(sizes: Sequence[float], assignment: Sequence[int], count: int) -> float:
+    loads = [0.0] * count
+    for size, g in zip(sizes, assignment, strict=True):
+        loads[g] += size
+    return max(loads)
 
 
 def _merge(groups: list[list[int]], replies: list[list[Any]]) -> list[Any]:
