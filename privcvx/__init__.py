@@ -7,7 +7,7 @@ of Ryu & Kim, DP linearized ADMM with multiple local updates, with objective per
 ``privcvx.algorithms`` run on any ``pc.Topology``) and accounts for the privacy spent.
 """
 
-from privcvx import algorithms, errors, schedules
+from privcvx import algorithms, errors, runtime, schedules
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, Mechanism, Sensitivity
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation
@@ -18,6 +18,6 @@ from privcvx.topology import Topology
 __all__ = [
     "Agent", "Budget", "CentralizedSolution", "DistributedProblem", "Gaussian", "Laplace", "Mechanism", "Message",
     "ObjectivePerturbation", "OutputPerturbation", "Result", "Sensitivity", "Topology", "Transcript", "algorithms",
-    "errors", "load_result", "schedules",
+    "errors", "load_result", "runtime", "schedules",
 ]
 __version__ = "0.1.0"

@@ -223,13 +223,54 @@ class PickleSpy:
         return any(sentinel_in(blob) for blob in self.blobs)
 
 
+class RaySpy:
+    """Records what Ray serializes and deserializes in this process (the driver): the pickles of the actors'
+    creation and of every remote call's arguments, the objects it puts in the object store, and the actors'
+    return values that ``ray.get`` reads, each with its out-of-band buffers (where numpy arrays travel).
+
+    Ray pickles every Python value through the ``pickle`` (``ray.cloudpickle``) of
+    ``ray._private.serialization``; the spy stands in for it and keeps every pickle stream and buffer.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ray._private import serialization
+
+        self.blobs: list[bytes] = []
+        real = serialization.pickle
+        blobs = self.blobs
+
+        class Spy:
+            def __getattr__(self, name: str) -> object:
+                return getattr(real, name)
+
+            def dumps(self, obj: object, protocol: int | None = None, buffer_callback: object = None,
+                      **kwargs: object) -> bytes:
+                def keep(buffer: pickle.PickleBuffer) -> object:
+                    blobs.append(memoryview(buffer).tobytes())
+                    return buffer_callback(buffer)
+
+                blob = real.dumps(obj, protocol=protocol, buffer_callback=keep if buffer_callback else None, **kwargs)
+                blobs.append(bytes(blob))
+                return blob
+
+            def loads(self, data: bytes, *args: object, buffers: object = (), **kwargs: object) -> object:
+                blobs.append(bytes(data))
+                blobs.extend(memoryview(buffer).tobytes() for buffer in buffers or ())
+                return real.loads(data, *args, buffers=buffers, **kwargs)
+
+        monkeypatch.setattr(serialization, "pickle", Spy())
+
+    def leaked(self) -> bool:
+        return any(sentinel_in(blob) for blob in self.blobs)
+
+
 def no_sentinel_in_messages(result: pc.Result) -> bool:
     return not any(sentinel_in(np.asarray(value).tobytes()) for message in result.transcript
                    for value in message.payload.values())
 
 
 def test_private_data_stays_on_the_hosts(local_ray, data_files, monkeypatch):
-    spy = PickleSpy(monkeypatch)
+    spy, ray_spy = PickleSpy(monkeypatch), RaySpy(monkeypatch)
     seen: list[bool] = []
 
     def look(row: dict) -> None:  # runs in the driver while the hosts are up
@@ -241,14 +282,19 @@ def test_private_data_stays_on_the_hosts(local_ray, data_files, monkeypatch):
     process = solve(local, "process", callback=look, diagnostics=False)
     ray_run = solve(local, "ray", callback=look, diagnostics=False)
     assert seen == [False, False] and len(spy.blobs) > 10 and not spy.leaked()
+    assert len(ray_spy.blobs) > 10 and not ray_spy.leaked()  # 2 actors' creation, 4 rounds of calls, the replies
+    assert any(data_files[1].encode() in blob for blob in ray_spy.blobs)  # the spy saw the factories go out
     assert no_sentinel_in_messages(process) and no_sentinel_in_messages(ray_run)
     assert not sentinel_in(pickle.dumps((process.w, process.z, process.history, ray_run.w, ray_run.z)))
-    # The checks can fail: the serial backend builds the agents in the driver, and the process backend
-    # pickles ordinary agents, data included, into its workers.
+    # The checks can fail: the serial backend builds the agents in the driver, and the process and Ray
+    # backends pickle ordinary agents, data included, into their workers.
     solve(local, "serial", callback=look)
     assert seen[-1]
-    solve(pc.DistributedProblem([load_agent(p, path) for p, path in enumerate(data_files)]), "process")
+    ordinary = pc.DistributedProblem([load_agent(p, path) for p, path in enumerate(data_files)])
+    solve(ordinary, "process")
     assert spy.leaked()
+    solve(ordinary, "ray")
+    assert ray_spy.leaked()
 
 
 def test_per_host_checkpoint_shards_resume_bitwise(local_ray, data_files, tmp_path):

@@ -9,7 +9,8 @@ the hosts' answers into agent order.
 
 * ``"serial"`` (:class:`SerialBackend`): one host in this process.
 * ``"process"`` (:class:`ProcessBackend`): one host per worker process (one group of agents
-  per core), driven through pipes. Workers are spawned, not forked, so a script must start the
+  per core, the groups balanced by the agents' public sizes, :func:`agent_sizes`), driven through
+  pipes. Workers are spawned, not forked, so a script must start the
   run under ``if __name__ == "__main__":``; each worker builds its agents' programs itself.
 * ``"ray"`` (:class:`RayBackend`): one host per Ray actor (one group of agents per CPU of the
   Ray cluster, or one actor per agent), on a local Ray instance started on first use, or on the
@@ -22,9 +23,14 @@ identical on every backend for a given seed: each agent draws from its own noise
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
 import multiprocessing as mp
 import os
 import pickle
+import resource
+import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -109,6 +115,8 @@ class AgentHost:
         reserve_cvxpy_ids(agents)
         self.contexts = list(contexts)
         self.phases = algorithm.phases
+        self.busy = [0.0] * len(self.contexts)  # the seconds each program spent in its rounds' steps
+        self.cpu = [0.0] * len(self.contexts)  # and the CPU seconds of this thread in them
         self.programs = self._each(lambda agent, context: algorithm.agent_program(agent, context), self.contexts,
                                    where="while building the agent's program", targets=agents)
 
@@ -120,13 +128,15 @@ class AgentHost:
         return messages
 
     def _each(self, call: Callable[[Any, Any], Any], items: Sequence[Any] | None = None, where: str = "",
-              targets: Sequence[Any] | None = None) -> list[Any]:
+              targets: Sequence[Any] | None = None, timed: bool = False) -> list[Any]:
         """``call(target, item)`` for every agent's program (or ``targets``), in agent order; an exception that is
         not a privcvx error (a user oracle, numpy, CVXPY, a solver) becomes an AgentError naming the agent, with it
-        as ``__cause__``."""
+        as ``__cause__``. ``timed``: add each call's duration to its agent's busy time."""
         targets = self.programs if targets is None else targets
         answers = []
-        for context, program, item in zip(self.contexts, targets, items or [None] * len(self.contexts), strict=True):
+        for i, (context, program, item) in enumerate(zip(self.contexts, targets, items or [None] * len(self.contexts),
+                                                         strict=True)):
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 answers.append(call(program, item))
             except PrivcvxError as exc:
@@ -135,6 +145,9 @@ class AgentHost:
                 raise
             except Exception as exc:
                 raise AgentError(f"{type(exc).__name__} {where}: {exc}", agent=context.name) from exc
+            if timed:
+                self.busy[i] += time.perf_counter() - start
+                self.cpu[i] += time.thread_time() - cpu
         return answers
 
     def _replies(self, sent: list[list[Message]]) -> StepReply:
@@ -149,7 +162,15 @@ class AgentHost:
         """One phase of round ``t`` for every program, each with its inbox."""
         extra = {"phase": phase} if self.phases > 1 else {}
         return self._replies(self._each(lambda program, inbox: program.step(t, inbox, **extra), inboxes,
-                                        where=f"in round {t}"))
+                                        where=f"in round {t}", timed=True))
+
+    def usage(self) -> list[dict[str, Any]]:
+        """Per agent, where it runs and what its host used: the node's name, the process id, the process's peak
+        resident memory in MiB, and the wall and CPU seconds the agent's program spent in its rounds' steps
+        (``busy_s``, ``cpu_s``: on a loaded machine the wall time includes waiting for a core)."""
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        return [{"node": socket.gethostname(), "pid": os.getpid(), "peak_memory_mib": peak, "busy_s": busy,
+                 "cpu_s": cpu} for busy, cpu in zip(self.busy, self.cpu, strict=True)]
 
     def diagnostics(self, w_parts: Sequence[np.ndarray]) -> list[dict[str, float]]:
         """Every program's diagnostics at its slice of the global vector (research runs)."""
@@ -211,7 +232,11 @@ class SerialBackend:
 
 
 def _worker(connection: Any, host_args: tuple) -> None:
-    """A worker process: build the host here, then serve the driver's calls."""
+    """A worker process: build the host here, then serve the driver's calls (one core each: its BLAS and OpenMP
+    pools get one thread, as Ray gives its one-CPU actors)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
     try:
         host = AgentHost(*host_args)
         connection.send(("ok", None))
@@ -234,7 +259,7 @@ class ProcessBackend:
 
     def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
                  workers: int | None = None) -> None:
-        self.groups = _groups(len(problem.agents), workers or os.cpu_count() or 1)
+        self.groups = _groups(agent_sizes(problem), workers or os.cpu_count() or 1)
         context = mp.get_context("spawn")
         self.connections: list[Any] = []
         self.processes: list[Any] = []
@@ -319,10 +344,68 @@ class ProcessBackend:
         self.close()
 
 
-def _groups(size: int, count: int) -> list[list[int]]:
-    """Agents 0..size-1 dealt round-robin into ``count`` groups (one host each)."""
-    count = max(1, min(size, count))
-    return [list(range(i, size, count)) for i in range(count)]
+def agent_sizes(problem: DistributedProblem) -> list[int]:
+    """The public size of each agent's local problem, by which the backends balance their hosts: the entries of
+    its variables plus those of its constraints (one per scalar constraint, a cone constraint counting its
+    shape's entries); the cost of its local solves grows with both. Of an agent
+    built by a factory (:class:`~privcvx.problem.AgentSpec`) the driver knows only the shared entries."""
+    return [layout.dim if isinstance(agent, AgentSpec) else
+            layout.dim + sum(constraint.size for constraint in agent.constraints)
+            for agent, layout in zip(problem.agents, problem.layouts, strict=True)]
+
+
+#: Up to this many assignments of agents to groups, :func:`_groups` tries them all (8 agents on 2 hosts: 128).
+EXACT_GROUPING_LIMIT = 20_000
+
+
+def _groups(sizes: Sequence[float], count: int) -> list[list[int]]:
+    """Agents dealt into ``count`` groups (one host each) of nearly equal total size, each group in agent order.
+
+    Few agents: the assignment with the smallest largest load, among all (the first agent in the first group).
+    Many: longest processing time first (the largest agent joins the group with the least load so far), then
+    single moves and swaps from the most loaded group to another while they lower the larger of the two loads.
+    """
+    count = max(1, min(len(sizes), count))
+    if count ** (len(sizes) - 1) <= EXACT_GROUPING_LIMIT:
+        best = min(itertools.product(range(count), repeat=len(sizes) - 1),
+                   key=lambda rest: _largest_load(sizes, (0, *rest), count))
+        groups = [[i for i, g in enumerate((0, *best)) if g == k] for k in range(count)]
+        if all(groups):
+            return groups
+    heap = [(0.0, g) for g in range(count)]
+    groups = [[] for _ in range(count)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        load, g = heapq.heappop(heap)
+        groups[g].append(i)
+        heapq.heappush(heap, (load + sizes[i], g))
+    loads = [sum(sizes[i] for i in members) for members in groups]
+    for _ in range(len(sizes) ** 2):  # each accepted change lowers the sorted loads; this bounds the search
+        top = max(range(count), key=lambda g: (loads[g], -g))
+        found = None
+        for g in range(count):
+            for a in groups[top] if g != top else []:
+                for b in [None, *groups[g]]:
+                    shift = sizes[a] - (0.0 if b is None else sizes[b])
+                    worse = max(loads[top] - shift, loads[g] + shift)
+                    if worse < loads[top] and (found is None or worse < found[0]):
+                        found = (worse, g, a, b)
+        if found is None:
+            break
+        _, g, a, b = found
+        groups[top].remove(a)
+        groups[g].append(a)
+        if b is not None:
+            groups[g].remove(b)
+            groups[top].append(b)
+        loads[top], loads[g] = (sum(sizes[i] for i in groups[top]), sum(sizes[i] for i in groups[g]))
+    return [sorted(members) for members in groups]
+
+
+def _largest_load(sizes: Sequence[float], assignment: Sequence[int], count: int) -> float:
+    loads = [0.0] * count
+    for size, g in zip(sizes, assignment, strict=True):
+        loads[g] += size
+    return max(loads)
 
 
 def _merge(groups: list[list[int]], replies: list[list[Any]]) -> list[Any]:
@@ -346,8 +429,8 @@ class Ray:
         started on first use (``ray.init(num_cpus=os.cpu_count(), include_dashboard=False)``), which stays up
         for later runs until ``ray.shutdown()``.
     actors:
-        How many actors host the agents (dealt round-robin into groups); default: one per CPU of the
-        cluster, at most one per agent. Each actor reserves one CPU, or an equal share of the cluster's CPUs
+        How many actors host the agents (groups balanced by :func:`agent_sizes`); default: one per CPU of
+        the cluster, at most one per agent. Each actor reserves one CPU, or an equal share of the cluster's CPUs
         when there are more actors than CPUs.
     agent_options:
         ``{agent name: options for ray.remote}`` (for instance ``{"resources": {"utility-a": 1}}``, a custom
@@ -358,6 +441,12 @@ class Ray:
     address: str | None = None
     actors: int | None = None
     agent_options: Mapping[str, Mapping[str, Any]] | None = field(default=None)
+
+
+#: The settings of a local Ray instance that the Ray backend starts: Ray runs its workers at niceness 15 by
+#: default, below the driver and the process backend's workers, which on a shared machine slows the actors,
+#: where the agents' work is done, by the other jobs' share (``RAY_worker_niceness=0`` sets it for ``ray start``).
+LOCAL_RAY_CONFIG: dict[str, Any] = {"worker_niceness": 0}
 
 
 class _HostActor:
@@ -393,8 +482,8 @@ class RayBackend:
         if not ray.is_initialized():
             settings: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                         "configure_logging": False}
-            if options.address is None:
-                settings["num_cpus"] = os.cpu_count() or 1
+            if options.address is None:  # a local instance, whose actors run at the driver's priority
+                settings.update(num_cpus=os.cpu_count() or 1, _system_config=LOCAL_RAY_CONFIG)
             ray.init(address=options.address, **settings)
         size = len(problem.agents)
         names = [agent.name for agent in problem.agents]
@@ -408,7 +497,7 @@ class RayBackend:
             per_actor = [dict(options.agent_options.get(name, {})) for name in names]
         else:
             count = int(cpus) if options.actors is None else options.actors
-            self.groups = _groups(size, check_int(count, argument="actors"))
+            self.groups = _groups(agent_sizes(problem), check_int(count, argument="actors"))
             per_actor = [{} for _ in self.groups]
         share = min(1.0, cpus / len(self.groups))  # more actors than CPUs share them
         self.names = names

@@ -222,6 +222,7 @@ class Run:
         reports = backend.call("reports")
         result = self._result(stop, reports, backend.call("outputs", not self.keep_diagnostics))
         result.info.update(self.algorithm.summarize(reports))
+        result.info["hosts"] = backend.call("usage")
         if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does
             self.problem.write_back(result.z)
         return result
