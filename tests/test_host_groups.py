@@ -48,3 +48,19 @@ def test_agent_sizes_count_variables_and_constraint_rows():
     assert [host["pid"] for host in hosts] == [os.getpid()] * 2
     assert all(host["busy_s"] > 0 and host["cpu_s"] > 0 for host in hosts)
     assert hosts[0]["peak_memory_mib"] > 10
+
+
+def test_release_only_runs_report_no_step_times_or_solver_counters():
+    """Step times and solver counters depend on the private data: a release-only run leaves them out of
+    ``result.info`` (node, pid and peak memory stay), a research run keeps them."""
+    x = cp.Variable(3)
+    agent = pc.Agent(cp.sum_squares(x - 1), [cp.norm(x) <= 2], shared={"w": x}, name="a")
+    y = cp.Variable(3)
+    other = pc.Agent(cp.sum_squares(y + 1), [cp.norm(y) <= 3], shared={"w": y}, name="b")
+    problem = pc.DistributedProblem([agent, other])
+    research = problem.solve(rounds=2, rho=1.0, eta=0.1)
+    release_only = problem.solve(rounds=2, rho=1.0, eta=0.1, diagnostics=False)
+    assert all({"busy_s", "cpu_s"} <= set(host) for host in research.info["hosts"])
+    assert all(set(host) == {"node", "pid", "peak_memory_mib"} for host in release_only.info["hosts"])
+    assert all({"inaccurate", "fallbacks", "seconds"} <= set(report) for report in research.info["projection"])
+    assert [set(report) for report in release_only.info["projection"]] == [{"kind", "solves"}] * 2

@@ -423,7 +423,8 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def report(self) -> dict[str, Any]:
         return {"agent": self.context.name, "broadcasts": self.broadcasts, "zcdp": self.zcdp.to_dict(),
-                "solves": self.solver.stats.solves, "solver_fallbacks": self.solver.stats.fallbacks}
+                "solves": self.solver.stats.solves,  # fallbacks depend on the private data: diagnostics only
+                **({"solver_fallbacks": self.solver.stats.fallbacks} if self.context.diagnostics else {})}
 
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),

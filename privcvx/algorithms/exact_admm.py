@@ -114,4 +114,5 @@ class ExactADMMAgent(ADMMAgent):
     def report(self) -> dict[str, Any]:
         """The step's kind, how many exact solves this process ran and how many were inaccurate
         (``result.info["projection"]``)."""
-        return {"kind": "exact", "solves": self.exact.solves, "inaccurate": self.exact.inaccurate}
+        return {"kind": "exact", "solves": self.exact.solves,
+                **({"inaccurate": self.exact.inaccurate} if self.context.diagnostics else {})}

@@ -381,7 +381,10 @@ class ADMMAgent(AgentProgram):
         return self.released[self.layout.shared_local].copy() if released_only else self.released.copy()
 
     def report(self) -> dict[str, Any]:
-        return {"kind": self.projection.kind, **asdict(self.projection.stats)}
+        """The projection's kind and number of solves; its other counters (fallbacks, inaccurate answers, solver
+        seconds) depend on the private data and are kept only in runs that keep diagnostics."""
+        stats = asdict(self.projection.stats)
+        return {"kind": self.projection.kind, **(stats if self.context.diagnostics else {"solves": stats["solves"]})}
 
     def state_dict(self) -> dict[str, Any]:
         return {"z": self.z, "lam": self.lam, "released": self.released, "noise": self.context.noise.get_state(),

@@ -165,12 +165,14 @@ class AgentHost:
                                         where=f"in round {t}", timed=True))
 
     def usage(self) -> list[dict[str, Any]]:
-        """Per agent, where it runs and what its host used: the node's name, the process id, the process's peak
-        resident memory in MiB, and the wall and CPU seconds the agent's program spent in its rounds' steps
-        (``busy_s``, ``cpu_s``: on a loaded machine the wall time includes waiting for a core)."""
+        """Per agent, where it runs and what its host used: the node's name, the process id and the process's peak
+        resident memory in MiB; in runs that keep diagnostics also the wall and CPU seconds the agent's program
+        spent in its rounds' steps (``busy_s``, ``cpu_s``; on a loaded machine the wall time includes waiting for a
+        core). Step times depend on the private data (solver iterations), so a release-only run leaves them out."""
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        return [{"node": socket.gethostname(), "pid": os.getpid(), "peak_memory_mib": peak, "busy_s": busy,
-                 "cpu_s": cpu} for busy, cpu in zip(self.busy, self.cpu, strict=True)]
+        return [{"node": socket.gethostname(), "pid": os.getpid(), "peak_memory_mib": peak,
+                 **({"busy_s": busy, "cpu_s": cpu} if context.diagnostics else {})}
+                for context, busy, cpu in zip(self.contexts, self.busy, self.cpu, strict=True)]
 
     def diagnostics(self, w_parts: Sequence[np.ndarray]) -> list[dict[str, float]]:
         """Every program's diagnostics at its slice of the global vector (research runs)."""
