@@ -90,6 +90,19 @@ def declared_smoothness(agent: Agent, layout: Any, private: bool) -> float:
     return estimate if math.isfinite(estimate) and estimate > 0 else 1.0
 
 
+def check_private_agents(algorithm: Algorithm, problem: DistributedProblem, b_inf: float | None,
+                         needs_smoothness: bool, sensitivity: str) -> None:
+    """Under privacy, for each agent: a gradient sensitivity B_inf, a declared L_i where the step needs one, and a
+    box (or free) local set, since the per-coordinate ``sensitivity`` survives a box projection only."""
+    for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+        linf_sensitivity(agent, b_inf)
+        if needs_smoothness:
+            declared_smoothness(agent, layout, True)
+        if Projection(agent, layout).kind == "conic":
+            raise algorithm.unsupported("non-box constraints under privacy", f"the per-coordinate sensitivity "
+                                        f"{sensitivity} survives a box projection only", agent=agent.name,
+                                        argument="constraints")
+
 class RandomizedADMM(Algorithm):
     """Linearized ADMM with random local aggregators (Algorithm 1 of Xiao, Ye & Devadas).
 
@@ -173,14 +186,7 @@ class RandomizedADMM(Algorithm):
                                        "every other agent: use Topology.complete()", argument="topology")
             self.sharing(n)
         if self.private:
-            for agent, layout in zip(problem.agents, problem.layouts, strict=True):
-                linf_sensitivity(agent, self._b_inf)
-                if self._D is None:
-                    declared_smoothness(agent, layout, True)
-                if Projection(agent, layout).kind == "conic":
-                    raise self.unsupported("non-box constraints under privacy", "the per-coordinate sensitivity "
-                                           "B_inf/D_i survives a box projection only", agent=agent.name,
-                                           argument="constraints")
+            check_private_agents(self, problem, self._b_inf, self._D is None, "B_inf/D_i")
 
     def sharing(self, parties: int) -> FixedPointSharing:
         """The fixed-point encoding of Algorithm 3 for ``parties`` agents (this method's scale and modulus)."""

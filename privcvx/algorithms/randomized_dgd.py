@@ -35,7 +35,7 @@ import pandas as pd
 from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.algorithms.randomized_admm import declared_smoothness, linf_sensitivity
+from privcvx.algorithms.randomized_admm import check_private_agents, declared_smoothness, linf_sensitivity
 from privcvx.errors import ParameterError, PrivcvxError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
@@ -102,14 +102,7 @@ class RandomizedDGD(Algorithm):
                                    "divergent pair and the global mean: use Topology.complete(), or variant='2*'",
                                    argument="topology")
         if self.private:
-            for agent, layout in zip(problem.agents, problem.layouts, strict=True):
-                linf_sensitivity(agent, self._b_inf)
-                if self._step is None:
-                    declared_smoothness(agent, layout, True)
-                if Projection(agent, layout).kind == "conic":
-                    raise self.unsupported("non-box constraints under privacy", "the per-coordinate sensitivity "
-                                           "eta_k B_inf survives a box projection only", agent=agent.name,
-                                           argument="constraints")
+            check_private_agents(self, problem, self._b_inf, self._step is None, "eta_k B_inf")
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedDGD:
         """Check the problem; fix the default step c / k^0.75 with c = 1 / max_i L_i."""
