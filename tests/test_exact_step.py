@@ -13,7 +13,7 @@ from core_problems import box_least_squares
 import powerflow
 import privcvx as pc
 from privcvx.algorithms import LinearizedADMM
-from privcvx.algorithms.linearized_admm import exact_step_applies
+from privcvx.algorithms.linearized_admm import exact_step_applies, exact_step_penalty
 
 
 def _logistic(agents: int = 3, n: int = 4, seed: int = 5) -> pc.DistributedProblem:
@@ -35,8 +35,8 @@ def test_auto_runs_the_exact_step_on_a_quadratic_problem_without_privacy():
     assert result.info["local_updates"] == "exact"
     assert {report["kind"] for report in result.info["projection"]} == {"exact"}
     assert np.isfinite(result.history["eta"]).all()  # eta = inf is recorded as 1/rho, never NaN
-    # The same run as the explicit setting, round for round
-    explicit = problem.solve(LinearizedADMM(local_updates="exact"), rounds=3)
+    # The same run as the explicit settings it stands for, round for round
+    explicit = problem.solve(LinearizedADMM(local_updates="exact", rho=exact_step_penalty()), rounds=3)
     np.testing.assert_array_equal(result.history["objective"], explicit.history["objective"])
 
 
