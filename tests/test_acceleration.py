@@ -17,11 +17,12 @@ from privcvx.schedules import PerKeyBalancing
 
 
 @pytest.mark.parametrize("algorithm", [
-    LinearizedADMM(relaxation=1.6),
-    LinearizedADMM(anderson=5),
-    LinearizedADMM(rho="adaptive-per-key"),
-    ExactADMM(relaxation=1.6, anderson=5, rho="adaptive-per-key"),
-], ids=["relaxation", "anderson", "per-key", "exact-all"])
+    LinearizedADMM(relaxation=1.6, local_updates=1),
+    LinearizedADMM(anderson=5, local_updates=1),
+    LinearizedADMM(rho="adaptive-per-key", local_updates=1),
+    ExactADMM(anderson=5, rho="adaptive-per-key"),
+    ExactADMM(relaxation=1.6, rho="adaptive-per-key"),
+], ids=["relaxation", "anderson", "per-key", "exact-anderson", "exact-relaxation"])
 def test_each_option_reaches_the_centralized_optimum(algorithm):
     problem = general_form()[0]
     optimum = problem.solve_centralized().value
@@ -34,7 +35,7 @@ def test_each_option_reaches_the_centralized_optimum(algorithm):
 
 def test_per_key_rho_is_a_vector_over_the_shared_entries():
     problem = general_form()[0]
-    result = problem.solve(rho=PerKeyBalancing(mu=1.5), rounds=30)  # a tight balance: the keys' rho move apart
+    result = problem.solve(rho=PerKeyBalancing(mu=1.5), rounds=30, local_updates=1)  # a tight balance: the keys' rho move apart
     sent = [m["rho"] for m in result.transcript if m.sender == "server" and m.round == 30]
     assert all(np.ndim(rho) == 1 for rho in sent)
     assert len({float(v) for rho in sent for v in rho}) > 1  # the keys were balanced apart

@@ -45,9 +45,10 @@ def test_reference_of_a_feasible_grid_solves_optimal() -> None:
 def test_zone_projections_meet_clarabel_standard_tolerances() -> None:
     """case9's zone projections stall at the 1e-11 targets but meet Clarabel's default ones: none is inaccurate
     (before, 216 of 740 in a default run were), and the answers are feasible to 1e-7 (absolute; Clarabel's
-    tolerances are relative, and the last round's largest violation is 1.2e-8)."""
+    tolerances are relative, and the last round's largest violation is 1.2e-8). E = 1: the linearized step's
+    projections (the default "auto" would take the exact step here)."""
     problem = powerflow.zonal_problem("case9", 4)
-    result = problem.solve(rounds=40)
+    result = problem.solve(rounds=40, local_updates=1)
     reports = result.info["projection"]
     assert sum(r["solves"] for r in reports) == 4 * 41  # the initial point and one update per round
     assert sum(r["inaccurate"] for r in reports) == 0

@@ -74,9 +74,9 @@ class LinearizedADMM(Algorithm):
     local_updates:
         E, the local updates Eq. (9) per round; or "exact": the exact consensus-ADMM step (the limit
         E -> infinity of Eq. (9)'s updates, :class:`~privcvx.localstep.ExactStep`; non-private, ``eta`` is not
-        used); or "auto": "exact" when :func:`exact_step_applies` (non-private, every f_p a quadratic CVXPY
-        expression), with rho="adaptive" becoming :func:`exact_step_penalty` (per-key residual balancing that
-        never freezes), else E = 1.
+        used); or "auto" (the default): "exact" when :func:`exact_step_applies` (non-private, every f_p a quadratic
+        CVXPY expression) and ``eta="auto"``, with rho="adaptive" becoming :func:`exact_step_penalty` (per-key
+        residual balancing that never freezes); else E = 1, Algorithm 1 as printed (always under privacy).
     rho:
         The penalty: a float, a schedule ``t -> rho^t`` (Assumption 5.1(i)), or "adaptive"
         (residual balancing, :class:`~privcvx.schedules.ResidualBalancing`, started at the largest L_p).
@@ -106,7 +106,7 @@ class LinearizedADMM(Algorithm):
     diagnostic_columns = {"objective": sum, "max_violation": max, "noise_magnitude": sum, "eta": min}
     objective_columns = ("objective",)
 
-    def __init__(self, local_updates: int | str = 1, rho: float | Schedule | str = "adaptive",
+    def __init__(self, local_updates: int | str = "auto", rho: float | Schedule | str = "adaptive",
                  eta: float | Schedule | str = "auto", privacy: Perturbation | None = None,
                  tol: tuple[float, float] | None = None, relaxation: float | OverRelaxation = 1.0,
                  anderson: int | Anderson | None = None) -> None:
@@ -185,7 +185,7 @@ class LinearizedADMM(Algorithm):
         """Check the problem; ``local_updates="auto"`` becomes "exact" or 1 (:func:`exact_step_applies`); a
         Budget becomes the per-update mechanism of its T * E updates."""
         if self.local_updates == "auto":
-            if not exact_step_applies(problem, self.privacy):
+            if self._eta is not None or not exact_step_applies(problem, self.privacy):  # a given eta: Eq. (9)
                 return self.clone(local_updates=1).prepare(problem, topology, rounds)
             default_rho = isinstance(self.rho, str) and self.rho == "adaptive"
             return self.clone(local_updates="exact", **({"rho": exact_step_penalty()} if default_rho else {})).prepare(
