@@ -411,6 +411,16 @@ class ConsensusDuals:
         #: stacked as the rows of one array, and each operation runs once instead of once per agent.
         size = layouts[0].shared_global.size if layouts else 0
         self.full = all(np.array_equal(layout.shared_global, np.arange(size)) for layout in layouts)
+        self._rows: tuple[list[np.ndarray], np.ndarray, list[np.ndarray], np.ndarray] | None = None
+
+    def stacked(self, released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Full consensus: the releases and the duals as rows. Those of the last line 8 if it saw these releases and
+        no dual was replaced since (``lam`` holds the rows of that array), else stacked anew."""
+        if self._rows is not None:
+            seen, stacked, rows, lam = self._rows
+            if len(rows) == len(self.lam) and all(a is b for a, b in zip(rows, self.lam, strict=True)):
+                return (stacked if seen is released else np.stack(released)), lam
+        return np.stack(released), np.stack(self.lam)
 
     def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
                used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
@@ -423,10 +433,11 @@ class ConsensusDuals:
         scales are max(||A w||, ||z||) and ||lambda|| (all duals stacked).
         """
         if self.full:  # the same numbers as the loop below, bitwise (_rows_total, _repeated)
-            stacked = np.stack(released)
+            stacked, lam = self.stacked(released)
             gap = w - stacked
-            lam = np.stack(self.lam) + rho * (gap if used is None else np.stack(used) - stacked)
+            lam = lam + rho * (gap if used is None else np.stack(used) - stacked)
             self.lam = list(lam)
+            self._rows = (released, stacked, list(self.lam), lam)
             if not residuals:
                 return {}
             dual_sq = self._repeated(self._change_sq(w, w_previous, rho))
@@ -551,8 +562,8 @@ class ADMMServer(Coordinator):
     def _average(self, released: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
         """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders."""
         if self.duals.full:  # the agents' terms as rows, added in agent order (np.add.reduce over rows, from 0)
-            return np.add.reduce(np.stack(released) - np.stack(self.duals.lam) / rho, axis=0,
-                                 initial=0.0) / self.multiplicity
+            stacked, lam = self.duals.stacked(released)
+            return np.add.reduce(stacked - lam / rho, axis=0, initial=0.0) / self.multiplicity
         total = np.zeros(self.dim)
         for layout, z_p, lam_p in zip(self.layouts, released, self.duals.lam, strict=True):
             # an agent holds each entry once, so += adds exactly as np.add.at would (at a fraction of its cost)
