@@ -334,12 +334,14 @@ class ADMMAgent(AgentProgram):
             if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
                 gradient, magnitude, entry = self.privacy.perturb(self.context.noise, gradient, sensitivity)
                 self.context.ledger.record(entry)
-        linear = z * inverse - gradient
+        linear = z * inverse  # Eq. (9)'s point, computed in one array (in place: the same operations)
+        linear -= gradient
         if self.all_shared:
             linear += shift
         else:
             linear[self.layout.shared_local] += shift
-        z_next = self.projection(linear / weights, weights, warm_start)
+        linear /= weights
+        z_next = self.projection(linear, weights, warm_start)
         if self.privacy is not None and self.privacy.kind == "output":
             z_next, magnitude, entry = self.privacy.perturb(self.context.noise, z_next, sensitivity)
             self.context.ledger.record(entry)
