@@ -243,6 +243,7 @@ class ADMMAgent(AgentProgram):
         self.declared_smoothness = agent.smoothness
         self._step: Schedule | None = None
         self._terms: RoundTerms | None = None
+        self._metric: tuple[tuple[float, float], tuple[float | np.ndarray, np.ndarray]] | None = None
         self._last = {"noise_magnitude": 0.0, "eta": math.nan}
 
     @property
@@ -303,10 +304,17 @@ class ADMMAgent(AgentProgram):
         return self._update(z, terms, warm_start)
 
     def _round_terms(self, w_p: np.ndarray, rho: float | np.ndarray, eta: float) -> RoundTerms:
-        """The terms of Eq. (9) for w_p, rho and eta (computed once per round)."""
-        shared_rho, private_rho = self.penalties(rho)
-        inverse = self.inverse_step(eta, private_rho)
-        weights = inverse + shared_rho
+        """The terms of Eq. (9) for w_p, rho and eta (computed once per round; 1/eta and the weights are kept while a
+        scalar rho and eta stay the same, as with a fixed rho and eta="auto" without privacy)."""
+        key = (rho, eta) if isinstance(rho, float) else None
+        if key is not None and self._metric is not None and self._metric[0] == key:
+            inverse, weights = self._metric[1]
+        else:
+            shared_rho, private_rho = self.penalties(rho)
+            inverse = self.inverse_step(eta, private_rho)
+            weights = inverse + shared_rho
+            weights.flags.writeable = False  # kept for the next rounds: read-only
+            self._metric = None if key is None else (key, (inverse, weights))
         sensitivity = None
         if self.privacy is not None and not self.sensitivity_at_z:
             sensitivity = self._release_sensitivity(z=None, weights=weights)
@@ -351,7 +359,7 @@ class ADMMAgent(AgentProgram):
         """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
         (message,) = inbox
         w_p, rho = message["w"], message["rho"]
-        rho = float(rho) if np.ndim(rho) == 0 else np.asarray(rho, dtype=float)
+        rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
         if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
             self.lam = np.asarray(message["lam"], dtype=float)
         rule = self.eta if self.eta is not None else self.step_rule()
@@ -617,11 +625,14 @@ class ADMMServer(Coordinator):
             self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
                          for layout, z_p in zip(self.layouts, released, strict=True)]
         messages = []
+        if self.duals.full:  # every agent's slice A_p w is all of w: the messages share it, read-only
+            self.w.flags.writeable = False
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-            payload = {"w": self.w[layout.shared_global] if self.used is None else self.used[p],
+            w_p = self.w if self.duals.full else self.w[layout.shared_global]
+            payload = {"w": w_p if self.used is None else self.used[p],
                        "rho": rho[layout.shared_global] if np.ndim(rho) else rho}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
-                payload["average"] = self.w[layout.shared_global]
+                payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
                 payload["lam"] = self.duals.lam[p]
             messages.append(Message(round=t, sender=SERVER, receiver=name, payload=payload))
