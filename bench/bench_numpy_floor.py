@@ -1,6 +1,7 @@
 """The numpy floor: a round of Algorithm 1 in privcvx against the same round in plain numpy, measured in one run.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_numpy_floor.py [--rounds 100] [--repeats 7] [--rho 0.01] [--breakdown]
+    PYTHONPATH=. .venv/bin/python bench/bench_numpy_floor.py [--rounds 100] [--repeats 7] [--rho 0.01]
+        [--breakdown | --interleaved]
 
 The set-up (issue 14, item 6): scikit-learn's digits, ``problems.federated_logistic`` with 10 IID agents and
 the box of Sec. 6.2.1 of Ryu & Kim ("Differentially private distributed optimization with linearized ADMM and
@@ -16,6 +17,8 @@ iterates: the bench checks the final w and every agent's release against privcvx
 
 Private runs start with privcvx's epsilon caches emptied (each pays its per-round epsilon, as a new process
 would). ``--breakdown`` times the parts of a privcvx round instead (timers around its methods).
+``--interleaved`` alternates the two methods round by round instead of run by run (on a loaded machine the load
+then changes less between the two sides of a ratio).
 
 Each repetition runs every configuration once, one after the other in the same process (so machine drift
 hits all of them alike), after a warm-up of each. Per round is the median over the rounds of a run (privcvx:
@@ -202,12 +205,47 @@ def equality(problem: pc.DistributedProblem, X: np.ndarray, y: np.ndarray, round
     return "\n".join(lines)
 
 
+def interleaved(X: np.ndarray, y: np.ndarray, problem: pc.DistributedProblem, rounds: int, repeats: int,
+                rho: float) -> None:
+    """Round by round: the floor's round t, then privcvx's round t (its exchange and its history row, as
+    ``pc.runtime.loop.run`` does them), each timed, so that both see the same load within milliseconds. Prints the
+    medians of the per-round times and of the per-round ratios (diagnostics off)."""
+    print("| privacy | numpy per round (ms) | privcvx per round (ms) | ratio of medians | median of per-round ratios |")
+    print("|---|---|---|---|---|")
+    for private in (False, True):
+        privacy = pc.ObjectivePerturbation(pc.Gaussian(EPSILON, DELTA)) if private else None
+        samples = []
+        for repeat in range(repeats + 1):  # the first is a warm-up
+            forget_accounting()
+            algorithm = pc.algorithms.LinearizedADMM(local_updates=LOCAL_UPDATES, rho=rho, eta="auto", privacy=privacy)
+            topology = algorithm.topology_for(problem).bind(problem.names)
+            algorithm = algorithm.prepare(problem, topology, rounds)
+            run = loop.Run(problem, algorithm, topology, rounds=rounds, seed=0, diagnostics=False)
+            floor = NumpyAlgorithm1(X, y, problem.info["shares"], rho=rho, private=private)
+            with backends.make_backend("serial", algorithm, problem, run.contexts) as hosts:
+                run.start(hosts)
+                for t in range(1, rounds + 1):
+                    start = time.perf_counter()
+                    floor.round(t)
+                    middle = time.perf_counter()
+                    sent = run.round(hosts, t)
+                    run.rows.append(run.row(hosts, t, sent, 0.0)[0])
+                    if repeat:
+                        samples.append((middle - start, time.perf_counter() - middle))
+        times = np.array(samples)
+        numpy_ms, privcvx_ms = np.median(times, axis=0) * 1e3
+        print(f"| {'ObjPert Gaussian' if private else 'non-private'} | {numpy_ms:.2f} | {privcvx_ms:.2f} | "
+              f"{privcvx_ms / numpy_ms:.2f} | {np.median(times[:, 1] / times[:, 0]):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--rho", type=float, default=0.01)
     parser.add_argument("--breakdown", action="store_true", help="time the parts of a privcvx round instead")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="alternate the two methods round by round (diagnostics off) instead of run by run")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the seeded private runs warn that their noise is reproducible
     if args.breakdown:
@@ -215,6 +253,9 @@ def main() -> None:
         return
     X, y = datasets.load_digits()
     problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
+    if args.interleaved:
+        interleaved(X, y, problem, args.rounds, args.repeats, args.rho)
+        return
     shares = problem.info["shares"]
     configurations: dict[str, Callable[[], Any]] = {}
     for private in (False, True):

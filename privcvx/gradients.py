@@ -289,6 +289,10 @@ class GradientEvaluator:
         # a C-ordered array (numpy's default: a matrix product X @ W with a column-major W takes a slower path
         # and sums in another order, 1e-19 apart on the federated logistic problem).
         self.shape = layout.shapes[0] if len(layout.shapes) == 1 else None
+        # For a matrix (or higher) variable z reshaped in column-major order is the transpose of its reversed-shape
+        # C-order view: copied in C order, it is the same array, and the same numbers come back in column-major
+        # order as the transpose's C-order ravel (both without the order keyword's parsing, at every update).
+        self.reversed = self.shape[::-1] if self.shape is not None and len(self.shape) >= 2 else None
 
     @property
     def root(self) -> _Node:
@@ -305,9 +309,10 @@ class GradientEvaluator:
         """f'_p(z): the (sub)gradient used in the linearized update Eq. (9)."""
         if self.oracle is not None:
             if self.shape is not None:
-                out: Any = self.oracle(np.ascontiguousarray(z.reshape(self.shape, order="F")))
+                out: Any = self.oracle(z.reshape(self.reversed).T.copy() if self.reversed is not None
+                                       else np.ascontiguousarray(z.reshape(self.shape, order="F")))
                 if isinstance(out, np.ndarray):  # a new array: callers may update it in place
-                    flat = np.asarray(out, dtype=float).reshape(-1, order="F")
+                    flat = np.asarray(out, dtype=float).T.ravel()  # column-major
                     return flat.copy() if np.may_share_memory(flat, out) else flat
             else:
                 out = self.oracle(*self.layout.split(z))

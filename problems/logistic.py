@@ -132,10 +132,16 @@ class LogisticLoss:
 
         The row softmax is ``scipy.special.softmax``'s arithmetic written out (shift by the row maximum, exp,
         divide by the row sum: the same numbers), without its dispatch, which costs about as much as the
-        arithmetic on one agent's data; the gradient runs at every local update."""
+        arithmetic on one agent's data; the gradient runs at every local update. Each step overwrites the one
+        array of scores, which the same operations into new arrays would compute bitwise alike."""
         scores = self.X @ W
-        shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
-        return self.X.T @ (shifted / shifted.sum(axis=1, keepdims=True) - self.Y) / self.normalizer
+        scores -= np.maximum.reduce(scores, axis=1, keepdims=True)  # ndarray.max and .sum without their wrappers
+        np.exp(scores, out=scores)
+        scores /= np.add.reduce(scores, axis=1, keepdims=True)
+        scores -= self.Y
+        gradient = self.X.T @ scores
+        gradient /= self.normalizer
+        return gradient
 
     def smoothness(self) -> float:
         """Data-independent Lipschitz constant of the gradient: L_p = I_p / (2 n_p).

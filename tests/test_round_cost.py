@@ -6,6 +6,7 @@ that privcvx's iterates are its iterates, and each shortcut is checked against t
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from pathlib import Path
@@ -14,13 +15,23 @@ import cvxpy as cp
 import dp_accounting
 import numpy as np
 import pytest
+from scipy.special import softmax
 
 import privcvx as pc
 from privcvx.algorithms import LinearizedADMM
 from privcvx.algorithms.base import AgentContext
+from privcvx.algorithms.linearized_admm import ADMMServer, ConsensusDuals
 from privcvx.errors import PrivacyError
 from privcvx.gradients import GradientEvaluator
-from privcvx.privacy.accounting import gaussian_epsilon
+from privcvx.privacy.accounting import (
+    RUNNING_ACCOUNTING_ENTRIES,
+    PrivacyLedger,
+    RunningEpsilon,
+    epsilon_report,
+    gaussian_epsilon,
+    tightest_epsilon,
+)
+from privcvx.schedules import as_schedule
 from problems import datasets, federated_logistic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -107,3 +118,92 @@ def test_release_only_agent_never_compiles_its_objective(digits) -> None:
     loss = problem.info["losses"][0]
     value = program.diagnostics(w_p)["objective"]  # compiles the tree now
     assert value == pytest.approx(loss.value(program.released.reshape(loss.shape, order="F")), rel=1e-12)
+
+
+def _per_agent(duals: ConsensusDuals) -> ConsensusDuals:
+    """The same duals, run agent by agent (the loop the stacked path of full consensus replaces)."""
+    clone = copy.deepcopy(duals)
+    clone.full = False
+    return clone
+
+
+@pytest.mark.parametrize("vector_rho", [False, True])
+@pytest.mark.parametrize("relaxed", [False, True])
+def test_full_consensus_line8_and_residuals_are_the_per_agent_loops_bitwise(digits, vector_rho, relaxed) -> None:
+    _, _, problem = digits
+    stacked = ConsensusDuals(problem.layouts)
+    assert stacked.full
+    looped = _per_agent(stacked)
+    rng = np.random.default_rng(5)
+    scale = 10.0 ** rng.integers(-6, 3, size=problem.dim)  # magnitudes that round differently in another order
+    w_previous = np.zeros(problem.dim)
+    for _ in range(4):
+        w = rng.standard_normal(problem.dim) * scale
+        released = [rng.standard_normal(problem.dim) * scale for _ in problem.layouts]
+        rho = rng.uniform(0.1, 3.0, problem.dim) if vector_rho else 0.37
+        used = [w + 0.3 * (w - z) for z in released] if relaxed else None
+        expected = looped.update(w, w_previous, released, rho, used)
+        assert stacked.update(w, w_previous, released, rho, used) == expected  # floats compared exactly
+        public = stacked.residuals(w, w_previous, released, rho)
+        assert public == looped.residuals(w, w_previous, released, rho)
+        assert public == {k: expected[k] for k in ("primal_residual", "dual_residual")}
+        for mine, theirs in zip(stacked.lam, looped.lam, strict=True):
+            assert mine.tobytes() == theirs.tobytes()
+        w_previous = w
+    assert stacked.update(w, w, released, rho, residuals=False) == {}  # line 8 alone
+    looped.update(w, w, released, rho)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(stacked.lam, looped.lam, strict=True))
+
+
+def test_full_consensus_average_is_the_per_agent_sum_bitwise(digits) -> None:
+    _, _, problem = digits
+    server = ADMMServer(problem, as_schedule(0.5, argument="rho"))
+    rng = np.random.default_rng(6)
+    server.duals.lam = [rng.standard_normal(problem.dim) * 10.0 ** rng.integers(-4, 4) for _ in problem.layouts]
+    released = [rng.standard_normal(problem.dim) for _ in problem.layouts]
+    expected = np.zeros(problem.dim)
+    for z_p, lam_p in zip(released, server.duals.lam, strict=True):
+        expected += z_p - lam_p / 0.5
+    expected /= len(problem.layouts)
+    assert server._average(released, 0.5).tobytes() == expected.tobytes()
+
+
+def test_a_run_without_tol_has_the_history_of_a_run_whose_tol_never_stops_it(digits) -> None:
+    """Without ``tol`` the monitor computes the residuals without line 8 and their scales, and a fixed rho's server
+    computes no residuals; a tolerance that is never met makes both compute everything."""
+    _, _, problem = digits
+    settings = {"rounds": 8, "local_updates": 2, "rho": 0.05, "seed": 0, "diagnostics": False}
+    plain = problem.solve(**settings)
+    checked = problem.solve(**settings, tol=(1e-300, 0.0))
+    columns = [c for c in plain.history.columns if c != "time_s"]
+    assert checked.info["stop"] == "rounds" and len(plain.history) == 8
+    assert plain.history[columns].equals(checked.history[columns])
+    assert plain.transcript.same_as(checked.transcript)
+
+
+def test_logistic_oracle_is_scipys_softmax_formula_bitwise(digits) -> None:
+    _, _, problem = digits
+    loss = problem.info["losses"][3]
+    rng = np.random.default_rng(7)
+    for scale in (1e-3, 0.1, 10.0):
+        W = rng.standard_normal(loss.shape) * scale
+        expected = loss.X.T @ (softmax(loss.X @ W, axis=1) - loss.Y) / loss.normalizer
+        assert loss.gradient(W).tobytes() == expected.tobytes()
+
+
+def test_running_epsilon_past_sixteen_mechanisms_matches_the_whole_ledger() -> None:
+    """The running epsilon queues releases and folds them in when it is read: it stays the ledger's epsilon,
+    one Gaussian release at a time and then with Laplace releases mixed in."""
+    delta = 1e-5
+    running = RunningEpsilon(PrivacyLedger("a"), delta)
+    mechanisms = [pc.Gaussian(0.2 + 0.03 * k, 1e-6) for k in range(24)]
+    for k, mechanism in enumerate(mechanisms):
+        running.record(mechanism, 2)
+        whole = tightest_epsilon(running.ledger, delta, with_pld=False)
+        if k < RUNNING_ACCOUNTING_ENTRIES:
+            assert running.epsilon() == whole
+        else:  # the same exact Gaussian composition, its terms summed in another order
+            assert running.epsilon() == pytest.approx(whole, rel=1e-9)
+    for k in range(3):
+        running.record(pc.Laplace(0.1 + 0.01 * k))
+    assert running.epsilon() == pytest.approx(epsilon_report(running.ledger, delta)["epsilon_rdp"], rel=1e-6)

@@ -202,7 +202,7 @@ class LinearizedADMM(Algorithm):
         return ADMMServer(problem, self._rho, self._relaxation, self._anderson)
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor:
-        return ADMMMonitor(problem)
+        return ADMMMonitor(problem, scales=self._tol is not None)
 
     def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
         """Boyd et al. Sec. 3.3.1: stop when both residuals are below their thresholds."""
@@ -285,6 +285,7 @@ class ADMMAgent(AgentProgram):
         self.declared_smoothness = agent.smoothness
         self._step: Schedule | None = None
         self._terms: RoundTerms | None = None
+        self._metric: tuple[tuple[float, float], tuple[float | np.ndarray, np.ndarray]] | None = None
         self._last = {"noise_magnitude": 0.0, "eta": math.nan}
 
     @property
@@ -345,10 +346,17 @@ class ADMMAgent(AgentProgram):
         return self._update(z, terms, warm_start)
 
     def _round_terms(self, w_p: np.ndarray, rho: float | np.ndarray, eta: float) -> RoundTerms:
-        """The terms of Eq. (9) for w_p, rho and eta (computed once per round)."""
-        shared_rho, private_rho = self.penalties(rho)
-        inverse = self.inverse_step(eta, private_rho)
-        weights = inverse + shared_rho
+        """The terms of Eq. (9) for w_p, rho and eta (computed once per round; 1/eta and the weights are kept while a
+        scalar rho and eta stay the same, as with a fixed rho and eta="auto" without privacy)."""
+        key = (rho, eta) if isinstance(rho, float) else None
+        if key is not None and self._metric is not None and self._metric[0] == key:
+            inverse, weights = self._metric[1]
+        else:
+            shared_rho, private_rho = self.penalties(rho)
+            inverse = self.inverse_step(eta, private_rho)
+            weights = inverse + shared_rho
+            weights.flags.writeable = False  # kept for the next rounds: read-only
+            self._metric = None if key is None else (key, (inverse, weights))
         sensitivity = None
         if self.privacy is not None and not self.sensitivity_at_z:
             sensitivity = self._release_sensitivity(z=None, weights=weights)
@@ -365,7 +373,8 @@ class ADMMAgent(AgentProgram):
         """:meth:`local_update` with the round's terms (:meth:`_round_terms`) computed once."""
         inverse, weights, shift, sensitivity = terms
         gradient = self.evaluator.gradient(z)
-        if not np.isfinite(gradient).all():
+        # a non-finite entry makes g.g non-finite; only then (or if g.g overflows) is every entry checked
+        if not math.isfinite(gradient @ gradient) and not np.isfinite(gradient).all():
             raise PrivcvxError("the gradient is not finite at the current iterate (check the data, eta and rho)",
                                agent=self.layout.name, argument="gradient")
         magnitude = 0.0
@@ -375,12 +384,14 @@ class ADMMAgent(AgentProgram):
             if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
                 gradient, magnitude, entry = self.privacy.perturb(self.context.noise, gradient, sensitivity)
                 self.context.ledger.record(entry)
-        linear = z * inverse - gradient
+        linear = z * inverse  # Eq. (9)'s point, computed in one array (in place: the same operations)
+        linear -= gradient
         if self.all_shared:
             linear += shift
         else:
             linear[self.layout.shared_local] += shift
-        z_next = self.projection(linear / weights, weights, warm_start)
+        linear /= weights
+        z_next = self.projection(linear, weights, warm_start)
         if self.privacy is not None and self.privacy.kind == "output":
             z_next, magnitude, entry = self.privacy.perturb(self.context.noise, z_next, sensitivity)
             self.context.ledger.record(entry)
@@ -390,7 +401,7 @@ class ADMMAgent(AgentProgram):
         """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
         (message,) = inbox
         w_p, rho = message["w"], message["rho"]
-        rho = float(rho) if np.ndim(rho) == 0 else np.asarray(rho, dtype=float)
+        rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
         if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
             self.lam = np.asarray(message["lam"], dtype=float)
         rule = self.eta if self.eta is not None else self.step_rule()
@@ -448,10 +459,24 @@ class ConsensusDuals:
     def __init__(self, layouts: list[AgentLayout]) -> None:
         self.layouts = layouts
         self.lam = [np.zeros(layout.shared_local.size) for layout in layouts]
+        #: Full consensus: every agent holds every entry of w, in w's order (A_p = I). The agents' vectors are then
+        #: stacked as the rows of one array, and each operation runs once instead of once per agent.
+        size = layouts[0].shared_global.size if layouts else 0
+        self.full = all(np.array_equal(layout.shared_global, np.arange(size)) for layout in layouts)
+        self._rows: tuple[list[np.ndarray], np.ndarray, list[np.ndarray], np.ndarray] | None = None
+
+    def stacked(self, released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Full consensus: the releases and the duals as rows. Those of the last line 8 if it saw these releases and
+        no dual was replaced since (``lam`` holds the rows of that array), else stacked anew."""
+        if self._rows is not None:
+            seen, stacked, rows, lam = self._rows
+            if len(rows) == len(self.lam) and all(a is b for a, b in zip(rows, self.lam, strict=True)):
+                return (stacked if seen is released else np.stack(released)), lam
+        return np.stack(released), np.stack(self.lam)
 
     def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
-               used: list[np.ndarray] | None = None) -> dict[str, float]:
-        """Line 8 for every agent; returns the residuals of the round.
+               used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
+        """Line 8 for every agent; returns the residuals of the round (``residuals=False``: line 8 alone, and {}).
 
         ``rho`` is a number or a vector over the entries of w (``rho="adaptive-per-key"``). ``used``: the
         vector each agent was sent in place of A_p w, if it differs (over-relaxation, Boyd et al.
@@ -459,24 +484,73 @@ class ConsensusDuals:
         s = ||rho A (w^{t+1} - w^t)||, the change of the global vector seen by every copy. Their relative
         scales are max(||A w||, ||z||) and ||lambda|| (all duals stacked).
         """
-        vector = np.ndim(rho) > 0
+        if self.full:  # the same numbers as the loop below, bitwise (_rows_total, _repeated)
+            stacked, lam = self.stacked(released)
+            gap = w - stacked
+            lam = lam + rho * (gap if used is None else np.stack(used) - stacked)
+            self.lam = list(lam)
+            self._rows = (released, stacked, list(self.lam), lam)
+            if not residuals:
+                return {}
+            dual_sq = self._repeated(self._change_sq(w, w_previous, rho))
+            return {**self._residuals(self._rows_total(gap), dual_sq, rho),
+                    **self._scales(self._rows_total(stacked), self._repeated(float((w * w).sum())),
+                                   self._rows_total(lam))}
         primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
         for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
             w_p = w[layout.shared_global]
-            rho_p = rho[layout.shared_global] if vector else rho
-            gap, change = w_p - z_new, w_p - w_previous[layout.shared_global]
+            rho_p = rho[layout.shared_global] if np.ndim(rho) else rho
+            gap = w_p - z_new
             self.lam[p] = lam_p = self.lam[p] + rho_p * (gap if used is None else used[p] - z_new)
-            # (x * x).sum() is np.sum(x ** 2) (the same pairwise sum) without np.sum's wrapper: it runs every round
+            if residuals:
+                # (x * x).sum() is np.sum(x ** 2) (the same pairwise sum) without np.sum's wrapper
+                primal_sq += float((gap * gap).sum())
+                z_sq += float((z_new * z_new).sum())
+                w_sq += float((w_p * w_p).sum())
+                dual_sq += self._change_sq(w_p, w_previous[layout.shared_global], rho_p)
+                lam_sq += float((lam_p * lam_p).sum())
+        return {**self._residuals(primal_sq, dual_sq, rho), **self._scales(z_sq, w_sq, lam_sq)} if residuals else {}
+
+    def residuals(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray],
+                  rho: float | np.ndarray) -> dict[str, float]:
+        """The primal and dual residuals of :meth:`update` (bitwise), without line 8 and the scales."""
+        if self.full:
+            return self._residuals(self._rows_total(w - np.stack(released)),
+                                   self._repeated(self._change_sq(w, w_previous, rho)), rho)
+        primal_sq = dual_sq = 0.0
+        for layout, z_new in zip(self.layouts, released, strict=True):
+            gap = w[layout.shared_global] - z_new
             primal_sq += float((gap * gap).sum())
-            z_sq += float((z_new * z_new).sum())
-            w_sq += float((w_p * w_p).sum())
-            if vector:
-                change = rho_p * change
-            dual_sq += float((change * change).sum())
-            lam_sq += float((lam_p * lam_p).sum())
+            dual_sq += self._change_sq(w[layout.shared_global], w_previous[layout.shared_global],
+                                       rho[layout.shared_global] if np.ndim(rho) else rho)
+        return self._residuals(primal_sq, dual_sq, rho)
+
+    @staticmethod
+    def _change_sq(w_p: np.ndarray, w_previous_p: np.ndarray, rho_p: float | np.ndarray) -> float:
+        """||A_p (w^{t+1} - w^t)||^2 for one agent (times rho_p entrywise for a vector rho)."""
+        change = w_p - w_previous_p
+        if np.ndim(rho_p):
+            change = rho_p * change
+        return float((change * change).sum())
+
+    def _rows_total(self, rows: np.ndarray) -> float:
+        """Under full consensus, the agents' sums of squares (one row each) added in agent order, as the loop over
+        the agents adds them; the sum of a row is the 1-d pairwise sum of that row, bitwise."""
+        return self._repeated(np.add.reduce(rows * rows, axis=1).tolist())
+
+    def _repeated(self, terms: float | list[float]) -> float:
+        """The terms added one by one from 0 (a number: once per agent, the same for every agent)."""
+        total = 0.0
+        for term in terms if isinstance(terms, list) else [terms] * len(self.layouts):
+            total += term
+        return total
+
+    def _residuals(self, primal_sq: float, dual_sq: float, rho: float | np.ndarray) -> dict[str, float]:
         return {"primal_residual": math.sqrt(primal_sq),
-                "dual_residual": math.sqrt(dual_sq) if vector else rho * math.sqrt(dual_sq),
-                "scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
+                "dual_residual": math.sqrt(dual_sq) if np.ndim(rho) else rho * math.sqrt(dual_sq)}
+
+    def _scales(self, z_sq: float, w_sq: float, lam_sq: float) -> dict[str, float]:
+        return {"scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
                 "entries": float(sum(layout.shared_local.size for layout in self.layouts))}
 
     def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
@@ -539,6 +613,9 @@ class ADMMServer(Coordinator):
 
     def _average(self, released: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
         """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders."""
+        if self.duals.full:  # the agents' terms as rows, added in agent order (np.add.reduce over rows, from 0)
+            stacked, lam = self.duals.stacked(released)
+            return np.add.reduce(stacked - lam / rho, axis=0, initial=0.0) / self.multiplicity
         total = np.zeros(self.dim)
         for layout, z_p, lam_p in zip(self.layouts, released, self.duals.lam, strict=True):
             # an agent holds each entry once, so += adds exactly as np.add.at would (at a fraction of its cost)
@@ -572,7 +649,8 @@ class ADMMServer(Coordinator):
                 finite = [float(m["smoothness"]) for m in by_sender.values() if "smoothness" in m.payload]
                 self.rho.start(max((v for v in finite if math.isfinite(v) and v > 0), default=1.0))
         else:
-            residuals = self.duals.update(self.w, self.w_previous, released, self.rho_used, self.used)
+            residuals = self.duals.update(self.w, self.w_previous, released, self.rho_used, self.used,
+                                          residuals=isinstance(self.rho, ResidualBalancing))  # read by rho alone
             if isinstance(self.rho, PerKeyBalancing):
                 self.rho.observe_groups(*self.duals.entry_residuals(self.w, self.w_previous, released))
             elif isinstance(self.rho, ResidualBalancing):
@@ -589,11 +667,14 @@ class ADMMServer(Coordinator):
             self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
                          for layout, z_p in zip(self.layouts, released, strict=True)]
         messages = []
+        if self.duals.full:  # every agent's slice A_p w is all of w: the messages share it, read-only
+            self.w.flags.writeable = False
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-            payload = {"w": self.w[layout.shared_global] if self.used is None else self.used[p],
+            w_p = self.w if self.duals.full else self.w[layout.shared_global]
+            payload = {"w": w_p if self.used is None else self.used[p],
                        "rho": rho[layout.shared_global] if np.ndim(rho) else rho}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
-                payload["average"] = self.w[layout.shared_global]
+                payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
                 payload["lam"] = self.duals.lam[p]
             messages.append(Message(round=t, sender=SERVER, receiver=name, payload=payload))
@@ -624,13 +705,17 @@ class ADMMMonitor(Monitor):
     line 8 from those; when it over-relaxes, they carry the relaxed vector the agent uses (``"w"``, which
     line 8 uses) and the slice of w itself (``"average"``). A per-key rho is reported by its mean over the
     entries of w.
+
+    ``scales=False`` (a run without ``tol``, whose stopping rule reads no scale): the monitor computes the primal
+    and dual residuals alone, which need no duals, and does not replay line 8.
     """
 
-    def __init__(self, problem: DistributedProblem) -> None:
+    def __init__(self, problem: DistributedProblem, scales: bool = True) -> None:
         self.layouts = problem.layouts
         self.names = problem.names
         self.duals = ConsensusDuals(self.layouts)
         self.w = np.zeros(problem.dim)
+        self.scales = scales
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         if t == 0:  # the agents' initial points: no round yet
@@ -641,15 +726,25 @@ class ADMMMonitor(Monitor):
         vector = np.ndim(downlink[self.names[0]]["rho"]) > 0
         rho = np.zeros(w.size) if vector else float(downlink[self.names[0]]["rho"])
         relaxed = "average" in downlink[self.names[0]].payload
-        for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-            w[layout.shared_global] = downlink[name]["average" if relaxed else "w"]
+        accelerated = "lam" in downlink[self.names[0]].payload
+        if self.duals.full and not accelerated:  # each agent's slice is all of w: the last one written is kept
+            w[:] = downlink[self.names[-1]]["average" if relaxed else "w"]
             if vector:
-                rho[layout.shared_global] = downlink[name]["rho"]
-            if "lam" in downlink[name].payload:
-                self.duals.lam[p] = downlink[name]["lam"]
+                rho[:] = downlink[self.names[-1]]["rho"]
+        else:
+            for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
+                w[layout.shared_global] = downlink[name]["average" if relaxed else "w"]
+                if vector:
+                    rho[layout.shared_global] = downlink[name]["rho"]
+                if "lam" in downlink[name].payload:
+                    self.duals.lam[p] = downlink[name]["lam"]
         self.w = w
-        residuals = self.duals.update(w, w_previous, [uplink[name]["z"] for name in self.names], rho,
-                                      [downlink[name]["w"] for name in self.names] if relaxed else None)
+        released = [uplink[name]["z"] for name in self.names]
+        if self.scales:
+            residuals = self.duals.update(w, w_previous, released, rho,
+                                          [downlink[name]["w"] for name in self.names] if relaxed else None)
+        else:
+            residuals = self.duals.residuals(w, w_previous, released, rho)
         return {**residuals, "consensus_residual": residuals["primal_residual"],
                 "rho": float(np.mean(rho)) if vector else rho}
 

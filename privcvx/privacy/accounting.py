@@ -213,10 +213,22 @@ class RunningEpsilon:
         self.gaussian_only = True
         self.pending: list[tuple[dp_accounting.DpEvent, int]] = []  # composed into the RDP accountant when needed
         self.key = 0  # a hash chain of the releases in the order recorded
+        self.queued: list[tuple[Mechanism, int]] = []  # releases not yet in the hash chain and the sums
         for mechanism, count in ledger.entries:
             self._add(mechanism, count)
 
     def _add(self, mechanism: Mechanism, count: int) -> None:
+        """Queue a release for :meth:`_fold`: a ledger of few mechanisms never reads the chain or the sums, and each
+        record is then O(1) with no arithmetic."""
+        self.queued.append((mechanism, count))
+
+    def _fold(self) -> None:
+        """Add the queued releases, in the order recorded, to the hash chain, the sums and the pending events."""
+        for mechanism, count in self.queued:
+            self._fold_one(mechanism, count)
+        self.queued.clear()
+
+    def _fold_one(self, mechanism: Mechanism, count: int) -> None:
         self.key = hash((self.key, mechanism.signature(), count))
         epsilon = mechanism.epsilon
         self.sums["basic"] += count * epsilon
@@ -236,6 +248,7 @@ class RunningEpsilon:
         """The tightest valid epsilon so far at the run's delta (no PLD)."""
         if len(self.ledger.entries) <= RUNNING_ACCOUNTING_ENTRIES:
             return tightest_epsilon(self.ledger, self.delta, with_pld=False)
+        self._fold()
         if (self.key, self.delta) not in self._answers:
             if len(self._answers) > 4096:
                 self._answers.clear()

@@ -131,12 +131,16 @@ class AgentHost:
               targets: Sequence[Any] | None = None, timed: bool = False) -> list[Any]:
         """``call(target, item)`` for every agent's program (or ``targets``), in agent order; an exception that is
         not a privcvx error (a user oracle, numpy, CVXPY, a solver) becomes an AgentError naming the agent, with it
-        as ``__cause__``. ``timed``: add each call's duration to its agent's busy time."""
+        as ``__cause__``. ``timed``: add each call's duration to its agent's busy time (in runs that keep
+        diagnostics, the only ones whose :meth:`usage` reports it)."""
         targets = self.programs if targets is None else targets
+        timed = timed and any(context.diagnostics for context in self.contexts)  # usage() reports them only then
         answers = []
+        start = cpu = 0.0
         for i, (context, program, item) in enumerate(zip(self.contexts, targets, items or [None] * len(self.contexts),
                                                          strict=True)):
-            start, cpu = time.perf_counter(), time.thread_time()
+            if timed:
+                start, cpu = time.perf_counter(), time.thread_time()
             try:
                 answers.append(call(program, item))
             except PrivcvxError as exc:

@@ -52,6 +52,17 @@ class Router:
         self.topology = topology
         self.names = names
         self.inboxes: dict[str, list[Message]] = {name: [] for name in [*names, SERVER]}
+        self._round: int | None = None  # the round whose neighbour lists are cached
+        self._neighbours: dict[str, list[str]] = {}
+
+    def neighbours(self, name: str, t: int) -> list[str]:
+        """``topology.neighbours(name, t)``, asked once per sender and round (a server sends to every agent)."""
+        if t != self._round:
+            self._round, self._neighbours = t, {}
+        found = self._neighbours.get(name)
+        if found is None:
+            found = self._neighbours[name] = self.topology.neighbours(name, t)
+        return found
 
     def post(self, messages: list[Message], t: int) -> None:
         """Deliver messages sent in round ``t`` to their receivers' inboxes (broadcasts to the sender's neighbours);
@@ -60,7 +71,7 @@ class Router:
             if message.round < t:
                 raise PrivcvxError(f"a message sent in round {t} is stamped with round {message.round}",
                                    agent=message.sender, argument="messages")
-            neighbours = self.topology.neighbours(message.sender, message.round)
+            neighbours = self.neighbours(message.sender, message.round)
             if message.receiver is None:
                 receivers = neighbours
             elif message.receiver in neighbours:
