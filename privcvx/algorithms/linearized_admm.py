@@ -777,7 +777,8 @@ class ExactStepAgent(ADMMAgent):
         return self.exact(-(self.lam + rho * w_p), rho), 0.0
 
     def report(self) -> dict[str, Any]:
-        """The step's kind, how many exact solves this process ran and how many were inaccurate
-        (``result.info["projection"]``)."""
+        """The step's kind, how many exact solves this process ran, how many were inaccurate and how many were
+        solved again at Clarabel's default settings (``result.info["projection"]``; the last two are diagnostics)."""
         return {"kind": "exact", "solves": self.exact.solves,
-                **({"inaccurate": self.exact.inaccurate} if self.context.diagnostics else {})}
+                **({"inaccurate": self.exact.inaccurate, "retries": self.exact.retries}
+                   if self.context.diagnostics else {})}
