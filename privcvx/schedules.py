@@ -199,12 +199,12 @@ class ResidualBalancing:
         self.value, self.observed, self.peak = state["value"], int(state["observed"]), float(state["peak"])
 
 
-def adaptive(initial: float | None = None, *, tau: float = 2.0, mu: float = 20.0, mode: str = "free",
+def adaptive(initial: float | None = None, *, tau: float = 1.5, mu: float = 20.0, mode: str = "free",
              maximum: float = 1e6) -> ResidualBalancing:
-    """``rho="adaptive"``: residual balancing on the residuals relative to max(||A w||, ||z||) and to the largest
-    ||lambda|| so far (``relative="peak"``), in a band of mu = 20, after a warm-up round, frozen after 100 rounds
-    and started at the largest L_p unless ``initial`` is given (docs/tuning.md measures it against hand-tuned
-    rho). ``mode="nondecreasing"`` keeps Assumption 5.1(i)."""
+    """``rho="adaptive"``: residual balancing on the residuals relative to max(||A w||, ||z||) and to the
+    largest ||lambda|| so far (``relative="peak"``), in steps of tau = 1.5 within a band of mu = 20, after one
+    warm-up round, frozen after 100 rounds, started at the largest L_p unless ``initial`` is given (docs/tuning.md
+    measures it against hand-tuned rho). ``mode="nondecreasing"`` keeps Assumption 5.1(i)."""
     return ResidualBalancing(initial, tau=tau, mu=mu, mode=mode, relative="peak", warmup=1, maximum=maximum)
 
 
