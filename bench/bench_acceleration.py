@@ -87,6 +87,19 @@ def first_round(problem: Any, reference: float, absolute: bool, rounds: int,
     return (hit[0] if hit else None), time.perf_counter() - start
 
 
+def record(emit: Callable[[str], None], path: Path | None, row: tuple[str, int, str, int | None, int, float]) -> None:
+    """Emit one markdown row (problem, E, setting, rounds to 1e-3 or None, max rounds, seconds); append to the CSV."""
+    name, e, label, hit, rounds, seconds = row
+    emit(f"| {name} | {e} | {label} | {hit if hit is not None else f'> {rounds}'} | {seconds:.1f} |")
+    if path is not None:
+        new = not path.exists()
+        with path.open("a", newline="") as handle:
+            writer = csv.writer(handle)
+            if new:
+                writer.writerow(FIELDS)
+            writer.writerow([name, e, label, hit if hit is not None else "", rounds, round(seconds, 1)])
+
+
 def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--problems", nargs="+", default=["core", "digits", "dispatch", "case14", "case118"])
@@ -103,14 +116,7 @@ def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> 
         for e in (e for e in local_updates if args.local_updates is None or e in args.local_updates):
             for label in (*args.options, *grid):
                 hit, seconds = first_round(problem, reference, absolute, rounds, {"local_updates": e, **parse(label)})
-                emit(f"| {name} | {e} | {label} | {hit if hit is not None else f'> {rounds}'} | {seconds:.1f} |")
-                if args.csv is not None:
-                    new = not args.csv.exists()
-                    with args.csv.open("a", newline="") as handle:
-                        writer = csv.writer(handle)
-                        if new:
-                            writer.writerow(FIELDS)
-                        writer.writerow([name, e, label, hit if hit is not None else "", rounds, round(seconds, 1)])
+                record(emit, args.csv, (name, e, label, hit, rounds, seconds))
 
 
 if __name__ == "__main__":

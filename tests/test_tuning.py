@@ -152,7 +152,8 @@ def _rounds_to_1e3(problem: pc.DistributedProblem, reference: float, rounds: int
 def test_defaults_on_digits_need_at_most_1_5x_the_best_hand_tuned_rho():
     """Issue 14: on digits (bound 1.0, 4 IID agents, E = 5, non-private) the defaults reach a relative gap and a
     consensus residual <= 1e-3 within 1.5x the rounds of the best fixed rho of a hand-tuned grid (eta="auto" in
-    all; bench/bench_rho_rules.py runs the wider grid 1e-4..0.1 of docs/tuning.md, whose best is rho = 1e-3)."""
+    all; bench/bench_rho_rules.py runs the wider grid 1e-4..0.1 of docs/tuning.md: 3e-4 is the best, 1e-4 and
+    1e-2..0.1 need 1.4x to 4.8x its rounds)."""
     pytest.importorskip("problems")
     from problems import datasets, federated_logistic
 
@@ -160,7 +161,7 @@ def test_defaults_on_digits_need_at_most_1_5x_the_best_hand_tuned_rho():
     problem = federated_logistic(features, labels, agents=4, bound=1.0, seed=0)
     reference = logistic_optimum(features, labels, bound=1.0)  # the 30 s Clarabel solve is too slow here
     best = 2000
-    for rho in (1e-3, 3e-3, 1e-2):  # each run stops at the best count so far: only a faster rho matters
+    for rho in (3e-4, 1e-3, 3e-3):  # each run stops at the best count so far: only a faster rho matters
         best = _rounds_to_1e3(problem, reference, best, rho=rho, local_updates=5) or best
     assert best < 2000
     assert _rounds_to_1e3(problem, reference, int(1.5 * best), local_updates=5) is not None
