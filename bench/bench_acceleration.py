@@ -72,13 +72,14 @@ def problems(names: list[str]) -> list[tuple[str, Any, float, bool, int, tuple[i
 
 
 def first_round(problem: Any, reference: float, absolute: bool, rounds: int,
-                options: dict[str, Any]) -> tuple[int | None, float]:
-    """The first round meeting the criterion (None if not within ``rounds``), and the run's seconds."""
+                options: dict[str, Any], tolerance: float = 1e-3) -> tuple[int | None, float]:
+    """The first round meeting the criterion at ``tolerance`` (None if not within ``rounds``), and the run's
+    seconds."""
     hit: list[int] = []
 
     def callback(row: dict[str, Any]) -> bool:
         gap = row["objective"] if absolute else abs(row["objective"] - reference) / abs(reference)
-        if gap <= 1e-3 and row["consensus_residual"] <= 1e-3:
+        if gap <= tolerance and row["consensus_residual"] <= tolerance:
             hit.append(int(row["round"]))
         return not hit
 

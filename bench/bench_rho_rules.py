@@ -6,7 +6,8 @@
 For each problem, each E of :data:`LOCAL_UPDATES` and each rule of :data:`RULES` (and, unless ``--no-grid``, each
 fixed rho of ``bench_acceleration.RHO_GRIDS``, widened on digits to :data:`DIGITS_GRID`): the first round at which
 the relative objective gap to the centralized optimum is <= 1e-3 (power flow, whose optimum is 0: the objective is
-<= 1e-3) and the consensus residual is <= 1e-3, as in ``bench/bench_acceleration.py``; eta="auto" throughout.
+<= 1e-3) and the consensus residual is <= 1e-3 (``--tolerance`` for another threshold), as in
+``bench/bench_acceleration.py``; eta="auto" throughout.
 Round counts are deterministic; seconds depend on the machine's load. Rows are appended to the CSV as they finish.
 """
 
@@ -49,9 +50,10 @@ def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> 
     parser.add_argument("--problems", nargs="+", default=["core", "digits", "dispatch", "case14", "case118"])
     parser.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES))
     parser.add_argument("--no-grid", action="store_true", help="leave out the fixed rho values")
+    parser.add_argument("--tolerance", type=float, default=1e-3, help="of the gap and the consensus residual")
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args(argv)
-    emit("| problem | E | rule | rounds to 1e-3 | seconds |\n|---|---|---|---|---|")
+    emit(f"| problem | E | rule | rounds to {args.tolerance:g} | seconds |\n|---|---|---|---|---|")
     for name, problem, reference, absolute, rounds, _ in problems(args.problems):
         rounds = LIMITS.get(name, rounds)
         grid = () if args.no_grid else (DIGITS_GRID if name == "digits" else RHO_GRIDS.get(name, ()))
@@ -59,8 +61,9 @@ def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> 
         for e in LOCAL_UPDATES.get(name, (1, 5)):
             for label, rho in settings:
                 options = {"local_updates": e} if rho is None else {"local_updates": e, "rho": rho}
-                hit, seconds = first_round(problem, reference, absolute, rounds, options)
-                record(emit, args.csv, (name, e, label, hit, rounds, seconds))
+                hit, seconds = first_round(problem, reference, absolute, rounds, options, args.tolerance)
+                tag = label if args.tolerance == 1e-3 else f"{label} (to {args.tolerance:g})"
+                record(emit, args.csv, (name, e, tag, hit, rounds, seconds))
 
 if __name__ == "__main__":
     main(emit=lambda line: print(line, flush=True))
