@@ -32,7 +32,7 @@ from privcvx.acceleration import Anderson, AndersonMixer, OverRelaxation, as_and
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import Projection
+from privcvx.localstep import ExactStep, Projection
 from privcvx.messages import Message
 from privcvx.privacy.accounting import default_accounting_delta
 from privcvx.privacy.mechanisms import Budget, Sensitivity
@@ -47,6 +47,8 @@ _NO_PROXIMAL_TERM = object()
 #: The history columns of Algorithm 1 (the API contract's, plus rho and eta), in order.
 HISTORY_COLUMNS = ("round", "objective", "consensus_residual", "primal_residual", "dual_residual",
                    "max_violation", "noise_magnitude", "epsilon", "rho", "eta", "time_s")
+#: The named settings of ``local_updates`` besides a number E.
+LOCAL_STEPS = ("exact", "auto")
 
 
 def check_tol(tol: Any) -> tuple[float, float] | None:
@@ -70,7 +72,11 @@ class LinearizedADMM(Algorithm):
     Parameters
     ----------
     local_updates:
-        E, the local updates Eq. (9) per round.
+        E, the local updates Eq. (9) per round; or "exact": the exact consensus-ADMM step (the limit
+        E -> infinity of Eq. (9)'s updates, :class:`~privcvx.localstep.ExactStep`; non-private, ``eta`` is not
+        used); or "auto": "exact" when :func:`exact_step_applies` (non-private, every f_p a quadratic CVXPY
+        expression), with rho="adaptive" becoming :func:`exact_step_penalty` (per-key residual balancing that
+        never freezes), else E = 1.
     rho:
         The penalty: a float, a schedule ``t -> rho^t`` (Assumption 5.1(i)), or "adaptive"
         (residual balancing, :class:`~privcvx.schedules.ResidualBalancing`, started at the largest L_p).
@@ -100,7 +106,7 @@ class LinearizedADMM(Algorithm):
     diagnostic_columns = {"objective": sum, "max_violation": max, "noise_magnitude": sum, "eta": min}
     objective_columns = ("objective",)
 
-    def __init__(self, local_updates: int = 1, rho: float | Schedule | str = "adaptive",
+    def __init__(self, local_updates: int | str = 1, rho: float | Schedule | str = "adaptive",
                  eta: float | Schedule | str = "auto", privacy: Perturbation | None = None,
                  tol: tuple[float, float] | None = None, relaxation: float | OverRelaxation = 1.0,
                  anderson: int | Anderson | None = None) -> None:
@@ -113,12 +119,20 @@ class LinearizedADMM(Algorithm):
         self.anderson = anderson
         self._relaxation = as_relaxation(relaxation).alpha
         self._anderson = as_anderson(anderson)
-        self._local_updates = check_int(local_updates, argument="local_updates")
+        if isinstance(local_updates, str) and local_updates not in LOCAL_STEPS:
+            raise ParameterError(f'must be a number E >= 1, "exact" or "auto", got {local_updates!r}',
+                                 argument="local_updates")
+        self._exact = local_updates == "exact"
+        self._local_updates = 1 if isinstance(local_updates, str) else check_int(local_updates,
+                                                                                 argument="local_updates")
         self._rho = as_schedule(rho, argument="rho")
         self._eta = None if isinstance(eta, str) and eta == "auto" else as_schedule(eta, argument="eta")
         if privacy is not None and not isinstance(privacy, Perturbation):
             raise PrivacyError("must be pc.ObjectivePerturbation(...) or pc.OutputPerturbation(...)",
                                argument="privacy")
+        if self._exact and privacy is not None:
+            raise PrivacyError('the exact local step has no privacy analysis (the paper\'s is for the linearized '
+                               'step, Eq. (9)): use a number E, or "auto", under privacy', argument="local_updates")
         self._tol = check_tol(tol)
 
     @property
@@ -168,14 +182,21 @@ class LinearizedADMM(Algorithm):
                     agent=agent.name, argument="smoothness")
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> LinearizedADMM:
-        """Check the problem; a Budget becomes the per-update mechanism of its T * E updates."""
+        """Check the problem; ``local_updates="auto"`` becomes "exact" or 1 (:func:`exact_step_applies`); a
+        Budget becomes the per-update mechanism of its T * E updates."""
+        if self.local_updates == "auto":
+            if not exact_step_applies(problem, self.privacy):
+                return self.clone(local_updates=1).prepare(problem, topology, rounds)
+            default_rho = isinstance(self.rho, str) and self.rho == "adaptive"
+            return self.clone(local_updates="exact", **({"rho": exact_step_penalty()} if default_rho else {})).prepare(
+                problem, topology, rounds)
         self.check(problem, topology)
         if self.privacy is not None and isinstance(self.privacy.mechanism, Budget):
             return self.clone(privacy=self.privacy.resolve(rounds * self._local_updates))
         return self
 
     def agent_program(self, agent: Agent, context: AgentContext) -> ADMMAgent:
-        return ADMMAgent(agent, context, self)
+        return (ExactStepAgent if self._exact else ADMMAgent)(agent, context, self)
 
     def coordinator(self, problem: DistributedProblem, topology: Topology) -> ADMMServer:
         return ADMMServer(problem, self._rho, self._relaxation, self._anderson)
@@ -196,13 +217,34 @@ class LinearizedADMM(Algorithm):
         return None
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """``info["projection"]``: per agent, its projection's kind and solver counters."""
-        return {"projection": reports}
+        """``info["projection"]``: per agent, its projection's kind and solver counters; ``info["local_updates"]``:
+        the local step that ran ("exact", or the number E of linearized updates)."""
+        return {"projection": reports, "local_updates": "exact" if self._exact else self._local_updates}
 
     @property
     def per_key(self) -> bool:
         """Whether rho is a vector over the shared entries (``rho="adaptive-per-key"``)."""
         return isinstance(self._rho, PerKeyBalancing)
+
+
+def exact_step_applies(problem: DistributedProblem, privacy: Perturbation | None) -> bool:
+    """Whether ``local_updates="auto"`` runs the exact step: no privacy, and every agent's objective is a convex DCP
+    CVXPY expression, built in the driver, that is quadratic (``is_qpwa``: a quadratic of piecewise-affine terms,
+    e.g. the squared mismatches of the power-flow zones, Eq. (28)). Then the exact step is one conic solve, about
+    the cost of the projection of Eq. (9). A gradient oracle declared next to a convex expression (the power-flow
+    zones declare one, for speed) does not matter: the exact step uses the expression. A nonconvex objective
+    (``Agent.convex`` False) or an agent built on its host (``pc.problem.AgentSpec``) keeps E = 1."""
+    return privacy is None and all(isinstance(agent, Agent) and agent.convex and agent.objective.is_qpwa()
+                                   for agent in problem.agents)
+
+
+def exact_step_penalty() -> PerKeyBalancing:
+    """rho="adaptive" under ``local_updates="auto"`` when the step is exact: residual balancing per shared key
+    (:class:`~privcvx.schedules.PerKeyBalancing`, tau = 2, mu = 10, started at the largest L_p) that keeps adapting
+    (``until=None``). Frozen after 100 rounds, the single or per-key rho leaves ExactADMM short of f - f* <= 1e-3
+    within 600 rounds on case145 and case300 (docs/tuning.md, "The training set of grids"). Computed from the
+    residuals of released messages only, as every residual-balancing rule."""
+    return PerKeyBalancing(until=None)
 
 
 class RoundTerms(NamedTuple):
@@ -619,3 +661,28 @@ class ADMMMonitor(Monitor):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.duals.lam, self.w = state["lam"], state["w"]
+
+
+class ExactStepAgent(ADMMAgent):
+    """Agent p of Algorithm 1 with the exact consensus-ADMM step (:class:`~privcvx.localstep.ExactStep`) in place
+    of the E updates Eq. (9): ``LinearizedADMM(local_updates="exact")`` and ``ExactADMM`` (non-private)."""
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
+        super().__init__(agent, context, settings)
+        self.exact = ExactStep(agent, self.layout, per_key=settings.per_key)
+
+    def step_rule(self) -> None:
+        """No proximal term (eta = inf): the history's eta is 1/rho, as for an affine f_p (:meth:`ADMMAgent.step`);
+        L_p is not estimated for the step."""
+        return None
+
+    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float | np.ndarray, eta: float,
+                     warm_start: bool = False) -> tuple[np.ndarray, float]:
+        """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used."""
+        return self.exact(-(self.lam + rho * w_p), rho), 0.0
+
+    def report(self) -> dict[str, Any]:
+        """The step's kind, how many exact solves this process ran and how many were inaccurate
+        (``result.info["projection"]``)."""
+        return {"kind": "exact", "solves": self.exact.solves,
+                **({"inaccurate": self.exact.inaccurate} if self.context.diagnostics else {})}
