@@ -72,19 +72,33 @@ def problems(names: list[str]) -> list[tuple[str, Any, float, bool, int, tuple[i
 
 
 def first_round(problem: Any, reference: float, absolute: bool, rounds: int,
-                options: dict[str, Any]) -> tuple[int | None, float]:
-    """The first round meeting the criterion (None if not within ``rounds``), and the run's seconds."""
+                options: dict[str, Any], tolerance: float = 1e-3) -> tuple[int | None, float]:
+    """The first round meeting the criterion at ``tolerance`` (None if not within ``rounds``), and the run's
+    seconds."""
     hit: list[int] = []
 
     def callback(row: dict[str, Any]) -> bool:
         gap = row["objective"] if absolute else abs(row["objective"] - reference) / abs(reference)
-        if gap <= 1e-3 and row["consensus_residual"] <= 1e-3:
+        if gap <= tolerance and row["consensus_residual"] <= tolerance:
             hit.append(int(row["round"]))
         return not hit
 
     start = time.perf_counter()
     problem.solve(rounds=rounds, callback=callback, **options)
     return (hit[0] if hit else None), time.perf_counter() - start
+
+
+def record(emit: Callable[[str], None], path: Path | None, row: tuple[str, int, str, int | None, int, float]) -> None:
+    """Emit one markdown row (problem, E, setting, rounds to 1e-3 or None, max rounds, seconds); append to the CSV."""
+    name, e, label, hit, rounds, seconds = row
+    emit(f"| {name} | {e} | {label} | {hit if hit is not None else f'> {rounds}'} | {seconds:.1f} |")
+    if path is not None:
+        new = not path.exists()
+        with path.open("a", newline="") as handle:
+            writer = csv.writer(handle)
+            if new:
+                writer.writerow(FIELDS)
+            writer.writerow([name, e, label, hit if hit is not None else "", rounds, round(seconds, 1)])
 
 
 def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> None:
@@ -103,14 +117,7 @@ def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> 
         for e in (e for e in local_updates if args.local_updates is None or e in args.local_updates):
             for label in (*args.options, *grid):
                 hit, seconds = first_round(problem, reference, absolute, rounds, {"local_updates": e, **parse(label)})
-                emit(f"| {name} | {e} | {label} | {hit if hit is not None else f'> {rounds}'} | {seconds:.1f} |")
-                if args.csv is not None:
-                    new = not args.csv.exists()
-                    with args.csv.open("a", newline="") as handle:
-                        writer = csv.writer(handle)
-                        if new:
-                            writer.writerow(FIELDS)
-                        writer.writerow([name, e, label, hit if hit is not None else "", rounds, round(seconds, 1)])
+                record(emit, args.csv, (name, e, label, hit, rounds, seconds))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ OPTIONS = {
     "anderson=5": {"anderson": 5},
     "rho=adaptive-per-key": {"rho": "adaptive-per-key"},
     "relaxation=1.6, rho=adaptive-per-key": {"relaxation": 1.6, "rho": "adaptive-per-key"},
+    "rho=ResidualBalancing()": {"rho": pc.schedules.ResidualBalancing()},  # rho="adaptive" before issue 14's rule
 }
 FIELDS = ["case", "option", "seed", "rounds", "objective", "consensus_residual", "epsilon", "seconds"]
 

@@ -94,7 +94,7 @@ def as_schedule(value: float | Schedule | str, *, argument: str) -> Schedule:
     """A float becomes a constant schedule; a callable is checked at round 1; "adaptive" is residual balancing."""
     if isinstance(value, str):
         if argument == "rho" and value == "adaptive":
-            return ResidualBalancing()
+            return adaptive()
         if argument == "rho" and value == "adaptive-per-key":
             return PerKeyBalancing()
         raise ParameterError(f"unknown setting {value!r}", argument=argument)
@@ -116,33 +116,51 @@ def checked_value(schedule: Schedule, t: int, *, argument: str) -> float:
 
 
 class ResidualBalancing:
-    """rho="adaptive": residual balancing (Boyd et al. Sec. 3.4.1), in Wohlberg's relative form.
+    """Residual balancing for rho (Boyd et al. Sec. 3.4.1); ``rho="adaptive"`` is :func:`adaptive`'s form of it.
 
-    After each round, with the relative residuals r = ||A w - z|| / max(||A w||, ||z||) and
-    s = ||dual residual|| / ||sum_p A_p^T lambda_p||:
-    rho <- tau * rho when r > mu * s, and rho <- rho / tau when s > mu * r.
+    After each round, with the primal residual r = ||A w - z|| and the dual residual s = ||rho A (w^{t+1} - w^t)||
+    (both normalized as ``relative`` says): rho <- tau * rho when r > mu * s, and rho <- rho / tau when
+    s > mu * r. The normalization (``relative``):
+
+    - ``False``: none, the absolute residuals (Boyd et al.'s rule);
+    - ``True``: Wohlberg's relative residuals r / max(||A w||, ||z||) and s / ||lambda|| (lambda: all duals
+      stacked), which make the rule invariant to the scale of the objective (B. Wohlberg, "ADMM penalty parameter
+      selection by residual balancing", arXiv:1704.06209, 2017);
+    - ``"peak"``: as ``True``, with s divided by the largest ||lambda|| seen so far instead of the current one.
+      When the optimal duals are 0 (the power-flow zones, whose optimum serves every load), ||lambda|| tends to 0
+      with s, s / ||lambda|| does not fall, and ``True`` drives rho down for ever; the running maximum keeps the
+      scale of the duals the run has seen.
+
+    The first ``warmup`` rounds only record ||lambda|| (the dual residual of round 1 measures the step from the
+    server's initial w = 0, not a residual). After ``until`` rounds rho stays fixed.
 
     ``mode="nondecreasing"`` only ever multiplies, and stops at ``maximum``: rho^t is then
     nondecreasing and bounded, as Assumption 5.1(i) requires, so the paper's convergence
     and privacy statements hold. ``mode="free"`` also decreases rho; it usually converges
     faster but leaves Assumption 5.1(i), so Thms. 5.2-5.6 no longer apply. Either way rho
-    depends only on the residuals, which are functions of released vectors and of the
-    server's own w and lambda, so adapting it costs no privacy.
+    depends only on the residuals and ||lambda||, which are functions of released vectors and of the
+    server's own w and lambda, so adapting it costs no privacy (docs/privacy.md).
+    ``ResidualBalancing()`` with its own defaults (absolute residuals, tau = 2, mu = 10, no warm-up) is the
+    rule ``rho="adaptive"`` used before :func:`adaptive`'s relative one (docs/tuning.md).
     """
 
     def __init__(self, initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",
-                 relative: bool = False, until: int | None = 100, minimum: float = 1e-6,
+                 relative: bool | str = False, warmup: int = 0, until: int | None = 100, minimum: float = 1e-6,
                  maximum: float = 1e6) -> None:
         if mode not in ("free", "nondecreasing"):
             raise ParameterError(f'must be "free" or "nondecreasing", got {mode!r}', argument="mode")
+        if relative not in (False, True, "peak"):
+            raise ParameterError(f'must be False, True or "peak", got {relative!r}', argument="relative")
         self.tau = require_positive(tau, argument="tau")
         self.mu = require_positive(mu, argument="mu")
         if self.tau <= 1 or self.mu < 1:
             raise ParameterError(f"needs tau > 1 and mu >= 1, got tau={tau!r}, mu={mu!r}", argument="tau")
         self.mode = mode
-        self.relative = bool(relative)
+        self.relative = relative if relative == "peak" else bool(relative)
+        self.warmup = int(require_positive(warmup, argument="warmup", allow_zero=True))
         self.until = None if until is None else int(require_positive(until, argument="until"))
         self.observed = 0
+        self.peak = 0.0  # the largest ||lambda|| observed (relative="peak")
         self.minimum = require_positive(minimum, argument="minimum")
         self.maximum = require_positive(maximum, argument="maximum")
         self.value = None if initial is None else require_positive(initial, argument="rho")
@@ -156,32 +174,38 @@ class ResidualBalancing:
         return 1.0 if self.value is None else self.value
 
     def observe(self, residuals: dict[str, float]) -> None:
-        """Update rho for the next round from the primal and dual residuals (relative ones if ``relative``)."""
+        """Update rho for the next round from the primal and dual residuals (normalized as ``relative`` says)."""
         self.observed += 1
         if self.until is not None and self.observed > self.until:
             return
         primal, dual = residuals["primal_residual"], residuals["dual_residual"]
         if self.relative:
+            self.peak = max(self.peak, residuals["scale_dual"])
             primal /= max(residuals["scale_primal"], 1e-300)
-            dual /= max(residuals["scale_dual"], 1e-300)
+            dual /= max(self.peak if self.relative == "peak" else residuals["scale_dual"], 1e-300)
+        if self.observed <= self.warmup:
+            return
         if primal > self.mu * dual:
             self.value = min(self.value * self.tau, self.maximum)
         elif dual > self.mu * primal and self.mode == "free":
             self.value = max(self.value / self.tau, self.minimum)
 
     def state_dict(self) -> dict[str, float | None]:
-        """The schedule's current value and how many rounds it has observed (checkpoints)."""
-        return {"value": self.value, "observed": self.observed}
+        """The schedule's current value, how many rounds it has observed and the largest ||lambda|| (checkpoints)."""
+        return {"value": self.value, "observed": self.observed, "peak": self.peak}
 
     def load_state_dict(self, state: dict[str, float | None]) -> None:
         """Restore a state written by :meth:`state_dict`."""
-        self.value, self.observed = state["value"], int(state["observed"])
+        self.value, self.observed, self.peak = state["value"], int(state["observed"]), float(state["peak"])
 
 
-def adaptive(initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",
+def adaptive(initial: float | None = None, *, tau: float = 1.5, mu: float = 20.0, mode: str = "free",
              maximum: float = 1e6) -> ResidualBalancing:
-    """Residual balancing for rho; ``mode="nondecreasing"`` keeps Assumption 5.1(i)."""
-    return ResidualBalancing(initial, tau=tau, mu=mu, mode=mode, maximum=maximum)
+    """``rho="adaptive"``: residual balancing on the residuals relative to max(||A w||, ||z||) and to the
+    largest ||lambda|| so far (``relative="peak"``), in steps of tau = 1.5 within a band of mu = 20, after one
+    warm-up round, frozen after 100 rounds, started at the largest L_p unless ``initial`` is given (docs/tuning.md
+    measures it against hand-tuned rho). ``mode="nondecreasing"`` keeps Assumption 5.1(i)."""
+    return ResidualBalancing(initial, tau=tau, mu=mu, mode=mode, relative="peak", warmup=1, maximum=maximum)
 
 
 class PerKeyBalancing(ResidualBalancing):

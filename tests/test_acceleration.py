@@ -28,7 +28,9 @@ def test_each_option_reaches_the_centralized_optimum(algorithm):
     optimum = problem.solve_centralized().value
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # CVXPY's "Solution may be inaccurate" on a rare exact step
-        history = problem.solve(algorithm, rounds=120).history
+        # 200 rounds: with the default rho (relative residual balancing) both criteria hold from round 122
+        # (relaxation) and 174 (Anderson) on; the old absolute rule met them by round 120 (docs/tuning.md)
+        history = problem.solve(algorithm, rounds=200).history
     assert abs(history["objective"].iloc[-1] - optimum) / abs(optimum) <= 1e-5
     assert history["consensus_residual"].iloc[-1] <= 1e-5
 

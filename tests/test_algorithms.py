@@ -40,7 +40,9 @@ def test_fixed_seed_history_is_the_one_recorded_before_the_protocol(monkeypatch)
     from privcvx import localstep
 
     monkeypatch.setattr(localstep, "PROJECTION_ERROR", 0.0)
-    result = _rendezvous_run(local_updates=3, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)))
+    # rho: the pin ran the default of its time, absolute residual balancing, which is ResidualBalancing() now
+    result = _rendezvous_run(local_updates=3, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)),
+                             rho=pc.schedules.ResidualBalancing())
     history, w = _pinned("rendezvous_objpert_gaussian")
     for column, values in history.items():  # box projections are closed forms: bitwise
         assert np.array_equal(result.history[column].to_numpy(), values), column

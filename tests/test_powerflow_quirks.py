@@ -9,6 +9,7 @@ import pandapower.networks as pn
 import pytest
 
 import powerflow
+import privcvx as pc
 from powerflow.data import PEGASE_PLACEHOLDER_SN_MVA, network_data
 from privcvx.errors import SolverError
 
@@ -48,7 +49,9 @@ def test_zone_projections_meet_clarabel_standard_tolerances() -> None:
     tolerances are relative, and the last round's largest violation is 1.2e-8). E = 1: the linearized step's
     projections (the default "auto" would take the exact step here)."""
     problem = powerflow.zonal_problem("case9", 4)
-    result = problem.solve(rounds=40, local_updates=1)
+    # rho: the absolute rule, rho="adaptive" when this was measured; the relative default (docs/tuning.md) keeps
+    # rho = 6 rather than 3 here, and then 1 of the 164 solves comes back inaccurate (no fallback, violation 1.6e-8)
+    result = problem.solve(rounds=40, local_updates=1, rho=pc.schedules.ResidualBalancing())
     reports = result.info["projection"]
     assert sum(r["solves"] for r in reports) == 4 * 41  # the initial point and one update per round
     assert sum(r["inaccurate"] for r in reports) == 0

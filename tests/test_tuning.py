@@ -77,6 +77,35 @@ def test_relative_residual_balancing_uses_the_scales():
     assert rule(2) == 2.0
 
 
+def test_peak_balancing_keeps_the_largest_dual_scale_and_warms_up():
+    """relative="peak" divides s by the largest ||lambda|| so far: when ||lambda|| falls to 0 (lambda* = 0) the
+    relative rule cuts rho, the peak rule does not. The warm-up round only records ||lambda||."""
+    first = {"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1000.0}
+    vanishing = {**first, "scale_dual": 1e-3}  # s / ||lambda|| = 1000 > mu * r: the relative rule divides
+    peak, relative = ResidualBalancing(1.0, relative="peak", warmup=1), ResidualBalancing(1.0, relative=True)
+    for rule in (peak, relative):
+        rule.observe(first)
+    assert (peak(2), relative(2)) == (1.0, 2.0)          # warm-up: unchanged; relative: r > mu * s/1000
+    for rule in (peak, relative):
+        rule.observe(vanishing)
+    assert (peak(3), relative(3)) == (2.0, 1.0)          # peak: s/1000 still; relative: s/1e-3
+    default = pc.schedules.as_schedule("adaptive", argument="rho")
+    assert (default.relative, default.tau, default.mu, default.warmup, default.until) == ("peak", 1.5, 20.0, 1, 100)
+    with pytest.raises(ParameterError, match="relative"):
+        ResidualBalancing(relative="largest")
+
+
+def test_old_rule_stays_reachable_and_checkpoints():
+    """ResidualBalancing() is the absolute rule rho="adaptive" was before; the peak survives a checkpoint."""
+    old = ResidualBalancing()
+    assert (old.relative, old.tau, old.mu, old.warmup, old.until) == (False, 2.0, 10.0, 0, 100)
+    rule = pc.schedules.adaptive(0.5)
+    rule.observe({"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 7.0})
+    restored = pc.schedules.adaptive()
+    restored.load_state_dict(rule.state_dict())
+    assert (restored.value, restored.observed, restored.peak) == (0.5, 1, 7.0)
+
+
 def test_bad_tuning_input_raises():
     problem, _, _ = soc_linear(agents=2)
     with pytest.raises(ParameterError, match="rho"):
@@ -105,17 +134,52 @@ def test_defaults_converge_and_tol_stops_early(builder):
     assert stopped.history["consensus_residual"].iloc[-1] <= 1e-3
 
 
-def test_defaults_converge_on_digits_logistic_regression():
+def _rounds_to_1e3(problem: pc.DistributedProblem, reference: float, rounds: int, absolute: bool = False,
+                   **options) -> int | None:
+    """The first round with relative gap (absolute: objective) <= 1e-3 and consensus residual <= 1e-3."""
+    hit: list[int] = []
+
+    def callback(row) -> bool:
+        gap = row["objective"] if absolute else abs(row["objective"] - reference) / abs(reference)
+        if gap <= 1e-3 and row["consensus_residual"] <= 1e-3:
+            hit.append(int(row["round"]))
+        return not hit
+
+    problem.solve(rounds=rounds, callback=callback, **options)
+    return hit[0] if hit else None
+
+
+def test_defaults_on_digits_need_at_most_1_5x_the_best_hand_tuned_rho():
+    """Issue 14: on digits (bound 1.0, 4 IID agents, E = 5, non-private) the defaults reach a relative gap and a
+    consensus residual <= 1e-3 within 1.5x the rounds of the best fixed rho of a hand-tuned grid (eta="auto" in
+    all; bench/bench_rho_rules.py runs the wider grid 1e-4..0.1 of docs/tuning.md: 3e-4 is the best, 1e-4 and
+    1e-2..0.1 need 1.4x to 4.8x its rounds)."""
     pytest.importorskip("problems")
     from problems import datasets, federated_logistic
 
     features, labels = datasets.load_digits()
     problem = federated_logistic(features, labels, agents=4, bound=1.0, seed=0)
     reference = logistic_optimum(features, labels, bound=1.0)  # the 30 s Clarabel solve is too slow here
-    # L_p is the data-independent bound I_p/(2I) (docs/problems.md), larger than the old data-dependent one:
-    # the default step is smaller, and the gap reaches 1e-3 at round 3314 (2500 rounds: 1.44e-3).
-    history = problem.solve(rounds=3500, local_updates=5).history
-    assert np.abs(history["objective"].iloc[-1] - reference) / reference <= 1e-3
+    best = 2000
+    for rho in (3e-4, 1e-3, 3e-3):  # each run stops at the best count so far: only a faster rho matters
+        best = _rounds_to_1e3(problem, reference, best, rho=rho, local_updates=5) or best
+    assert best < 2000
+    assert _rounds_to_1e3(problem, reference, int(1.5 * best), local_updates=5) is not None
+
+
+@pytest.mark.parametrize("name", ["box_l1", "soc", "general", "case14"])
+def test_defaults_need_no_more_rounds_than_the_old_rule(name):
+    """The default rule needs at most ~10% more rounds (one round of slack) than the absolute rule it replaced,
+    ``ResidualBalancing()``, on the core problems and case14 (E = 1; docs/tuning.md has the counts)."""
+    if name == "case14":
+        problem, reference, absolute = pytest.importorskip("powerflow").zonal_problem("case14", zones=3), 0.0, True
+    else:
+        builder = {"box_l1": box_l1_least_squares, "soc": soc_linear, "general": general_form}[name]
+        problem, absolute = builder()[0], False
+        reference = problem.solve_centralized().value
+    old = _rounds_to_1e3(problem, reference, 600, absolute, rho=ResidualBalancing())
+    new = _rounds_to_1e3(problem, reference, 600, absolute)
+    assert old is not None and new is not None and new <= 1.1 * old + 1
 
 
 def test_defaults_converge_on_case14():
