@@ -42,9 +42,16 @@ def test_auto_runs_the_exact_step_on_a_quadratic_problem_without_privacy():
 
 def test_auto_keeps_one_linearized_update_under_privacy_and_for_a_non_quadratic_objective():
     private = LinearizedADMM(local_updates="auto", privacy=pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5)))
-    result = box_least_squares().solve(private, rounds=2, seed=0)
+    result = box_least_squares().solve(private, rounds=12, seed=0)
     assert result.info["local_updates"] == 1
     assert result.privacy is not None and (result.history["noise_magnitude"] > 0).all()  # the noisy step ran
+    # Under privacy rho="adaptive" is the absolute rule, the default before issue 14: the same run, round for round
+    old_rule = private.clone(local_updates=1, rho=pc.schedules.ResidualBalancing())
+    before = box_least_squares().solve(old_rule, rounds=12, seed=0)
+    np.testing.assert_array_equal(result.history["rho"], before.history["rho"])
+    np.testing.assert_array_equal(result.history["objective"], before.history["objective"])
+    relative = box_least_squares().solve(private.clone(rho=pc.schedules.adaptive()), rounds=12, seed=0)
+    assert not np.array_equal(relative.history["rho"], before.history["rho"])  # the check can tell the rules apart
     logistic = _logistic()
     assert not exact_step_applies(logistic, None)
     assert logistic.solve(LinearizedADMM(local_updates="auto"), rounds=2).info["local_updates"] == 1
