@@ -37,7 +37,8 @@ def test_each_option_reaches_the_centralized_optimum(algorithm):
 
 def test_per_key_rho_is_a_vector_over_the_shared_entries():
     problem = general_form()[0]
-    result = problem.solve(rho=PerKeyBalancing(mu=1.5), rounds=30, local_updates=1)  # a tight balance: the keys' rho move apart
+    # A tight balance: the keys' rho move apart (E = 1: with the exact step they end equal at round 30)
+    result = problem.solve(rho=PerKeyBalancing(mu=1.5), rounds=30, local_updates=1)
     sent = [m["rho"] for m in result.transcript if m.sender == "server" and m.round == 30]
     assert all(np.ndim(rho) == 1 for rho in sent)
     assert len({float(v) for rho in sent for v in rho}) > 1  # the keys were balanced apart
