@@ -33,8 +33,9 @@ class ExactADMM(LinearizedADMM):
     Parameters
     ----------
     rho:
-        The penalty: a float, a schedule ``t -> rho^t``, or "adaptive" (residual balancing, as in
-        :class:`LinearizedADMM`).
+        The penalty: a float, a schedule ``t -> rho^t``, or "adaptive": Boyd et al.'s absolute residual
+        balancing, :class:`~privcvx.schedules.ResidualBalancing` (tau = 2, mu = 10, frozen after 100 rounds),
+        so that the yardstick stays plain consensus ADMM.
     tol:
         ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1).
     relaxation:

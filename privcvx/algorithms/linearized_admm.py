@@ -80,8 +80,8 @@ class LinearizedADMM(Algorithm):
     rho:
         The penalty: a float, a schedule ``t -> rho^t`` (Assumption 5.1(i)), or "adaptive"
         (residual balancing, :class:`~privcvx.schedules.ResidualBalancing`, started at the largest L_p: the
-        relative rule :func:`~privcvx.schedules.adaptive` without privacy, the absolute one under privacy,
-        :func:`exact_step_penalty` with the exact step; :meth:`prepare`).
+        relative rule :func:`~privcvx.schedules.adaptive` without privacy, the absolute one under privacy and
+        with ``local_updates="exact"``, :func:`exact_step_penalty` with "auto"'s exact step; :meth:`prepare`).
     eta:
         The proximal step: a float, a schedule ``t -> eta^t``, or "auto": 1/L_p per agent
         (Eq. (25a) under privacy, Eq. (26a) for a nonsmooth f_p; :mod:`privcvx.tuning`).
@@ -185,18 +185,19 @@ class LinearizedADMM(Algorithm):
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> LinearizedADMM:
         """Check the problem; ``local_updates="auto"`` becomes "exact" or 1 (:func:`exact_step_applies`);
-        rho="adaptive" becomes :func:`exact_step_penalty` with the exact step, the absolute
-        :class:`~privcvx.schedules.ResidualBalancing` under privacy, and :func:`~privcvx.schedules.adaptive`
-        otherwise; a Budget becomes the per-update mechanism of its T * E updates."""
+        rho="adaptive" becomes :func:`exact_step_penalty` with "auto"'s exact step, the absolute
+        :class:`~privcvx.schedules.ResidualBalancing` under privacy and with ``local_updates="exact"``, and
+        :func:`~privcvx.schedules.adaptive` otherwise; a Budget becomes the per-update mechanism of its T * E updates."""
         if self.local_updates == "auto":
             if self._eta is not None or not exact_step_applies(problem, self.privacy):  # a given eta: Eq. (9)
                 return self.clone(local_updates=1).prepare(problem, topology, rounds)
             default_rho = isinstance(self.rho, str) and self.rho == "adaptive"
             return self.clone(local_updates="exact", **({"rho": exact_step_penalty()} if default_rho else {})).prepare(
                 problem, topology, rounds)
-        if self.privacy is not None and isinstance(self.rho, str) and self.rho == "adaptive":
+        if (self.privacy is not None or self._exact) and isinstance(self.rho, str) and self.rho == "adaptive":
             # Under privacy rho="adaptive" stays the absolute rule: under ObjPert the relative one of
-            # pc.schedules.adaptive() ended 1.1% worse on case118 in each of 5 seeds (docs/tuning.md).
+            # pc.schedules.adaptive() ended 1.1% worse on case118 in each of 5 seeds (docs/tuning.md). So does the
+            # yardstick, the explicit exact step (ExactADMM): Boyd et al.'s plain rule, its rounds comparable.
             return self.clone(rho=ResidualBalancing()).prepare(problem, topology, rounds)
         self.check(problem, topology)
         if self.privacy is not None and isinstance(self.privacy.mechanism, Budget):
