@@ -187,7 +187,8 @@ class LinearizedADMM(Algorithm):
         """Check the problem; ``local_updates="auto"`` becomes "exact" or 1 (:func:`exact_step_applies`);
         rho="adaptive" becomes :func:`exact_step_penalty` with "auto"'s exact step, the absolute
         :class:`~privcvx.schedules.ResidualBalancing` under privacy and with ``local_updates="exact"``, and
-        :func:`~privcvx.schedules.adaptive` otherwise; a Budget becomes the per-update mechanism of its T * E updates."""
+        :func:`~privcvx.schedules.adaptive` otherwise; a Budget becomes the per-update mechanism of its T * E
+        updates."""
         if self.local_updates == "auto":
             if self._eta is not None or not exact_step_applies(problem, self.privacy):  # a given eta: Eq. (9)
                 return self.clone(local_updates=1).prepare(problem, topology, rounds)
