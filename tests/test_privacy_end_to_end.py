@@ -13,6 +13,7 @@ from core_problems import general_form
 
 import privcvx as pc
 from privcvx.errors import PrivacyError, ReproducibleNoiseWarning
+from privcvx.schedules import ResidualBalancing
 from privcvx.topology import SERVER
 
 GAUSSIAN = pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5))
@@ -31,12 +32,12 @@ def _neighbours() -> tuple[np.ndarray, np.ndarray]:
     return points, other
 
 
-def _replayed_rho(problem: pc.DistributedProblem, result: pc.Result) -> list[float]:
-    """rho^t recomputed by a fresh ``rho="adaptive"`` rule from the transcript alone: the declared L_p of the
-    first messages and the residuals the public monitor derives from each round's messages."""
-    rule = pc.schedules.adaptive()
+def _replayed_rho(problem: pc.DistributedProblem, result: pc.Result, rule: ResidualBalancing) -> list[float]:
+    """rho^t recomputed by a fresh residual-balancing ``rule`` from the transcript alone: the declared L_p of the
+    first messages and the residuals (and, for a relative rule, their scales) that the public monitor derives from
+    each round's messages (a monitor with ``tol`` computes the scales)."""
     rule.start(max(float(m["smoothness"]) for m in result.transcript.round(0) if "smoothness" in m.payload))
-    monitor = pc.algorithms.LinearizedADMM().monitor(problem, None)
+    monitor = pc.algorithms.LinearizedADMM(tol=(1e-12, 1e-12)).monitor(problem, None)
     rhos = []
     for t in range(1, len(result.history) + 1):
         rhos.append(rule(t))
@@ -44,15 +45,20 @@ def _replayed_rho(problem: pc.DistributedProblem, result: pc.Result) -> list[flo
     return rhos
 
 
-def test_defaults_under_privacy_give_identical_steps_and_penalties_on_neighbouring_data():
+@pytest.mark.parametrize("rho", ["adaptive", "relative"])
+def test_defaults_under_privacy_give_identical_steps_and_penalties_on_neighbouring_data(rho):
     """eta and rho^1 come from the declared L_p alone: identical on neighbouring data. Later rho^t adapt to the
-    residuals, so they may differ, but only through the releases: a rule replayed on the transcript gives them."""
+    residuals, so they may differ, but only through the releases: a rule replayed on the transcript gives them.
+    Under privacy rho="adaptive" is the absolute rule ResidualBalancing(); the relative pc.schedules.adaptive()
+    is checked the same way."""
     histories = []
     for points in _neighbours():
         problem = _rendezvous(points)
+        setting = "adaptive" if rho == "adaptive" else pc.schedules.adaptive()
         with pytest.warns(ReproducibleNoiseWarning):
-            result = problem.solve(rounds=20, local_updates=2, privacy=GAUSSIAN, seed=4)
-        assert result.history["rho"].tolist() == _replayed_rho(problem, result)
+            result = problem.solve(rounds=20, local_updates=2, privacy=GAUSSIAN, seed=4, rho=setting)
+        replay = ResidualBalancing() if rho == "adaptive" else pc.schedules.adaptive()
+        assert result.history["rho"].tolist() == _replayed_rho(problem, result, replay)
         histories.append(result.history)
     assert histories[0]["eta"].equals(histories[1]["eta"])
     assert histories[0]["rho"].iloc[0] == histories[1]["rho"].iloc[0]
