@@ -121,11 +121,11 @@ def test_a_relaxed_non_private_run_reaches_the_centralized_optimum(graph_problem
 
 
 @pytest.mark.parametrize("algorithm", [
-    RandomizedADMM(relaxation=1.5),
     RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02)),
-    RandomizedADMM(relaxation=1.5, exchange="secret_sharing")], ids=["plain", "private", "secret-sharing"])
+    RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02), exchange="secret_sharing")],
+    ids=["private", "private-secret-sharing"])
 def test_check_algorithm_passes_with_relaxation(algorithm):
-    check_algorithm(algorithm, rounds=300)
+    check_algorithm(algorithm, rounds=100)  # the optimum check runs the default-constructed method
 
 
 @pytest.mark.parametrize("value", [0.5, 2.0, 2.5, float("nan"), "1.5x", None])
