@@ -18,6 +18,35 @@ argmin_{x in C} f_i(x) + D_i/2 ||x - u||^2 with u the same point without the gra
 problem (non-private only: the paper uses it without noise, Example (d)). ``aggregator="fixed"`` is the
 baseline with fixed penalties Gamma = D_i/2, rho = D_i/(2 |N_i|) (the expectation of the random ones).
 
+Over-relaxation (``relaxation`` alpha in [1, 2); Boyd, Parikh, Chu, Peleato & Eckstein, *Distributed
+Optimization and Statistical Learning via the Alternating Direction Method of Multipliers*, Foundations and
+Trends in ML 2011, Sec. 3.4.3). In (6) the neighbours' average S_i/|N_i| is the block agent i is pulled towards,
+as the server's average in LinearizedADMM (:class:`privcvx.acceleration.OverRelaxation`); its relaxation with the
+agent's own last release x_i^k is
+
+    m~_i^k = alpha S_i/|N_i| + (1 - alpha) x_i^k                                                    (R)
+
+and the relaxed method uses m~_i^k in place of S_i/|N_i| both in (6) (and in the centre u of (12)) and in the
+dual step, which (6)'s dual update writes as zeta |N_i| (S_i/|N_i| - x_i^k):
+
+    x_i^{k+1} = Proj_C[ (Gamma x_i^k + (D_i - Gamma) m~_i^k - grad f_i(x_i^k) + lambda_i^k) / D_i ] + Delta_i^{k+1}
+    lambda_i^{k+1} = lambda_i^k + zeta |N_i| (m~_i^{k+1} - x_i^{k+1})
+                   = lambda_i^k + alpha zeta sum_{j in N_i} (x_j^{k+1} - x_i^{k+1})                    (R-dual)
+
+alpha = 1 is (6) bit for bit. Written out, Gamma x_i + (D_i - Gamma) m~_i = D_i x_i + alpha (D_i - Gamma)
+(S_i/|N_i| - x_i): the relaxation scales the aggregation penalty |N_i| rho_bar and the dual step by alpha with
+D_i fixed, so the effective proximal weight D_i - alpha (D_i - Gamma) may be negative; the paper's convergence
+theorems (3.1-3.3, which need Gamma >= 0) do not cover alpha > 1, and docs/ldp.md gives the measured effect.
+
+Privacy with relaxation. m~_i^k is computed from released values only (the neighbours' x_j^k and the agent's
+own released x_i^k), and so is lambda_i^k (a sum of zeta-weighted released differences); Gamma is still
+U(0, D_i) and secret. Term A, (Gamma x_i^k + (D_i - Gamma) m~_i^k)/D_i + c, is therefore uniform on the interval
+between x_i^k[l] + c_l and m~_i^k[l] + c_l, and a neighbouring function f^_i changes only c by at most
+B_inf/D_i per coordinate, which does not involve m~ or alpha. So the worst-case bound of Theorem 2.2 (and the
+amplified one of Theorem 2.3, evaluated ex post on the interval ending at m~) holds unchanged: the ledger is the
+same for every alpha. The argument holds for both aggregators, both dual signs (the sign only changes lambda,
+a function of releases) and the secret-shared exchange (which reconstructs the same S_i and never sends m~).
+
 Privacy (Theorems 2.2, 2.3). Term A is uniform on the interval between x_i^k[l] + c_l and
 S_i[l]/|N_i| + c_l, c = (lambda - grad f_i(x_i^k))/D_i, and a neighbouring function moves it by at most
 alpha B_inf = B_inf / D_i per coordinate. The ledger records each release as a Laplace release with epsilon
@@ -40,6 +69,7 @@ import cvxpy as cp
 import numpy as np
 import pandas as pd
 
+from privcvx.acceleration import as_relaxation
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, check_int, require_positive
 from privcvx.gradients import GradientEvaluator
@@ -127,6 +157,9 @@ class RandomizedADMM(Algorithm):
         ``"linearized"`` (Algorithm 1) or ``"exact"`` (Eq. (12), a CVXPY solve per round; non-private).
     exchange:
         ``"plain"`` (broadcast x_i) or ``"secret_sharing"`` (Algorithm 3; complete graph, N >= 3).
+    relaxation:
+        Over-relaxation alpha in [1, 2) of the neighbours' average, (R) in the module docstring (1: Algorithm 1).
+        Computed from the releases alone, so it costs no privacy.
     share_bound, scale_bits, modulus:
         The secret sharing's public bound on |x_i[l]|, fixed-point scale 2^-scale_bits and modulus p.
     delta:
@@ -142,10 +175,12 @@ class RandomizedADMM(Algorithm):
                  noise_rate: float | Schedule | None = None, b_inf: float | None = None,
                  aggregator: str = "random", dual_sign: str = "corrected", update: str = "linearized",
                  exchange: str = "plain", share_bound: float = 1e3, scale_bits: int = 40,
-                 modulus: int = DEFAULT_MODULUS, delta: float = 1e-6) -> None:
+                 modulus: int = DEFAULT_MODULUS, delta: float = 1e-6, relaxation: float = 1.0) -> None:
         self.D, self.zeta, self.noise_rate, self.b_inf = D, zeta, noise_rate, b_inf
         self.aggregator, self.dual_sign, self.update, self.exchange = aggregator, dual_sign, update, exchange
         self.share_bound, self.scale_bits, self.modulus, self.delta = share_bound, scale_bits, modulus, delta
+        self.relaxation = relaxation
+        self._relaxation = as_relaxation(relaxation).alpha
         if isinstance(D, Mapping):
             self._D: float | dict[str, float] | None = {str(k): require_positive(v, argument="D", agent=str(k))
                                                         for k, v in D.items()}
@@ -317,11 +352,15 @@ class RandomizedADMMAgent(AgentProgram):
         return self._update(t, self.sharing.decode(others), len(partials))
 
     def _update(self, t: int, total: np.ndarray, degree: int) -> list[Message]:
-        """The dual update with x^{t-1} (from round 2 on), then Eq. (6) for x^t, released in round t + 1."""
+        """The dual update with x^{t-1} (from round 2 on), then Eq. (6) for x^t, released in round t + 1; with
+        ``relaxation`` alpha, (R) and (R-dual) of the module docstring."""
+        alpha = self.settings._relaxation
         if t >= 2:
-            self.lam = self.lam + self.sign * self.settings._zeta * (total - degree * self.x)
+            self.lam = self.lam + self.sign * self.settings._zeta * alpha * (total - degree * self.x)
         gamma = self.gammas[t - 1]
         mean_neighbours = total / degree
+        if alpha != 1.0:  # (R): the relaxed average, from the releases and the own last release
+            mean_neighbours = alpha * mean_neighbours + (1.0 - alpha) * self.x
         gradient = self.evaluator.gradient(self.x) if self.prox is None else None
         centre = (gamma * self.x + (self.D - gamma) * mean_neighbours + self.lam) / self.D
         if self.prox is not None:
