@@ -26,7 +26,9 @@ def problem():
 @pytest.mark.parametrize("cls", [PPADMM, IPPADMM])
 def test_relaxation_charges_exactly_the_unrelaxed_ledger(problem, cls):
     """Same seed, gamma = 1 and 1.5: different iterates, the same zCDP ledger, and (PP-ADMM, a release every round)
-    the requested epsilon."""
+    the requested epsilon. For IPP-ADMM the ledger is the same when the SVT lets the same rounds through, as it does
+    here (at epsilon = 2 its Laplace noise dwarfs the clipped query); in general gamma may change which rounds
+    broadcast, within the same bound of c releases (docs/zcdp_admm.md)."""
     runs = [problem.solve(cls(epsilon=2.0, hessian_change=1e-4, relaxation=gamma), rounds=8, seed=4)
             for gamma in (1.0, 1.5)]
     assert not np.array_equal(runs[0].w, runs[1].w)  # the relaxation did change the run
@@ -53,14 +55,15 @@ def test_relaxation_reaches_the_optimum_sooner(problem, cls):
 
 
 @pytest.mark.parametrize("algorithm", [PPADMM(epsilon=2.0, hessian_change=1e-4, relaxation=1.5),
-                                       IPPADMM(epsilon=2.0, hessian_change=1e-4, relaxation=1.5)],
-                         ids=["PPADMM", "IPPADMM"])
+                                       IPPADMM(relaxation=1.5)], ids=["PPADMM", "IPPADMM"])
 def test_check_algorithm_with_relaxation(algorithm):
+    """As tests/test_zcdp_admm.py runs the unrelaxed methods: IPP-ADMM without noise, since a private IPP-ADMM (any
+    gamma) has silent rounds, which the conformance check's "a ledger entry every round" refuses."""
     check_algorithm(algorithm, rounds=100, backends=("serial",))
 
 
 @pytest.mark.parametrize("cls", [PRADMM, PPADMM, IPPADMM])
-@pytest.mark.parametrize("gamma", [0.0, 2.0, float("nan"), "1.5"])
+@pytest.mark.parametrize("gamma", [0.0, -0.5, 2.0, float("nan"), "fast"])
 def test_relaxation_outside_the_open_interval_is_refused(cls, gamma):
     with pytest.raises(ParameterError, match="relaxation"):
         cls(relaxation=gamma)
