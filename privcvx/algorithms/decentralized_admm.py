@@ -19,8 +19,10 @@ General form (PR-ADMM only, ``ConsensusADMM.general_form``): agents hold some of
 have private variables. The penalty and the dual are then per shared entry k, over the neighbours V_i(k) that
 hold k, with weight eta |V_i(k)|; private variables are free in the local step and never sent, and a message
 carries only the agent's shared entries. By default the graph is the one of agents sharing a key
-(:func:`sharing_graph`); any topology must connect each key's holders (:func:`check_key_connectivity`). With
-``relaxation`` gamma != 1 the edge variables and duals are over-relaxed (:meth:`ConsensusADMMAgent.relaxed`).
+(:func:`sharing_graph`); any topology must connect each key's holders (:func:`check_key_connectivity`).
+
+Over-relaxation (all three methods' ``relaxation`` option): with gamma != 1 the edge variables and duals are
+over-relaxed (:meth:`ConsensusADMMAgent.relaxed`), from the releases alone.
 
 In privcvx's protocol the message of round t carries the iterate x^{t-1}: ``start`` broadcasts the
 public x^0 = 0, and step t first applies the dual update (13) to the round-t broadcasts (x^{t-1}),
@@ -115,6 +117,17 @@ def check_eta(eta: Any) -> float:
     return require_positive(eta, argument="eta")
 
 
+def check_relaxation(relaxation: Any) -> float:
+    """gamma, the over-relaxation of the edge variables and duals: a number in (0, 2) (else a ParameterError).
+
+    Relaxed ADMM converges for gamma in (0, 2) (Eckstein & Bertsekas; Boyd et al., Sec. 3.4.3); 1 is the thesis's step.
+    """
+    gamma = require_positive(relaxation, argument="relaxation")
+    if not gamma < 2.0:
+        raise ParameterError(f"must lie in (0, 2), got {relaxation!r}", argument="relaxation")
+    return gamma
+
+
 def gradient_sensitivity(agent: Agent) -> float:
     """The agent's declared L2 gradient sensitivity S_i: max over x of ||grad f_i(x; D) - grad f_i(x; D')||_2."""
     declared = agent.sensitivity
@@ -175,11 +188,13 @@ class ConsensusADMM(Algorithm):
     general_form: ClassVar[bool] = False
     #: Each agent's shared entries in w (public), set by :meth:`prepare` for a general-form problem.
     _entries: dict[str, np.ndarray] | None = None
-    #: gamma, the over-relaxation of the edge variables and duals (1: the thesis's ADMM; PR-ADMM's ``relaxation``).
+    #: gamma, the over-relaxation of the edge variables and duals (1: the thesis's ADMM; the ``relaxation`` option).
     _relaxation: float = 1.0
 
-    def _common(self, eta: float, epsilon: float | None, delta: float, strong_convexity: float) -> None:
+    def _common(self, eta: float, epsilon: float | None, delta: float, strong_convexity: float,
+                relaxation: float = 1.0) -> None:
         self._eta = check_eta(eta)
+        self._relaxation = check_relaxation(relaxation)
         self._epsilon = None if epsilon is None else check_epsilon(epsilon)
         self._delta = check_delta(delta)
         self._mu = require_positive(strong_convexity, argument="strong_convexity", allow_zero=True)

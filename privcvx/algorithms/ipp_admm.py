@@ -60,6 +60,11 @@ class IPPADMM(PPADMM):
         alpha). "change" is the absolute value: broadcast when the local loss moved by more than alpha, whichever
         way. Without noise, the printed query can silence an agent whose loss must rise for the consensus, and the run
         stalls (docs/zcdp_admm.md); the clipped absolute value has the same sensitivity 2 C.
+    relaxation:
+        gamma in (0, 2), as in PP-ADMM: the same ledger for every gamma. Besides PP-ADMM's argument, the SVT's
+        query sensitivity 2 C is the clip's range, whatever the local step computed, and the gate compares the
+        agent's own release with its new solution, neither of which is a relaxed quantity. A silent neighbour's
+        last release keeps entering the relaxed edge and dual updates, as it enters the unrelaxed ones.
     """
 
     name = "ipp_admm"
@@ -69,10 +74,11 @@ class IPPADMM(PPADMM):
                  beta: float = 10 ** -3.5, splits: float = 0.001, delta_1: float = 1e-4, epsilon_ratio: float = 0.99,
                  hessian_change: float | dict[str, float] | None = None, fuzz: str = "conservative",
                  strong_convexity: float = 0.0, newton_steps: int = 20, max_broadcasts: int | None = None,
-                 clip: float = 2.0, threshold: float = 1e-6, svt_share: float = 0.1, query: str = "change") -> None:
+                 clip: float = 2.0, threshold: float = 1e-6, svt_share: float = 0.1, query: str = "change",
+                 relaxation: float = 1.0) -> None:
         super().__init__(epsilon=epsilon, delta=delta, eta=eta, beta=beta, splits=splits, delta_1=delta_1,
                          epsilon_ratio=epsilon_ratio, hessian_change=hessian_change, fuzz=fuzz,
-                         strong_convexity=strong_convexity, newton_steps=newton_steps)
+                         strong_convexity=strong_convexity, newton_steps=newton_steps, relaxation=relaxation)
         self.max_broadcasts, self.clip, self.threshold, self.svt_share = max_broadcasts, clip, threshold, svt_share
         self.query = query
         if query not in QUERIES:

@@ -28,6 +28,10 @@ lam_hat rule, caveat 4). Departures from the printed text, each in docs/zcdp_adm
 * the proof is for unconstrained, twice differentiable local objectives: PP-ADMM refuses agents with
   constraints (caveat 5; the gradient-mapping certificate a constrained version needs is not derived).
 
+``relaxation`` gamma != 1 over-relaxes the edge variables and duals (:meth:`ConsensusADMMAgent.relaxed
+<privcvx.algorithms.decentralized_admm.ConsensusADMMAgent.relaxed>`): a change of the public linear term of (20)
+only, so the privacy argument above and the ledger are unchanged.
+
 Budget split (Sec. 3.5.2): rho = dp_to_zcdp(epsilon, delta) (Lemma 4 inverted; the thesis uses the cruder
 epsilon^2 / (4 ln(1/delta))); per release rho_i1 = (rho / R)(1 - splits), rho_i2 = (rho / R) splits with R the
 number of releases (T here; c for IPP-ADMM), epsilon_i1 = 2 sqrt(rho_i1 ln(1/delta_i1)), so that the thesis's
@@ -111,6 +115,13 @@ class PPADMM(ConsensusADMM):
         The public mu_f of :class:`~privcvx.algorithms.decentralized_admm.ConsensusADMM`.
     newton_steps:
         The most Newton steps that polish a solve whose gradient norm exceeds beta.
+    relaxation:
+        gamma in (0, 2): over-relaxed ADMM, as in :class:`~privcvx.algorithms.pr_admm.PRADMM` (1, the default, is
+        the thesis's step). It stays DP at the same cost: the relaxed edge variables and dual are computed from the
+        neighbours' releases and the agent's own last release, as the unrelaxed ones are, and they only change the
+        linear term of L_per; sigma_i1 (from S_i), the Jacobian condition (h_i, mu_i), the fuzzing sensitivity
+        2 beta / mu_i and the zCDP charges depend only on the declared sensitivities, mu_i = mu_f + 2 eta |V_i| and
+        the budget, none of which gamma moves (docs/zcdp_admm.md, "Acceleration").
     """
 
     name = "pp_admm"
@@ -118,11 +129,11 @@ class PPADMM(ConsensusADMM):
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
                  beta: float = 10 ** -3.5, splits: float = 0.001, delta_1: float = 1e-4, epsilon_ratio: float = 0.99,
                  hessian_change: float | dict[str, float] | None = None, fuzz: str = "conservative",
-                 strong_convexity: float = 0.0, newton_steps: int = 20) -> None:
+                 strong_convexity: float = 0.0, newton_steps: int = 20, relaxation: float = 1.0) -> None:
         self.epsilon, self.delta, self.eta, self.beta, self.splits = epsilon, delta, eta, beta, splits
         self.delta_1, self.epsilon_ratio, self.hessian_change, self.fuzz = delta_1, epsilon_ratio, hessian_change, fuzz
-        self.strong_convexity, self.newton_steps = strong_convexity, newton_steps
-        self._common(eta, epsilon, delta, strong_convexity)
+        self.strong_convexity, self.newton_steps, self.relaxation = strong_convexity, newton_steps, relaxation
+        self._common(eta, epsilon, delta, strong_convexity, relaxation)
         self._beta = require_positive(beta, argument="beta")
         self._splits = require_positive(splits, argument="splits")
         self._delta_1 = check_delta(delta_1, argument="delta_1")

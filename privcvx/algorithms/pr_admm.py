@@ -207,10 +207,7 @@ class PRADMM(ConsensusADMM):
         self.epsilon, self.delta, self.eta, self.schedule = epsilon, delta, eta, schedule
         self.threshold, self.strong_convexity, self.release_bounds = threshold, strong_convexity, release_bounds
         self.relaxation = relaxation
-        self._common(eta, epsilon, delta, strong_convexity)
-        self._relaxation = require_positive(relaxation, argument="relaxation")
-        if not self._relaxation < 2.0:
-            raise ParameterError(f"must lie in (0, 2), got {relaxation!r}", argument="relaxation")
+        self._common(eta, epsilon, delta, strong_convexity, relaxation)
         if self._relaxation != 1.0 and threshold is not None:
             raise ParameterError("the robustness threshold U is defined for the thesis's step (relaxation = 1)",
                                  argument="relaxation")
