@@ -175,8 +175,7 @@ class ResidualBalancing:
 
     def observe(self, residuals: dict[str, float]) -> None:
         """Update rho for the next round from the primal and dual residuals (normalized as ``relative`` says)."""
-        self.observed += 1
-        if self.until is not None and self.observed > self.until:
+        if not self._adapting():
             return
         primal, dual = residuals["primal_residual"], residuals["dual_residual"]
         if self.relative:
@@ -189,6 +188,11 @@ class ResidualBalancing:
             self.value = min(self.value * self.tau, self.maximum)
         elif dual > self.mu * primal and self.mode == "free":
             self.value = max(self.value / self.tau, self.minimum)
+
+    def _adapting(self) -> bool:
+        """Count one more observed round; whether rho still adapts after it (``until``)."""
+        self.observed += 1
+        return self.until is None or self.observed <= self.until
 
     def state_dict(self) -> dict[str, float | None]:
         """The schedule's current value, how many rounds it has observed and the largest ||lambda|| (checkpoints)."""
@@ -242,8 +246,7 @@ class PerKeyBalancing(ResidualBalancing):
 
     def observe_groups(self, primal_sq: np.ndarray, change_sq: np.ndarray) -> None:
         """Update each group's rho from its squared primal residual and squared change of A w."""
-        self.observed += 1
-        if self.until is not None and self.observed > self.until:
+        if not self._adapting():
             return
         groups = self.vector.size
         primal = np.sqrt(np.bincount(self.index, weights=primal_sq, minlength=groups))

@@ -66,6 +66,11 @@ def check_tol(tol: Any) -> tuple[float, float] | None:
     return values
 
 
+def rho_of(rho: float | np.ndarray, layout: AgentLayout) -> float | np.ndarray:
+    """rho on an agent's shared entries: the number itself, or the agent's slice of a per-key vector over w."""
+    return rho[layout.shared_global] if np.ndim(rho) else rho
+
+
 class LinearizedADMM(Algorithm):
     """Algorithm 1 of Ryu & Kim (paper 004) on :meth:`Topology.star`.
 
@@ -189,13 +194,13 @@ class LinearizedADMM(Algorithm):
         :class:`~privcvx.schedules.ResidualBalancing` under privacy and with ``local_updates="exact"``, and
         :func:`~privcvx.schedules.adaptive` otherwise; a Budget becomes the per-update mechanism of its T * E
         updates."""
+        default_rho = isinstance(self.rho, str) and self.rho == "adaptive"
         if self.local_updates == "auto":
             if self._eta is not None or not exact_step_applies(problem, self.privacy):  # a given eta: Eq. (9)
                 return self.clone(local_updates=1).prepare(problem, topology, rounds)
-            default_rho = isinstance(self.rho, str) and self.rho == "adaptive"
             return self.clone(local_updates="exact", **({"rho": exact_step_penalty()} if default_rho else {})).prepare(
                 problem, topology, rounds)
-        if (self.privacy is not None or self._exact) and isinstance(self.rho, str) and self.rho == "adaptive":
+        if default_rho and (self.privacy is not None or self._exact):
             # Under privacy rho="adaptive" stays the absolute rule: under ObjPert the relative one of
             # pc.schedules.adaptive() ended 1.1% worse on case118 in each of 5 seeds (docs/tuning.md). So does the
             # yardstick, the explicit exact step (ExactADMM): Boyd et al.'s plain rule, its rounds comparable.
@@ -509,7 +514,7 @@ class ConsensusDuals:
         primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
         for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
             w_p = w[layout.shared_global]
-            rho_p = rho[layout.shared_global] if np.ndim(rho) else rho
+            rho_p = rho_of(rho, layout)
             gap = w_p - z_new
             self.lam[p] = lam_p = self.lam[p] + rho_p * (gap if used is None else used[p] - z_new)
             if residuals:
@@ -532,7 +537,7 @@ class ConsensusDuals:
             gap = w[layout.shared_global] - z_new
             primal_sq += float((gap * gap).sum())
             dual_sq += self._change_sq(w[layout.shared_global], w_previous[layout.shared_global],
-                                       rho[layout.shared_global] if np.ndim(rho) else rho)
+                                       rho_of(rho, layout))
         return self._residuals(primal_sq, dual_sq, rho)
 
     @staticmethod
@@ -629,11 +634,11 @@ class ADMMServer(Coordinator):
         total = np.zeros(self.dim)
         for layout, z_p, lam_p in zip(self.layouts, released, self.duals.lam, strict=True):
             # an agent holds each entry once, so += adds exactly as np.add.at would (at a fraction of its cost)
-            total[layout.shared_global] += z_p - lam_p / (rho[layout.shared_global] if np.ndim(rho) else rho)
+            total[layout.shared_global] += z_p - lam_p / rho_of(rho, layout)
         return total / self.multiplicity
 
     def _scaled_duals(self, duals: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
-        return np.concatenate([lam / (rho[layout.shared_global] if np.ndim(rho) else rho)
+        return np.concatenate([lam / rho_of(rho, layout)
                                for layout, lam in zip(self.layouts, duals, strict=True)])
 
     def _accelerate(self, w: np.ndarray, sent: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
@@ -645,7 +650,7 @@ class ADMMServer(Coordinator):
         offset = self.dim
         for p, layout in enumerate(self.layouts):
             size = layout.shared_local.size
-            self.duals.lam[p] = mixed[offset:offset + size] * (rho[layout.shared_global] if np.ndim(rho) else rho)
+            self.duals.lam[p] = mixed[offset:offset + size] * rho_of(rho, layout)
             offset += size
         return mixed[:self.dim]
 
@@ -682,7 +687,7 @@ class ADMMServer(Coordinator):
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
             w_p = self.w if self.duals.full else self.w[layout.shared_global]
             payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": rho[layout.shared_global] if np.ndim(rho) else rho}
+                       "rho": rho_of(rho, layout)}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
