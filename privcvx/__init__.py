@@ -8,6 +8,7 @@ of Ryu & Kim, DP linearized ADMM with multiple local updates, with objective per
 """
 
 from privcvx import algorithms, errors, runtime, schedules
+from privcvx.errors import NominalPrivacyWarning
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, Mechanism, Sensitivity
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation
@@ -17,7 +18,7 @@ from privcvx.topology import Topology
 
 __all__ = [
     "Agent", "Budget", "CentralizedSolution", "DistributedProblem", "Gaussian", "Laplace", "Mechanism", "Message",
-    "ObjectivePerturbation", "OutputPerturbation", "Result", "Sensitivity", "Topology", "Transcript", "algorithms",
-    "errors", "load_result", "runtime", "schedules",
+    "NominalPrivacyWarning", "ObjectivePerturbation", "OutputPerturbation", "Result", "Sensitivity", "Topology",
+    "Transcript", "algorithms", "errors", "load_result", "runtime", "schedules",
 ]
 __version__ = "0.1.0"

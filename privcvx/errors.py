@@ -108,6 +108,14 @@ class ModelingWarning(UserWarning):
     """A declaration that is valid but looks like a mistake (a shared key no other agent holds, an unused variable)."""
 
 
+class NominalPrivacyWarning(UserWarning):
+    """A calibration that reproduces a paper's printed constant, which is not a valid bound for the model.
+
+    Such a run's epsilon is *nominal*: the privacy table labels it so (column ``calibration``), and it must not
+    be published as a guarantee. privcvx uses a nominal calibration only when asked for by name.
+    """
+
+
 class ReproducibleNoiseWarning(UserWarning):
     """A private run was given an explicit integer seed: anyone who knows it can regenerate the noise."""
 

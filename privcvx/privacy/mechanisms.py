@@ -155,10 +155,15 @@ class Sensitivity:
     For ObjPert this is the gradient sensitivity: ``l1`` bounds Eq. (18) and ``l2``
     bounds Eq. (21), the largest change of ``f_p'(z; D_p)`` over neighbouring datasets.
     Each is ``None`` (not declared) or a finite number >= 0; at least one is required.
+
+    ``nominal`` is ``None`` for a valid bound, or the reason why the numbers are a paper's printed constant
+    that is not a valid bound (e.g. ``"Delta = 2 beta of Sec. 6.1.1"``): releases calibrated to it are labelled
+    nominal in the privacy table (:class:`~privcvx.errors.NominalPrivacyWarning`).
     """
 
     l1: float | None = None
     l2: float | None = None
+    nominal: str | None = None
 
     def __post_init__(self) -> None:
         if self.l1 is None and self.l2 is None:
@@ -167,6 +172,8 @@ class Sensitivity:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, _number(value, argument=name, allow_zero=True))
+        if self.nominal is not None and (not isinstance(self.nominal, str) or not self.nominal.strip()):
+            raise PrivacyError(f"must be None or a non-empty reason, got {self.nominal!r}", argument="nominal")
 
     def get(self, norm: str) -> float:
         """The bound in ``norm`` ("l1" or "l2"). A missing l2 falls back to l1, as ||v||_2 <= ||v||_1."""
@@ -182,7 +189,7 @@ class Sensitivity:
         """Both bounds multiplied by ``factor`` (finite, >= 0)."""
         factor = _number(factor, argument="factor", allow_zero=True)
         return Sensitivity(l1=None if self.l1 is None else self.l1 * factor,
-                           l2=None if self.l2 is None else self.l2 * factor)
+                           l2=None if self.l2 is None else self.l2 * factor, nominal=self.nominal)
 
 
 class _SignatureEquality(ABC):
