@@ -18,7 +18,7 @@ makes G = 0.1 I - 0.05 L indefinite on this graph).
   ppdc.py for the baselines). Both readings of the metric are recorded ("average" is plotted).
 
 The paper's regime is far beyond a float ledger (epsilon = 10^500 at r = 0.1, and single releases above 10^100),
-so the runs here use subclasses with ``accounted = False``: they add the same noise, record nothing and report no
+so the runs here use subclasses with ``beyond_float = True``: they add the same noise, record nothing and report no
 epsilon; the epsilons in the JSON come from the accountants evaluated in log space.
 
 Writes dpp2_fig1.png, dpp2_fig2.png, dpp2_fig3.png (150 dpi) and dpp2_experiment.json to ``--out``.
@@ -58,17 +58,17 @@ PAPER_PPDC = {"gamma": 65.0, "omega": 5.0, "eta": 0.01, "u_x": 1.0, "u_v": 1.0}
 
 
 class PaperDPP2(DPP2):
-    """DPP2 in the paper's regime: epsilon up to 10^500 is beyond a float ledger, so the noise is not accounted."""
+    """DPP2 in the paper's regime: epsilon up to 10^500 is beyond a float ledger: such releases are charged as inf."""
 
-    accounted = False
+    beyond_float = True
 
 
 class PaperDiaDSP(DiaDSP):
-    accounted = False
+    beyond_float = True
 
 
 class PaperPPDC(PPDC):
-    accounted = False
+    beyond_float = True
 
 
 def build(config: dict[str, Any], seed: int) -> tuple[pc.DistributedProblem, pc.Topology, dict[str, Any]]:

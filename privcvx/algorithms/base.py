@@ -22,17 +22,19 @@ import copy
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
 from scipy.spatial.distance import pdist
 
-from privcvx.errors import UnsupportedError
+from privcvx.errors import PrivacyError, UnsupportedError
 from privcvx.messages import Message
 from privcvx.privacy.accounting import PrivacyLedger
-from privcvx.privacy.noise import NoiseSource, agent_noise_sources
+from privcvx.privacy.discrete_gaussian import discrete_gaussian
+from privcvx.privacy.mechanisms import Mechanism, Sensitivity
+from privcvx.privacy.noise import NoiseSource, Perturbed, agent_noise_sources
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
 from privcvx.topology import SERVER, Topology
 
@@ -40,14 +42,38 @@ from privcvx.topology import SERVER, Topology
 Reducer = Callable[[list[float]], float]
 
 
+#: The relative difference tolerated between a release's drawn noise scale and the scale its recorded mechanism
+#: implies (rounding of scale = multiplier x sensitivity); anything larger is a calibration charged one way and
+#: drawn another, which :meth:`AgentContext.release` refuses.
+SCALE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Release:
+    """One noisy release an agent made through :meth:`AgentContext.release` (kept for the current step only).
+
+    ``value`` is what was released; ``event`` the ledger entry (None for a data-independent value, which costs
+    nothing); ``magnitude`` the sum of |noise| (Eq. (29)); ``tags`` the algorithm's public labels of it. The tag
+    ``"payload"`` names the message payload key that carries ``value`` verbatim: the host checks that it does.
+    """
+
+    value: np.ndarray
+    event: Mechanism | None
+    magnitude: float
+    tags: Mapping[str, Any]
+
+
 @dataclass
 class AgentContext:
     """What the runtime hands an agent's program: who it is, its noise stream and ledger, the graph.
 
-    ``rounds`` is the run's T (public). The ledger is the agent's own: every noisy release is
-    recorded in it (``ledger.record(mechanism)``), and the runtime composes it. ``diagnostics`` says whether
-    the run keeps values computed from private data (``solve(diagnostics=...)``): without it, a program's
-    ``report`` must hold nothing derived from the agent's data.
+    ``rounds`` is the run's T (public). Every noisy release goes through :meth:`release`, the one way a method adds
+    noise and charges privacy: it draws the noise on the run's source (secure or seeded) and records the event in
+    the agent's one ledger, which the runtime composes. The noise state and the ledger are saved and restored by
+    the runtime (:meth:`state_dict`), never by a program. ``noise`` also gives an agent its secret random
+    parameters (``uniform``, ``below``: secret penalties and shares, which are not releases). ``diagnostics``
+    says whether the run keeps values computed from private data (``solve(diagnostics=...)``): without it, a
+    program's ``report`` must hold nothing derived from the agent's data.
     """
 
     name: str
@@ -58,6 +84,7 @@ class AgentContext:
     topology: Topology
     rounds: int
     diagnostics: bool = True
+    releases: list[Release] = field(default_factory=list)
 
     @classmethod
     def for_agent(cls, problem: DistributedProblem, index: int = 0, *, seed: int | str | None = 0,
@@ -77,6 +104,84 @@ class AgentContext:
     def message(self, t: int, payload: Mapping[str, Any], receiver: str | None = None, phase: int = 0) -> Message:
         """A message from this agent: to ``receiver``, or a broadcast to its round-t neighbours."""
         return Message(round=t, sender=self.name, receiver=receiver, payload=payload, phase=phase)
+
+    def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
+                tags: Mapping[str, Any] | None = None, scale: float | None = None,
+                subtract: bool = False) -> np.ndarray:
+        """``value`` plus noise, drawn on the run's noise source, with the release recorded in the agent's ledger.
+
+        ``mechanism`` is what the release is charged as, and ``sensitivity`` bounds ``value`` over neighbouring
+        datasets, after every step between the data and the release (:mod:`privcvx.privacy.sensitivity`). The
+        noise's float-path scale is ``mechanism.scale(sensitivity)``; a method that computes its scale itself
+        passes ``scale``, which must be the one the mechanism implies (else a ``PrivacyError``: a calibration
+        charged one way and drawn another; a mechanism charged as no privacy, ``LaplaceBeyondFloat``, fits any).
+        A ``sensitivity`` of 0 in the mechanism's norm marks a data-independent value: the noise is drawn (at
+        ``scale``) and nothing is charged. On the secure path the value is released on a grid with OpenDP's
+        integer noise and the ledger records the grid's own mechanism
+        (:meth:`~privcvx.privacy.noise.Perturbed.accounted`). A nominal ``sensitivity`` labels the ledger's epsilon
+        "nominal". ``subtract`` releases value - noise (ObjPert's g - xi; the same distribution).
+        """
+        if not isinstance(mechanism, Mechanism):
+            raise PrivacyError(f"must be a privcvx mechanism, got {mechanism!r}", agent=self.name, argument="mechanism")
+        if not isinstance(sensitivity, Sensitivity):
+            raise PrivacyError(f"must be a pc.Sensitivity, got {sensitivity!r}", agent=self.name,
+                               argument="sensitivity")
+        mechanism = self.noise.calibrated(mechanism)
+        bound = sensitivity.get(mechanism.norm)
+        implied = mechanism.scale(sensitivity)
+        if scale is None:
+            scale = implied
+        elif bound > 0 and mechanism.noise_multiplier > 0 and not abs(scale - implied) <= SCALE_TOLERANCE * implied:
+            raise PrivacyError(f"the noise drawn (scale {scale!r}) is not the noise charged ({mechanism!r} at "
+                               f"sensitivity {bound!r} implies scale {implied!r})", agent=self.name, argument="scale")
+        if mechanism.draws is None:
+            raise PrivacyError(f"{mechanism!r} is a ledger entry, not noise to draw", agent=self.name,
+                               argument="mechanism")
+        if mechanism.draws == "discrete_gaussian":  # integer noise on integer codes, OpenDP's sampler when secure
+            noise = discrete_gaussian(self.noise, scale, np.size(value))
+            perturbed = Perturbed(np.asarray(value, dtype=float) + noise, float(np.abs(noise).sum()), None)
+        else:
+            perturbed = self.noise.perturb(np.asarray(value, dtype=float), mechanism.draws, scale, bound,
+                                           subtract=subtract)
+        event = perturbed.accounted(mechanism) if bound > 0 else None
+        if event is not None:
+            self.ledger.record(event, nominal=sensitivity.nominal)
+        self.releases.append(Release(perturbed.value, event, perturbed.magnitude, dict(tags or {})))
+        return perturbed.value
+
+    @property
+    def last_release(self) -> Release:
+        """The most recent release of the current step."""
+        if not self.releases:
+            raise PrivacyError("no release in this step", agent=self.name, argument="releases")
+        return self.releases[-1]
+
+    def take_releases(self) -> list[Release]:
+        """The releases of the step that ended (what the host checks against the step's messages)."""
+        releases, self.releases = self.releases, []
+        return releases
+
+    def state_dict(self) -> dict[str, Any]:
+        """The runtime's part of an agent's state: its noise stream's state and its ledger (checkpoints)."""
+        return {"noise": self.noise.get_state(), "ledger": self.ledger.to_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a state written by :meth:`state_dict` (untrusted: a malformed one raises a PrivacyError)."""
+        if not isinstance(state, Mapping) or set(state) != {"noise", "ledger"}:
+            raise PrivacyError("not an agent context's state", agent=self.name, argument="state")
+        self.noise.set_state(state["noise"])
+        self.ledger.load_dict(state["ledger"])
+
+
+def check_releases(name: str, messages: list[Message], releases: list[Release]) -> None:
+    """A step's messages carry its releases as recorded: each release tagged ``payload=key`` is sent verbatim as
+    ``payload[key]`` by one of the step's messages; a PrivacyError names the agent and the key otherwise."""
+    for release in releases:
+        key = release.tags.get("payload")
+        if key is not None and not any(key in m.payload and np.array_equal(m.payload[key], release.value)
+                                       for m in messages):
+            raise PrivacyError(f"no message of the step carries the release recorded for payload {key!r}: what the "
+                               "agent sent is not what its ledger charged", agent=name, argument="messages")
 
 
 @runtime_checkable

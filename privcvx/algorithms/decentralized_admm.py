@@ -444,8 +444,7 @@ class ConsensusADMMAgent(AgentProgram, ABC):
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),
                 "edges": None if self.edges is None else dict(self.edges),
-                "zcdp": self.zcdp.to_dict(), "broadcasts": self.broadcasts,
-                "noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict()}
+                "zcdp": self.zcdp.to_dict(), "broadcasts": self.broadcasts}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.alpha, self.x_hat, self.x = state["alpha"], state["x_hat"], state["x"]
@@ -453,8 +452,6 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         self.edges = None if state["edges"] is None else dict(state["edges"])
         self.zcdp = ZCDPLedger.from_dict(state["zcdp"])
         self.broadcasts = int(state["broadcasts"])
-        self.context.noise.set_state(state["noise"])
-        self.context.ledger.load_dict(state["ledger"])
 
 
 class ADMMMonitor(LatestReleases):

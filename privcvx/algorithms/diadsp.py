@@ -74,7 +74,7 @@ class DiaDSPAgent(GradientAgent):
     def __init__(self, agent: Agent, context: AgentContext, settings: DiaDSP) -> None:
         super().__init__(agent, context, weights=context.topology.weight_row(context.name, 1, settings.weights),
                          trace=settings.trace,
-                         accounted=settings.accounted)
+                         beyond_float=settings.beyond_float)
         self.settings = settings
         self.delta = settings.adjacency_radius(agent) if settings.private else 0.0
         self.x = np.zeros(self.dim)

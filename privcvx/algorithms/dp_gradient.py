@@ -241,10 +241,10 @@ class DPDGAgent(AgentProgram):
             scale = self.settings.noise_scale(self.sensitivity, t)
             # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t; x_i(0) has none.
             sensitivity = self.sensitivity * checked_value(self.step_size, t - 1, argument="step") if t >= 2 else 0.0
-            perturbed = self.context.noise.perturb(self.x, "laplace", scale, sensitivity)
-            if t >= 2:
-                self.context.ledger.record(perturbed.accounted(Laplace(sensitivity / scale)))
-            self.y, self.noise_magnitude = perturbed.value, perturbed.magnitude
+            mechanism = Laplace(sensitivity / scale) if t >= 2 else Laplace(1.0)  # x_i(0) is public: no charge
+            self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
+                                          tags={"payload": "y"})
+            self.noise_magnitude = self.context.last_release.magnitude
         else:
             self.y, self.noise_magnitude = self.x + np.zeros(self.layout.dim), 0.0
         return [self.context.message(t, {"y": self.y})]
@@ -282,13 +282,10 @@ class DPDGAgent(AgentProgram):
         return {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"x": self.x, "y": self.y, "noise": self.context.noise.get_state(),
-                "ledger": self.context.ledger.to_dict()}
+        return {"x": self.x, "y": self.y}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.x, self.y = state["x"], state["y"]
-        self.context.noise.set_state(state["noise"])
-        self.context.ledger.load_dict(state["ledger"])
 
 
 class DPDGMonitor(LatestReleases):

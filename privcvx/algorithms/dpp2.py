@@ -194,7 +194,7 @@ class DPP2Agent(GradientAgent):
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPP2, etas: MixingSequence) -> None:
         super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
-                         accounted=settings.accounted)
+                         beyond_float=settings.beyond_float)
         self.settings, self.etas = settings, etas
         self.privacy = settings.privacy_of(agent, self.dim) if settings.private else None
         self.x = np.zeros(self.dim)  # x_i^0: public and data-independent

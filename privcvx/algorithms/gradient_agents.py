@@ -17,7 +17,7 @@ from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_p
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
-from privcvx.privacy.mechanisms import Laplace, Sensitivity
+from privcvx.privacy.mechanisms import Laplace, LaplaceBeyondFloat, Mechanism, Sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import WEIGHT_RULES, Topology
 
@@ -80,10 +80,10 @@ class GradientMethod(Algorithm):
     _delta = DEFAULT_LAPLACE_DELTA  # the Laplace ledger reports its epsilon at this delta
     #: The constructor arguments of the two initial Laplace scales.
     noise_settings: tuple[str, str]
-    #: Whether the noisy releases are accounted (always, in the library). A research subclass that reproduces a
-    #: regime beyond a float ledger (per-release epsilon above :data:`MAX_RELEASE_EPSILON`) sets False: it then
-    #: adds the noise, records nothing, and reports no epsilon (``private`` is False).
-    accounted: ClassVar[bool] = True
+    #: Whether releases beyond a float ledger are allowed. By default a release whose epsilon would exceed
+    #: :data:`MAX_RELEASE_EPSILON` is refused; a research subclass that reproduces such a regime (the DPP^2 paper's
+    #: own) sets True: each such release is then charged as no privacy (``LaplaceBeyondFloat``, epsilon = inf).
+    beyond_float: ClassVar[bool] = False
 
     def check_noise(self) -> None:
         """Both scales or neither; positive; a decay rate r in (0, 1) with them."""
@@ -105,7 +105,7 @@ class GradientMethod(Algorithm):
 
     @property
     def private(self) -> bool:
-        return self.accounted and self.noisy
+        return self.noisy
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_gradient_setting(problem, topology)
@@ -151,8 +151,8 @@ class GradientAgent(AgentProgram):
     """
 
     def __init__(self, agent: Agent, context: AgentContext, *, weights: dict[str, float], trace: bool,
-                 accounted: bool = True) -> None:
-        self.agent, self.context, self.accounted = agent, context, accounted
+                 beyond_float: bool = False) -> None:
+        self.agent, self.context, self.beyond_float = agent, context, beyond_float
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.dim = context.layout.dim
         self.weights = weights
@@ -181,26 +181,26 @@ class GradientAgent(AgentProgram):
             self.trace_gradient.append(self.gradient(x) if g is None else g.copy())
 
     def release(self, value: np.ndarray, scale: float, sensitivity: float) -> np.ndarray:
-        """``value`` + Lap(scale) per coordinate, recorded as a Laplace release of l1 sensitivity ``sensitivity``.
+        """``value`` + Lap(scale) per coordinate, released through the agent's release path as a Laplace release
+        of l1 sensitivity ``sensitivity`` (a data-independent value, ``sensitivity = 0``, is charged nothing).
 
-        ``scale = 0`` (no privacy) returns a copy; ``sensitivity = 0`` (a data-independent value) records nothing.
+        ``scale = 0`` (no privacy) returns a copy.
         """
         if scale == 0.0:
             return np.array(value, dtype=float)
         if not (math.isfinite(scale) and scale > 0):
             raise PrivacyError(f"the noise scale {scale!r} is not a finite number > 0", agent=self.context.name,
                                argument="scale")
-        if not self.accounted:
-            return value + scale * self.context.noise.standard_laplace(value.size)
         if sensitivity > 0.0 and not sensitivity / scale <= MAX_RELEASE_EPSILON:
-            raise PrivacyError(f"the noise has decayed to scale {scale:.3g}: this release alone would cost epsilon "
-                               f"{sensitivity / scale:.3g} > {MAX_RELEASE_EPSILON:g}, beyond any meaningful privacy "
-                               "and what the ledger composes; run fewer rounds or a decay r closer to 1",
-                               agent=self.context.name, argument="r")
-        perturbed = self.context.noise.perturb(np.asarray(value, dtype=float), "laplace", scale, sensitivity)
-        if sensitivity > 0.0:
-            self.context.ledger.record(perturbed.accounted(Laplace(sensitivity / scale)))
-        return perturbed.value
+            if not self.beyond_float:
+                raise PrivacyError(f"the noise has decayed to scale {scale:.3g}: this release alone would cost "
+                                   f"epsilon {sensitivity / scale:.3g} > {MAX_RELEASE_EPSILON:g}, beyond any "
+                                   "meaningful privacy and what the ledger composes; run fewer rounds or a decay r "
+                                   "closer to 1", agent=self.context.name, argument="r")
+            mechanism: Mechanism = LaplaceBeyondFloat()
+        else:
+            mechanism = Laplace(sensitivity / scale) if sensitivity > 0.0 else Laplace(1.0)
+        return self.context.release(value, mechanism, Sensitivity(l1=sensitivity), scale=scale)
 
     def mix(self, inbox: list[Message], key: str, own: np.ndarray, round_: int, phase: int) -> np.ndarray:
         """sum_j weights_ij v_j over the node and its neighbours, from the messages of (round_, phase)."""
@@ -236,14 +236,11 @@ class GradientAgent(AgentProgram):
         return {"trace_x": np.array(self.trace_x), "trace_gradient": np.array(self.trace_gradient)}
 
     def base_state(self) -> dict[str, Any]:
-        """The state every gradient agent has (noise, ledger, traces), for a subclass's ``state_dict``."""
-        return {"noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict(),
-                "trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient)}
+        """The state every gradient agent has (its traces), for a subclass's ``state_dict``."""
+        return {"trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient)}
 
     def load_base_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`base_state` wrote."""
-        self.context.noise.set_state(state["noise"])
-        self.context.ledger.load_dict(state["ledger"])
         self.trace_x, self.trace_gradient = list(state["trace_x"]), list(state["trace_gradient"])
 
 

@@ -397,8 +397,9 @@ class ADMMAgent(AgentProgram):
             if sensitivity is None:
                 sensitivity = self._release_sensitivity(z, weights)
             if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
-                gradient, magnitude, entry = self.privacy.perturb(self.context.noise, gradient, sensitivity)
-                self.context.ledger.record(entry)
+                gradient = self.context.release(gradient, self.privacy.mechanism, sensitivity, subtract=True,
+                                                tags={"release": "gradient"})
+                magnitude = self.context.last_release.magnitude
         linear = z * inverse  # Eq. (9)'s point, computed in one array (in place: the same operations)
         linear -= gradient
         if self.all_shared:
@@ -408,8 +409,8 @@ class ADMMAgent(AgentProgram):
         linear /= weights
         z_next = self.projection(linear, weights, warm_start)
         if self.privacy is not None and self.privacy.kind == "output":
-            z_next, magnitude, entry = self.privacy.perturb(self.context.noise, z_next, sensitivity)
-            self.context.ledger.record(entry)
+            z_next = self.context.release(z_next, self.privacy.mechanism, sensitivity, tags={"release": "output"})
+            magnitude = self.context.last_release.magnitude
         return z_next, magnitude
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
@@ -455,13 +456,10 @@ class ADMMAgent(AgentProgram):
         return {"kind": self.projection.kind, **(stats if self.context.diagnostics else {"solves": stats["solves"]})}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"z": self.z, "lam": self.lam, "released": self.released, "noise": self.context.noise.get_state(),
-                "ledger": self.context.ledger.to_dict()}
+        return {"z": self.z, "lam": self.lam, "released": self.released}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.z, self.lam, self.released = state["z"], state["lam"], state["released"]
-        self.context.noise.set_state(state["noise"])
-        self.context.ledger.load_dict(state["ledger"])
 
 
 class ConsensusDuals:

@@ -82,7 +82,7 @@ class PPDCAgent(GradientAgent):
 
     def __init__(self, agent: Agent, context: AgentContext, settings: PPDC) -> None:
         super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
-                         accounted=settings.accounted)
+                         beyond_float=settings.beyond_float)
         self.settings = settings
         self.delta = settings.adjacency_radius(agent) if settings.private else 0.0
         self.x = np.zeros(self.dim)

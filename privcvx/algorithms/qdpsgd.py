@@ -72,11 +72,11 @@ from privcvx.errors import DeclarationError, ParameterError, PrivacyError, Privc
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
-from privcvx.privacy.discrete_gaussian import discrete_gaussian
 from privcvx.privacy.mechanisms import (
     DiscreteGaussian,
     GridRdpAccountant,
     PoissonSampledGaussian,
+    Sensitivity,
     check_delta,
     check_epsilon,
 )
@@ -344,9 +344,9 @@ class QDPSGDAgent(AgentProgram):
         if settings.variant == 2 and settings.private and t >= 2:
             lattice_sensitivity = self.sensitivity / eta + math.sqrt(self.layout.dim)
             sigma = self.multiplier * lattice_sensitivity
-            codes = np.rint(quantized / eta) + discrete_gaussian(noise, sigma, self.layout.dim)
+            codes = self.context.release(np.rint(quantized / eta), DiscreteGaussian(sigma, lattice_sensitivity),
+                                         Sensitivity(l2=lattice_sensitivity), scale=sigma)
             quantized = eta * np.clip(codes, -2.0 ** (bits - 1), 2.0 ** (bits - 1) - 1.0)
-            self.context.ledger.record(DiscreteGaussian(sigma, lattice_sensitivity))
         self.z = quantized
         return [self.context.message(t, {"z": self.z})]
 
@@ -365,9 +365,8 @@ class QDPSGDAgent(AgentProgram):
         total = rows.sum(axis=0)
         if settings.variant == 1 and settings.private:
             clip, multiplier = settings._clip, self.multiplier
-            perturbed = noise.perturb(total, "gaussian", multiplier * clip, clip)
-            self.context.ledger.record(perturbed.accounted(PoissonSampledGaussian(settings._rate, multiplier)))
-            total = perturbed.value
+            total = self.context.release(total, PoissonSampledGaussian(settings._rate, multiplier),
+                                         Sensitivity(l2=clip), scale=multiplier * clip)
         if not np.all(np.isfinite(total)):
             raise PrivcvxError("a per-record gradient is not finite", agent=self.context.name, argument="samples")
         return total / self.batch
@@ -402,8 +401,7 @@ class QDPSGDAgent(AgentProgram):
         return {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"x": self.x, "z": self.z, "sensitivity": self.sensitivity, "noise": self.context.noise.get_state(),
-                "ledger": self.context.ledger.to_dict()}
+        return {"x": self.x, "z": self.z, "sensitivity": self.sensitivity}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         try:
@@ -415,8 +413,6 @@ class QDPSGDAgent(AgentProgram):
         if x.shape != (self.layout.dim,) or z.shape != (self.layout.dim,) or not sensitivity >= 0.0:
             raise PrivcvxError("the state's vectors do not fit the agent", agent=self.context.name, argument="state")
         self.x, self.z, self.sensitivity = x, z, sensitivity
-        self.context.noise.set_state(state["noise"])
-        self.context.ledger.load_dict(state["ledger"])
 
 
 class QDPSGDMonitor(LatestReleases):

@@ -377,7 +377,7 @@ class RandomizedADMMAgent(AgentProgram):
             interval = None  # a projected mean is not uniform on an interval: the worst case is claimed
             if self.projection.kind == "free":  # Term A: uniform between x_i and the neighbours' mean, or fixed
                 interval = (self.x + c, mean_neighbours + c) if self.settings.aggregator == "random" else (mean, mean)
-            mean = laplace_release(self.context.noise, self.context.ledger, self.account, mean, beta, shift, interval)
+            mean = laplace_release(self.context, self.account, mean, beta, shift, interval)
         self.x = mean
         return self._send(t + 1)
 
@@ -400,15 +400,12 @@ class RandomizedADMMAgent(AgentProgram):
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "lam": self.lam, "gammas": self.gammas, "kept": list(self.kept),
-                "partial": list(self.partial), "account": self.account.state_dict(),
-                "noise": self.context.noise.get_state(), "ledger": self.context.ledger.to_dict()}
+                "partial": list(self.partial), "account": self.account.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.x, self.lam, self.gammas = state["x"], state["lam"], state["gammas"]
         self.kept, self.partial = list(state["kept"]), list(state["partial"])
         self.account.load_state_dict(state["account"])
-        self.context.noise.set_state(state["noise"])
-        self.context.ledger.load_dict(state["ledger"])
 
 
 class RandomizedADMMMonitor(LatestReleases):

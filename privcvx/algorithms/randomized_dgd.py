@@ -187,7 +187,7 @@ class RandomizedDGDAgent(AgentProgram):
         if self.settings.private:
             beta = checked_value(self.settings._rate, t, argument="noise_rate")
             interval = (low - eta * gradient, high - eta * gradient) if self.projection.kind == "free" else None
-            mean = laplace_release(self.context.noise, self.context.ledger, self.account, mean, beta,
+            mean = laplace_release(self.context, self.account, mean, beta,
                                    eta * self.b_inf, interval)
         self.x = mean
         return [self.context.message(t + 1, {"x": self.x})]
@@ -206,14 +206,11 @@ class RandomizedDGDAgent(AgentProgram):
         return {"ex_post_account": self.account.per_round()} if self.context.diagnostics else {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"x": self.x, "account": self.account.state_dict(), "noise": self.context.noise.get_state(),
-                "ledger": self.context.ledger.to_dict()}
+        return {"x": self.x, "account": self.account.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.x = state["x"]
         self.account.load_state_dict(state["account"])
-        self.context.noise.set_state(state["noise"])
-        self.context.ledger.load_dict(state["ledger"])
 
 
 def _pair_index(k: int, n: int) -> tuple[int, int]:

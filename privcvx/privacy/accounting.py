@@ -72,8 +72,10 @@ DEFAULT_LAPLACE_DELTA = 1e-6
 #: The columns of :func:`privacy_table`, in order.
 #: ``delta`` is where the RDP, PLD and moments columns hold; basic and advanced composition hold at their own
 #: ``delta_basic`` (the sum of the releases' deltas: 0 for Laplace) and ``delta_advanced`` (that plus ``delta``).
+#: ``calibration`` is "valid", or "nominal: <reasons>" for an agent with releases calibrated to a paper's printed
+#: constant that is not a valid bound (:class:`~privcvx.errors.NominalPrivacyWarning`): not a guarantee.
 PRIVACY_COLUMNS = ("agent", "steps", "delta", "epsilon_basic", "epsilon_advanced", "epsilon_moments",
-                   "epsilon_rdp", "epsilon_pld", "delta_basic", "delta_advanced")
+                   "epsilon_rdp", "epsilon_pld", "delta_basic", "delta_advanced", "calibration")
 
 _EPSILON_KEYS = ("epsilon_basic", "epsilon_advanced", "epsilon_moments", "epsilon_rdp", "epsilon_pld")
 
@@ -82,32 +84,42 @@ Entries = tuple[tuple[Mechanism, int], ...]
 
 
 class PrivacyLedger:
-    """Every release one agent makes: the mechanisms and how many times each was used."""
+    """Every release one agent makes: the mechanisms and how many times each was used.
+
+    ``nominal`` holds the reasons of releases calibrated to a nominal sensitivity (a paper's printed constant that
+    is not a valid bound, :class:`~privcvx.privacy.mechanisms.Sensitivity`): the privacy table then labels the
+    agent's epsilon "nominal" (column ``calibration``).
+    """
 
     def __init__(self, agent: str) -> None:
         self.agent = str(agent)
         self._counts: dict[Mechanism, int] = {}
-        self._new: list[tuple[Mechanism, int]] = []
+        self._new: list[tuple[Mechanism, int, str | None]] = []
+        self.nominal: set[str] = set()
 
-    def record(self, mechanism: Mechanism, count: int = 1) -> None:
-        """Record ``count`` releases (local updates) made with ``mechanism``."""
+    def record(self, mechanism: Mechanism, count: int = 1, *, nominal: str | None = None) -> None:
+        """Record ``count`` releases (local updates) made with ``mechanism``; ``nominal``: the reason their
+        sensitivity is only nominal, or None."""
         if not isinstance(mechanism, Mechanism):
             raise PrivacyError(f"must be a pc.Laplace, pc.Gaussian or a grid release's mechanism, got {mechanism!r}",
                                agent=self.agent, argument="mechanism")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PrivacyError(f"must be an int >= 1, got {count!r}", agent=self.agent, argument="count")
         self._counts[mechanism] = self._counts.get(mechanism, 0) + count
-        self._new.append((mechanism, count))
+        self._new.append((mechanism, count, nominal))
+        if nominal is not None:
+            self.nominal.add(str(nominal))
 
-    def take_new(self) -> list[tuple[Mechanism, int]]:
-        """The entries recorded since the last call: what the agent's host reports to the driver's copy."""
+    def take_new(self) -> list[tuple[Mechanism, int, str | None]]:
+        """The entries recorded since the last call, as (mechanism, count, nominal reason): what the agent's host
+        reports to the driver's copy."""
         new, self._new = self._new, []
         return new
 
     def load_dict(self, data: dict) -> None:
         """Restore, in place, a ledger written by :meth:`to_dict` (a checkpoint)."""
         restored = PrivacyLedger.from_dict(data)
-        self.agent, self._counts, self._new = restored.agent, restored._counts, []
+        self.agent, self._counts, self._new, self.nominal = restored.agent, restored._counts, [], restored.nominal
 
     @property
     def steps(self) -> int:
@@ -119,15 +131,21 @@ class PrivacyLedger:
         """(mechanism, count) pairs in order of first use."""
         return list(self._counts.items())
 
+    @property
+    def calibration(self) -> str:
+        """``"valid"``, or ``"nominal: <reasons>"`` when a release was calibrated to a nominal sensitivity."""
+        return "valid" if not self.nominal else "nominal: " + "; ".join(sorted(self.nominal))
+
     def signature(self) -> Entries:
         """Hashable and order-free ((mechanism, count) pairs in a canonical order): composition does not
         depend on the order of releases, and equal mechanisms are equal by their signatures."""
         return tuple(sorted(self._counts.items(), key=lambda entry: repr((entry[0].signature(), entry[1]))))
 
     def to_dict(self) -> dict:
-        """The ledger as JSON-able data: the agent and each mechanism with its count (checkpoints)."""
+        """The ledger as JSON-able data: the agent, each mechanism with its count, and the nominal reasons."""
         return {"agent": self.agent,
-                "entries": [{"mechanism": m.to_dict(), "count": c} for m, c in self._counts.items()]}
+                "entries": [{"mechanism": m.to_dict(), "count": c} for m, c in self._counts.items()],
+                "nominal": sorted(self.nominal)}
 
     @classmethod
     def from_dict(cls, data: dict) -> PrivacyLedger:
@@ -135,7 +153,9 @@ class PrivacyLedger:
             ledger = cls(data["agent"])
             for entry in data["entries"]:
                 ledger.record(mechanism_from_dict(entry["mechanism"]), int(entry["count"]))
-        except (KeyError, TypeError) as error:
+            ledger.nominal = {str(reason) for reason in data.get("nominal", [])}
+            ledger._new = []
+        except (KeyError, TypeError, AttributeError) as error:
             raise PrivacyError(f"not a ledger description ({error})", argument="data") from None
         return ledger
 
@@ -235,13 +255,13 @@ class RunningEpsilon:
         self.sums["delta_basic"] += count * (0.0 if mechanism.pure else mechanism.delta)
         self.sums["squares"] += count * epsilon * epsilon
         self.sums["advanced"] += count * epsilon * (math.expm1(epsilon) if epsilon < 700 else math.inf)
-        self.sums["mu_squared"] += count / mechanism.noise_multiplier ** 2
+        self.sums["mu_squared"] += count / mechanism.noise_multiplier ** 2 if mechanism.noise_multiplier else math.inf
         self.gaussian_only &= mechanism.kind == "gaussian"
         self.pending.append((mechanism.dp_event(), count))
 
-    def record(self, mechanism: Mechanism, count: int = 1) -> None:
+    def record(self, mechanism: Mechanism, count: int = 1, *, nominal: str | None = None) -> None:
         """Record a release in the ledger and in the running sums."""
-        self.ledger.record(mechanism, count)
+        self.ledger.record(mechanism, count, nominal=nominal)
         self._add(mechanism, count)
 
     def epsilon(self) -> float:
@@ -272,7 +292,8 @@ class RunningEpsilon:
 
 def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFrame:
     """One row per agent with the columns of :data:`PRIVACY_COLUMNS`."""
-    rows = [{"agent": ledger.agent, **epsilon_report(ledger, delta)} for ledger in ledgers]
+    rows = [{"agent": ledger.agent, **epsilon_report(ledger, delta), "calibration": ledger.calibration}
+            for ledger in ledgers]
     return pd.DataFrame(rows, columns=list(PRIVACY_COLUMNS))
 
 

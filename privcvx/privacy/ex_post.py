@@ -25,15 +25,17 @@ Fig. 2, and publishing it may itself leak (the paper does not discuss this).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from scipy import integrate
 
 from privcvx.errors import PrivacyError, require_positive
-from privcvx.privacy.accounting import PrivacyLedger
-from privcvx.privacy.mechanisms import Laplace
-from privcvx.privacy.noise import NoiseSource
+from privcvx.privacy.mechanisms import Laplace, Sensitivity
+
+if TYPE_CHECKING:
+    from privcvx.algorithms.base import AgentContext
 
 
 def worst_case_epsilon(alpha: float, beta: float, b_inf: float) -> float:
@@ -155,9 +157,9 @@ class ExPostAccount:
 EX_POST_COLUMNS = ("epsilon_worst_case", "epsilon_ex_post", "epsilon_ex_post_advanced", "ex_post_ratio")
 
 
-def laplace_release(noise: NoiseSource, ledger: PrivacyLedger, account: ExPostAccount, mean: np.ndarray,
-                    beta: float, shift: float, interval: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """Release ``mean`` + Lap(0, beta) per coordinate (rate beta: scale 1/beta) and account for it.
+def laplace_release(context: AgentContext, account: ExPostAccount, mean: np.ndarray, beta: float, shift: float,
+                    interval: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Release ``mean`` + Lap(0, beta) per coordinate (rate beta: scale 1/beta) through the agent's release path.
 
     The vector's L1 sensitivity is d * shift (shift = alpha_k B_inf per coordinate), so the ledger records a
     Laplace release with epsilon d alpha_k beta_k B_inf (the worst case of Theorem 2.2 summed over the
@@ -167,15 +169,14 @@ def laplace_release(noise: NoiseSource, ledger: PrivacyLedger, account: ExPostAc
     the ledger and, per coordinate, in both columns of the ex-post account.
     """
     d = mean.size
-    perturbed = noise.perturb(mean, "laplace", 1.0 / beta, d * shift)
-    mechanism = perturbed.accounted(Laplace(d * shift * beta))
-    ledger.record(mechanism)
-    if perturbed.grid is None:
+    value = context.release(mean, Laplace(d * shift * beta), Sensitivity(l1=d * shift), scale=1.0 / beta)
+    event = context.last_release.event
+    if event is None or event.kind == "laplace":
         lo, hi = interval if interval is not None else (None, None)
-        account.record(perturbed.value, lo, hi, beta, shift)
+        account.record(value, lo, hi, beta, shift)
     else:  # the grid's discrete Laplace: its own epsilon, spread over the coordinates
-        account.record(perturbed.value, None, None, beta, shift, worst=mechanism.epsilon / d)
-    return perturbed.value
+        account.record(value, None, None, beta, shift, worst=event.epsilon / d)
+    return value
 
 
 def ex_post_summary(reports: list[dict]) -> dict:

@@ -235,6 +235,9 @@ class Mechanism(_SignatureEquality):
     kind: ClassVar[str]
     norm: ClassVar[str]
     pure: ClassVar[bool]
+    #: The noise a release of this mechanism draws: "laplace" or "gaussian" (on the float path or the grid) or
+    #: "discrete_gaussian" (integer noise on integer codes); None for a mechanism that is only a ledger entry.
+    draws: ClassVar[str | None] = None
 
     def __init__(self, *, epsilon: float, delta: float, noise_multiplier: float,
                  budget: Budget | None = None) -> None:
@@ -283,6 +286,7 @@ class Laplace(Mechanism):
 
     kind = "laplace"
     norm = "l1"
+    draws = "laplace"
     pure = True
 
     def __init__(self, epsilon: float) -> None:
@@ -316,6 +320,7 @@ class Gaussian(Mechanism):
 
     kind = "gaussian"
     norm = "l2"
+    draws = "gaussian"
     pure = False
 
     def __init__(self, epsilon: float, delta: float, *, analytic: bool = False) -> None:
@@ -410,6 +415,7 @@ class DiscreteGaussian(_GridMechanism):
 
     kind = "discrete_gaussian"
     norm = "l2"
+    draws = "discrete_gaussian"
     pure = False
 
     def __init__(self, grid_scale: float, grid_sensitivity: float) -> None:
@@ -431,6 +437,7 @@ class PoissonSampledGaussian(Mechanism):
 
     kind = "poisson_gaussian"
     norm = "l2"
+    draws = "gaussian"
     pure = False
 
     def __init__(self, sampling_rate: float, noise_multiplier: float) -> None:
@@ -456,6 +463,30 @@ class PoissonSampledGaussian(Mechanism):
                                                    dp_accounting.GaussianDpEvent(self.noise_multiplier))
 
 
+class LaplaceBeyondFloat(Mechanism):
+    """A Laplace release whose epsilon lies beyond floating point (a noise scale decayed to below
+    ``sensitivity / 1e100``, as in the DPP^2 paper's own regime): charged as no privacy at all.
+
+    Every accountant reports epsilon = inf for a ledger that holds one (dp-accounting's ``NonPrivateDpEvent``):
+    the true value exceeds any float, so inf is the one valid statement. Any noise is consistent with this charge.
+    """
+
+    kind = "laplace_beyond_float"
+    norm = "l1"
+    pure = True
+    draws = "laplace"
+
+    def __init__(self) -> None:
+        super().__init__(epsilon=math.inf, delta=0.0, noise_multiplier=0.0)
+
+    @property
+    def calibration(self) -> str:
+        return "beyond-float"
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        return dp_accounting.NonPrivateDpEvent()
+
+
 def _with_multiplier(cls: type[Mechanism], *, epsilon: float, delta: float, noise_multiplier: float,
                      budget: Budget | None, analytic: bool = False) -> Mechanism:
     """A mechanism with a given noise multiplier (budget calibration, checkpoint restore)."""
@@ -474,6 +505,8 @@ def mechanism_from_dict(data: dict) -> Mechanism:
             return DiscreteLaplace(float(data["grid_scale"]), int(data["grid_sensitivity"]))
         if data["kind"] == "discrete_gaussian":
             return DiscreteGaussian(float(data["grid_scale"]), float(data["grid_sensitivity"]))
+        if data["kind"] == "laplace_beyond_float":
+            return LaplaceBeyondFloat()
         if data["kind"] == "poisson_gaussian":
             return PoissonSampledGaussian(float(data["sampling_rate"]), float(data["noise_multiplier"]))
         cls = {"laplace": Laplace, "gaussian": Gaussian}[data["kind"]]

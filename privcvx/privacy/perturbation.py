@@ -1,7 +1,7 @@
 """How noise enters a local update: objective perturbation Eq. (10) and output perturbation Eq. (12).
 
-Both perturbations make, per agent and per local update, one noisy release with the agent's own
-noise source (:meth:`Perturbation.perturb`): on the float path (integer seeds) the value plus
+Both perturbations make, per agent and per local update, one noisy release through the agent's
+release path (:meth:`privcvx.algorithms.base.AgentContext.release`): on the float path (integer seeds) the value plus
 ``scale * u`` with ``u`` standard Laplace or Gaussian noise; on the secure path the value on a public
 grid plus OpenDP's integer noise (:mod:`privcvx.privacy.grid`). What is released is the gradient
 (ObjPert) or the projected point (OutPert).
@@ -26,15 +26,12 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from privcvx.errors import PrivacyError
 from privcvx.privacy.mechanisms import Budget, Mechanism, Sensitivity
-
-if TYPE_CHECKING:
-    from privcvx.privacy.noise import NoiseSource
 
 
 def _check_mechanism(mechanism: Any) -> Mechanism | Budget:
@@ -57,8 +54,6 @@ class Perturbation(ABC):
     mechanism: Mechanism | Budget
 
     kind = "none"
-    #: Release value - noise instead of value + noise (ObjPert's g - xi); the same distribution.
-    subtract = False
 
     def __post_init__(self) -> None:
         _check_mechanism(self.mechanism)
@@ -81,22 +76,6 @@ class Perturbation(ABC):
         ``solver_error`` bounds, per coordinate, how far a computed projection may be from the exact one;
         only OutPert, which perturbs that point, needs it."""
 
-    def perturb(self, source: NoiseSource, value: np.ndarray,
-                sensitivity: Sensitivity) -> tuple[np.ndarray, float, Mechanism]:
-        """One noisy release of ``value``, whose sensitivity is ``sensitivity``, with the agent's ``source``.
-
-        Returns the release, its sum |noise| (Eq. (29)) and the ledger entry: the mechanism on the float
-        path, the grid release's discrete mechanism on the secure path (where a budget is spent with the
-        multiplier calibrated for the grid, :meth:`SecureNoise.calibrated`).
-        """
-        if not isinstance(self.mechanism, Mechanism):
-            raise PrivacyError("a pc.Budget must be resolved into its per-update mechanism first "
-                               "(Perturbation.resolve(steps))", argument="mechanism")
-        mechanism = source.calibrated(self.mechanism)
-        perturbed = source.perturb(value, mechanism.kind, mechanism.scale(sensitivity), sensitivity.get(mechanism.norm),
-                                   subtract=self.subtract)
-        return perturbed.value, perturbed.magnitude, perturbed.accounted(mechanism)
-
     def gradient_sensitivity(self, agent: Any, values: list[np.ndarray]) -> Sensitivity:
         """The agent's declared gradient sensitivity (Eqs. (18), (21)), evaluated at z if it is a callable."""
         declared = agent.sensitivity
@@ -113,7 +92,6 @@ class ObjectivePerturbation(Perturbation):
     """ObjPert, Eq. (10): noise in the linearized objective; every release lies in W_p."""
 
     kind = "objective"
-    subtract = True
 
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
                             separable: bool, solver_error: float = 0.0) -> Sensitivity:

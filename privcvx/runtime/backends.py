@@ -38,14 +38,15 @@ from typing import Any
 
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.algorithms.base import AgentContext, Algorithm, check_releases
 from privcvx.errors import AgentError, CheckpointError, ParameterError, PrivcvxError, check_int
 from privcvx.messages import Message
 from privcvx.problem import Agent, AgentSpec, DistributedProblem
 from privcvx.runtime import checkpoint as checkpoints
 
-#: A host's answer to ``start`` and ``step``, per agent: the messages it sent and the ledger entries it recorded.
-StepReply = list[tuple[list[Message], list[tuple[Any, int]]]]
+#: A host's answer to ``start`` and ``step``, per agent: the messages it sent and the ledger entries it recorded
+#: (mechanism, count, nominal reason).
+StepReply = list[tuple[list[Message], list[tuple[Any, int, str | None]]]]
 
 
 def _largest_id(node: Any) -> int:
@@ -155,8 +156,11 @@ class AgentHost:
         return answers
 
     def _replies(self, sent: list[list[Message]]) -> StepReply:
-        return [(self._checked(c, messages), c.ledger.take_new()) for c, messages in zip(self.contexts, sent,
-                                                                                          strict=True)]
+        replies = []
+        for context, messages in zip(self.contexts, sent, strict=True):
+            check_releases(context.name, self._checked(context, messages), context.take_releases())
+            replies.append((messages, context.ledger.take_new()))
+        return replies
 
     def start(self) -> StepReply:
         """Every program's start messages, with the ledger entries they recorded."""
@@ -191,25 +195,43 @@ class AgentHost:
         return self._each(lambda program, _: program.report(), where="in report()")
 
     def states(self) -> list[dict[str, Any]]:
-        """Every program's state (checkpoints)."""
-        return self._each(lambda program, _: program.state_dict(), where="in state_dict()")
+        """Every agent's state (checkpoints): its program's, and its context's noise stream and ledger."""
+        return self._each(lambda program, context: _agent_state(program, context), self.contexts,
+                          where="in state_dict()")
 
     def load_states(self, states: Sequence[dict[str, Any]]) -> list[None]:
-        """Restore every program's state from a checkpoint."""
-        return self._each(lambda program, state: program.load_state_dict(state), states, where="in load_state_dict()")
+        """Restore every agent's state from a checkpoint."""
+        return self._each(lambda program, item: _load_agent_state(program, *item),
+                          list(zip(self.contexts, states, strict=True)), where="in load_state_dict()")
 
     def write_shards(self, next_round: int) -> list[str]:
-        """Write every program's state to its agent's shard (per-host checkpoints); return the shards' digests."""
-        return self._each(lambda program, item: write_shard(*item, program.state_dict(), next_round),
-                          [(path, c.name) for path, c in zip(self.shards, self.contexts, strict=True)],
+        """Write every agent's state to its shard (per-host checkpoints); return the shards' digests."""
+        return self._each(lambda program, item: write_shard(item[0], item[1].name, _agent_state(program, item[1]),
+                                                            next_round),
+                          list(zip(self.shards, self.contexts, strict=True)),
                           where="while writing its checkpoint shard")
 
     def read_shards(self, digests: Sequence[str], next_round: int) -> list[None]:
-        """Restore every program's state from its agent's shard, checked against the driver's digest and round."""
-        return self._each(lambda program, item: program.load_state_dict(read_shard(*item, next_round)),
-                          [(path, c.name, digest) for path, c, digest in zip(self.shards, self.contexts, digests,
-                                                                             strict=True)],
+        """Restore every agent's state from its shard, checked against the driver's digest and round."""
+        return self._each(lambda program, item: _load_agent_state(program, item[1],
+                                                                  read_shard(item[0], item[1].name, item[2],
+                                                                             next_round)),
+                          list(zip(self.shards, self.contexts, digests, strict=True)),
                           where="while reading its checkpoint shard")
+
+
+def _agent_state(program: Any, context: AgentContext) -> dict[str, Any]:
+    """An agent's whole state: the program's own and the runtime's (noise stream and ledger), side by side."""
+    return {"program": program.state_dict(), "context": context.state_dict()}
+
+
+def _load_agent_state(program: Any, context: AgentContext, state: Any) -> None:
+    """Restore what :func:`_agent_state` wrote (untrusted: a malformed state raises a CheckpointError)."""
+    if not isinstance(state, dict) or set(state) != {"program", "context"}:
+        raise CheckpointError("not an agent's state (a checkpoint of another version?)", agent=context.name,
+                              argument="resume")
+    context.load_state_dict(state["context"])
+    program.load_state_dict(state["program"])
 
 
 class SerialBackend:

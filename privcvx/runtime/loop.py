@@ -133,8 +133,8 @@ class Run:
         sent = []
         for account, ledger, (messages, events) in zip(self.accounts or [None] * len(self.ledgers), self.ledgers,
                                                        replies, strict=True):
-            for mechanism, count in events:
-                (account or ledger).record(mechanism, count)
+            for mechanism, count, nominal in events:
+                (account or ledger).record(mechanism, count, nominal=nominal)
             sent.extend(messages)
         self.router.post(sent, t)
         return sent
