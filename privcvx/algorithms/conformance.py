@@ -8,8 +8,11 @@
 3. Determinism: the algorithm as given, with the same seed, gives the same transcript (bitwise)
    and history on every backend, and after a checkpoint and a resume.
 4. Messages: every message in the transcript goes between neighbours of its round's graph; under
-   privacy every agent's ledger holds at least one release per round.
-5. State: every agent program's ``state_dict`` round-trips through ``load_state_dict``.
+   privacy every agent's ledger holds at least one release per round, and (in every run, by the hosts) each
+   release tagged with a payload key is what the step's message carries
+   (:func:`~privcvx.algorithms.base.check_releases`).
+5. State: every agent program's ``state_dict`` round-trips through ``load_state_dict``, beside the runtime's part
+   (the agent's noise stream and ledger, :meth:`AgentContext.state_dict`).
 
 It runs real solves (and spawns worker processes for the process backend), so it takes seconds.
 """
@@ -187,15 +190,17 @@ def check_state_round_trip(algorithm: Algorithm) -> None:
     topology = algorithm.default_topology().bind(problem.names)
     ready = algorithm.prepare(problem, topology, rounds=4)
 
-    def program(seed: int) -> Any:
-        return ready.agent_program(problem.agents[0], AgentContext.for_agent(problem, 0, seed=seed, topology=topology,
-                                                                              rounds=4))
+    def program(seed: int) -> tuple[Any, AgentContext]:
+        context = AgentContext.for_agent(problem, 0, seed=seed, topology=topology, rounds=4)
+        return ready.agent_program(problem.agents[0], context), context
 
-    first, second = program(1), program(2)
+    (first, first_context), (second, second_context) = program(1), program(2)
     first.start()
-    state = first.state_dict()
-    second.load_state_dict(pickle.loads(pickle.dumps(state)))
-    if not _equal(second.state_dict(), state):
+    first_context.take_releases()
+    state = pickle.loads(pickle.dumps({"program": first.state_dict(), "context": first_context.state_dict()}))
+    second_context.load_state_dict(state["context"])
+    second.load_state_dict(state["program"])
+    if not _equal({"program": second.state_dict(), "context": second_context.state_dict()}, state):
         raise _fail("state", "state_dict -> load_state_dict -> state_dict changed the state")
 
 

@@ -385,10 +385,15 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         return self.alpha - 2.0 * self.eta * total
 
     # ---- ledgers --------------------------------------------------------------------------------------
-    def charge(self, t: int, mechanism: Mechanism, label: str) -> None:
-        """Record one release in the run's ledger and its rho in the agent's zCDP ledger."""
-        self.context.ledger.record(mechanism)
-        self.zcdp.record(t, mechanism_rho(mechanism), label)
+    def released(self, t: int, value: np.ndarray, mechanism: Mechanism, sensitivity: float, label: str,
+                 scale: float) -> np.ndarray:
+        """``value`` released through the agent's release path (l2 ``sensitivity``, noise ``scale``), its event
+        also in the agent's zCDP view (rho of the event the ledger recorded: the grid's on the secure path)."""
+        value = self.context.release(value, mechanism, Sensitivity(l2=sensitivity), scale=scale, tags={"label": label})
+        event = self.context.last_release.event
+        if event is not None:
+            self.zcdp.record(t, mechanism_rho(event), label)
+        return value
 
     # ---- protocol -------------------------------------------------------------------------------------
     def start(self) -> list[Message]:

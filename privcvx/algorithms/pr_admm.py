@@ -283,10 +283,8 @@ class PRADMMAgent(ConsensusADMMAgent):
         if not self.settings.private:
             return x_hat.copy()
         sigma = float(self.sigma[min(t, len(self.sigma)) - 1])
-        perturbed = self.context.noise.perturb(x_hat, "gaussian", sigma, self.sensitivity)
         mechanism = zcdp_gaussian(gaussian_rho(self.sensitivity, sigma), self.settings._delta)
-        self.charge(t, perturbed.accounted(mechanism), "output")
-        return perturbed.value
+        return self.released(t, x_hat, mechanism, self.sensitivity, "output", sigma)
 
     def report(self) -> dict[str, Any]:
         return {**super().report(), "filtered": sorted(j for j, d in self.deviation.items() if d > self.threshold)}
