@@ -103,7 +103,7 @@ def test_ledger_matches_the_closed_form_of_theorem_5(calibration, factor):
 def test_noise_follows_the_calibrated_laplace_scale():
     problem = _rendezvous(agents=2)
     algorithm = DPDistributedGradient(epsilon=0.5, q=0.8).prepare(problem, pc.Topology.ring().bind(problem.names), 1)
-    sensitivity = algorithm.sensitivity_of(problem.agents[0])
+    sensitivity = algorithm.release_sensitivity(problem.agents[0], "box", 2)
     assert sensitivity == 8.0  # 2 ||hi - lo||_1 on [-1, 1]^2
     c, q, p = 0.5, 0.8, algorithm._p
     for t in (1, 4):  # M_t = S c p^(t-1) / (epsilon (p - q)), the safe calibration

@@ -390,7 +390,7 @@ def test_secure_runs_release_grid_points_and_account_them():
     for message in result.transcript:
         if message.round >= 2:  # y(t) = x(t-1) + noise, sensitivity S gamma_{t-1}
             agent = problem.agents[problem.names.index(message.sender)]
-            sensitivity = algorithm.sensitivity_of(agent) * 0.2 * 0.8 ** (message.round - 2)
+            sensitivity = algorithm.release_sensitivity(agent, "box", 2) * 0.2 * 0.8 ** (message.round - 2)
             step = default_grid_step(sensitivity, 2, "laplace")
             assert np.array_equal(message["y"] / step, np.round(message["y"] / step))
     # Pure epsilon on the grid: at most the float path's, short of it only by the grid's floor.

@@ -13,16 +13,23 @@ released once with noise, and ``result.z`` holds the releases y_i(T+1), never a 
 (note N5 of the digest).
 
 Privacy (Theorem 5, Lemmas 2 and 4). With geometric steps gamma_t = c q^(t-1), Eq. (8), the
-estimate x_i(t) has L1 sensitivity Delta(t) = S_i gamma_t, where S_i bounds
-||grad f_i(z; D) - grad f_i(z; D')||_1 (the agent's declared ``sensitivity``; the paper's
-2 C2 sqrt(n) is one such bound). x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
+estimate x_i(t) = Proj_X[z - gamma_t d] (z public, d the gradient) has L1 sensitivity
+Delta(t) = S_i gamma_t (+ a solver's error), where S_i follows from the agent's declared gradient
+sensitivity (``pc.Sensitivity``) by the rules of :mod:`privcvx.privacy.sensitivity`: on R^n or a box,
+S_i = the declared l1 (sqrt(n) l2 when only l2 is declared); on any other convex set X the projection
+keeps only l2, so S_i = sqrt(n) l2 and an agent without a declared l2 is refused (Lemma 4's proof
+drops the projection; its 2 C2 sqrt(n) is of this form, sqrt(n) times the l2 bound 2 C2). A set
+projected by a solver adds 2 n e to Delta(t) (e = ``localstep.PROJECTION_ERROR``), which the geometric
+noise does not absorb: each release is charged for it. x_i(t) is released in y_i(t+1) with Laplace
+scale M_{t+1}.
 
 * ``calibration="safe"`` (default): M_t = S_i c p^(t-1) / (epsilon (p - q)). Then
   sum_{t>=1} Delta(t) / M_{t+1} = epsilon exactly, and after T rounds the agent has spent
-  epsilon (1 - (q/p)^T).
+  epsilon (1 - (q/p)^T) (plus the solver's term on a set that is not a box).
 * ``calibration="paper"``: Eq. (8) verbatim, M_t = S_i c p^t / (epsilon (p - q)). Because Eq. (5)
   releases x(t-1) with the noise of round t, the sum is epsilon / p, not epsilon: the erratum N1 of
-  the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost.
+  the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost, so the
+  reported epsilon is valid (it is not nominal); only the requested one is exceeded, by 1/p.
 
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing.
@@ -47,6 +54,7 @@ from privcvx.localstep import Projection
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon
+from privcvx.privacy.sensitivity import projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -163,21 +171,30 @@ class DPDistributedGradient(Algorithm):
         self.require_consensus(problem)
         if self.private:
             for agent in problem.agents:
-                self.sensitivity_of(agent)
+                self.declared_sensitivity(agent)
             if self._c is None and any(agent.smoothness is None for agent in problem.agents):
                 raise PrivacyError("the step must be public under privacy: declare pc.Agent(smoothness=L) for every "
                                    "agent (a bound valid for every dataset) or give c", argument="c")
 
-    def sensitivity_of(self, agent: Agent) -> float:
-        """S_i: the agent's declared L1 gradient sensitivity (sqrt(n) * l2 when only l2 is declared)."""
+    @staticmethod
+    def declared_sensitivity(agent: Agent) -> Sensitivity:
+        """The agent's declared gradient sensitivity: a constant pc.Sensitivity (Lemma 4)."""
         declared = agent.sensitivity
         if not isinstance(declared, Sensitivity):
             raise PrivacyError("privacy is on: declare a constant pc.Sensitivity bounding the change of the gradient "
                                "over neighbouring datasets at every point (Lemma 4)", agent=agent.name,
                                argument="sensitivity")
-        if declared.l1 is not None:
-            return declared.l1
-        return math.sqrt(sum(v.size for v in agent.variables)) * declared.get("l2")
+        return declared
+
+    def release_sensitivity(self, agent: Agent, kind: str, dim: int, step: float = 1.0,
+                            solver_error: float = 0.0) -> float:
+        """The L1 sensitivity of x_i(t) = Proj_X[z - step * grad f_i(z)] on a set X of ``kind`` (module doc).
+
+        With ``step`` 1 and no solver error this is S_i, the sensitivity per unit step that the noise is
+        calibrated to (:meth:`noise_scale`); :func:`~privcvx.privacy.sensitivity.projected_sensitivity` gives it
+        and refuses an l1-only declaration on a set that is not a box."""
+        return projected_sensitivity(self.declared_sensitivity(agent), kind, dim, scale=step,
+                                     solver_error=solver_error, norm="l1", agent=agent.name).l1
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DPDistributedGradient:
         """Check the problem and fix c (1 / max L_i) when it was not given."""
@@ -203,7 +220,8 @@ class DPDistributedGradient(Algorithm):
         return as_schedule(self._kind, argument="step")
 
     def noise_scale(self, sensitivity: float, t: int) -> float:
-        """M_t for an agent with L1 gradient sensitivity S: Eq. (8) ("paper") or divided by p ("safe")."""
+        """M_t for an agent whose release has L1 sensitivity S per unit step: Eq. (8) ("paper") or divided by p
+        ("safe")."""
         c = 1.0 if self._c is None else self._c
         scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (self._p - self._q))
         return scale * self._p if self.calibration == "paper" else scale
@@ -230,7 +248,8 @@ class DPDGAgent(AgentProgram):
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.ones = np.ones(self.layout.dim)
         self.step_size = settings.schedule()
-        self.sensitivity = settings.sensitivity_of(agent) if settings.private else 0.0
+        self.sensitivity = settings.release_sensitivity(agent, self.projection.kind, self.layout.dim) \
+            if settings.private else 0.0
         self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public, data-independent (N3)
         self.y = self.x.copy()
         self.noise_magnitude = 0.0
@@ -239,9 +258,12 @@ class DPDGAgent(AgentProgram):
         """y_i(t) = x_i(t-1) + w_i(t) (Eq. (5)), recorded in the ledger when x_i(t-1) depends on the data."""
         if self.settings.private:
             scale = self.settings.noise_scale(self.sensitivity, t)
-            # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t; x_i(0) has none.
-            sensitivity = self.sensitivity * checked_value(self.step_size, t - 1, argument="step") if t >= 2 else 0.0
-            mechanism = Laplace(sensitivity / scale) if t >= 2 else Laplace(1.0)  # x_i(0) is public: no charge
+            # x_i(t-1) has sensitivity S gamma_{t-1} (+ the solver's error): a Laplace release with epsilon
+            # Delta(t-1) / M_t; x_i(0) is public and is charged nothing.
+            sensitivity = 0.0 if t < 2 else self.settings.release_sensitivity(
+                self.agent, self.projection.kind, self.layout.dim,
+                checked_value(self.step_size, t - 1, argument="step"), self.projection.error_bound)
+            mechanism = Laplace(sensitivity / scale) if t >= 2 else Laplace(1.0)
             self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
                                           tags={"payload": "y"})
             self.noise_magnitude = self.context.last_release.magnitude

@@ -382,7 +382,8 @@ class ADMMAgent(AgentProgram):
         needed = self.privacy.needs_gradient_sensitivity()
         return self.privacy.release_sensitivity(
             self.privacy.gradient_sensitivity(self.agent, None if z is None else self.layout.split(z))
-            if needed else None, weights, self.projection.kind != "conic", self.projection.error_bound)
+            if needed else None, weights, self.projection.kind != "conic", self.projection.error_bound,
+            agent=self.layout.name)
 
     def _update(self, z: np.ndarray, terms: RoundTerms, warm_start: bool) -> tuple[np.ndarray, float]:
         """:meth:`local_update` with the round's terms (:meth:`_round_terms`) computed once."""

@@ -38,7 +38,8 @@ and the releases of the other agents fixed,
 
 with c_t = 1 - eps (1 - w_ii(t)): the projection is non-expansive, clipping is 1-Lipschitz, each record's gradient
 is L_rec-Lipschitz (``SampledAgent(record_smoothness=...)``), at most m = B / q records are sampled, and the
-differing record adds at most K / B. This bound grows geometrically when c_t + alpha_t eps L_rec / q > 1, and the
+differing record adds at most K / B (on a set projected by a solver, its error adds 2 sqrt(n) e per round:
+:mod:`privcvx.privacy.sensitivity`). This bound grows geometrically when c_t + alpha_t eps L_rec / q > 1, and the
 noise with it: it is what can be proved without further assumptions, not a tight account. With the quantizer's
 uniforms fixed, Q moves each coordinate by at most one extra lattice step, so Q(x)/eta has L2 sensitivity D_t/eta +
 sqrt(p) (the thesis's Lemma 19 has 2 eta sqrt(p)), and the mixture over the uniforms keeps the bound. The integer
@@ -81,6 +82,7 @@ from privcvx.privacy.mechanisms import (
     check_epsilon,
 )
 from privcvx.privacy.noise import NoiseSource, SecureNoise
+from privcvx.privacy.sensitivity import projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -385,9 +387,13 @@ class QDPSGDAgent(AgentProgram):
         mixed = keep * self.x + eps * sum(row[j] * received[j] for j in sorted(row) if j != name)
         self.x = self.projection(mixed - alpha * eps * self._gradient(), self.ones)
         if self.settings.variant == 2 and self.settings.private:
-            # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring).
+            # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring), through the
+            # projection (l2 survives it; a solver's error is added on a set that is not a box).
             growth = keep + alpha * eps * self.agent.record_smoothness / self.settings._rate
-            self.sensitivity = growth * self.sensitivity + alpha * eps * self.settings._clip / self.batch
+            pre_image = Sensitivity(l2=growth * self.sensitivity + alpha * eps * self.settings._clip / self.batch)
+            self.sensitivity = projected_sensitivity(pre_image, self.projection.kind, self.layout.dim,
+                                                     solver_error=self.projection.error_bound, norm="l2",
+                                                     agent=name).l2
         return self._broadcast(t + 1)
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:

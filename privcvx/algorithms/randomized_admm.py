@@ -78,6 +78,7 @@ from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
+from privcvx.privacy.sensitivity import SEPARABLE_KINDS
 from privcvx.problem import Agent, DistributedProblem, agent_vector
 from privcvx.schedules import Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
@@ -128,7 +129,7 @@ def check_private_agents(algorithm: Algorithm, problem: DistributedProblem, b_in
         linf_sensitivity(agent, b_inf)
         if needs_smoothness:
             declared_smoothness(agent, layout, True)
-        if Projection(agent, layout).kind == "conic":
+        if Projection(agent, layout).kind not in SEPARABLE_KINDS:
             raise algorithm.unsupported("non-box constraints under privacy", f"the per-coordinate sensitivity "
                                         f"{sensitivity} survives a box projection only", agent=agent.name,
                                         argument="constraints")

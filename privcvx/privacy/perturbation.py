@@ -18,12 +18,12 @@ grid plus OpenDP's integer noise (:mod:`privcvx.privacy.grid`). What is released
   the projection in the metric M = diag(m) is nonexpansive in the M-norm, so
   ``||z(D) - z(D')||_2 <= ||g(D) - g(D')||_2 / min(m)``, i.e. Delta_2 * eta / (1 + eta rho)
   for a fully shared agent. In L1 the same bound holds for separable sets (R^n, boxes);
-  for other sets privcvx uses ``sqrt(n) * Delta_2 / min(m)``. See ``docs/privacy.md``.
+  for other sets privcvx uses ``sqrt(n) * Delta_2 / min(m)`` (a declared l2 is needed): the rules of
+  :mod:`privcvx.privacy.sensitivity`. See ``docs/privacy.md``.
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +32,7 @@ import numpy as np
 
 from privcvx.errors import PrivacyError
 from privcvx.privacy.mechanisms import Budget, Mechanism, Sensitivity
+from privcvx.privacy.sensitivity import projected_sensitivity
 
 
 def _check_mechanism(mechanism: Any) -> Mechanism | Budget:
@@ -70,11 +71,11 @@ class Perturbation(ABC):
 
     @abstractmethod
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
-                            separable: bool, solver_error: float = 0.0) -> Sensitivity:
+                            separable: bool, solver_error: float = 0.0, *, agent: str | None = None) -> Sensitivity:
         """The sensitivity of what is perturbed: the gradient (ObjPert) or the projected point (OutPert).
 
         ``solver_error`` bounds, per coordinate, how far a computed projection may be from the exact one;
-        only OutPert, which perturbs that point, needs it."""
+        only OutPert, which perturbs that point, needs it. ``agent`` names the agent in a refusal."""
 
     def gradient_sensitivity(self, agent: Any, values: list[np.ndarray]) -> Sensitivity:
         """The agent's declared gradient sensitivity (Eqs. (18), (21)), evaluated at z if it is a callable."""
@@ -94,7 +95,7 @@ class ObjectivePerturbation(Perturbation):
     kind = "objective"
 
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
-                            separable: bool, solver_error: float = 0.0) -> Sensitivity:
+                            separable: bool, solver_error: float = 0.0, *, agent: str | None = None) -> Sensitivity:
         return _as_sensitivity(gradient_sensitivity, agent=None, argument="sensitivity")
 
 
@@ -117,10 +118,12 @@ class OutputPerturbation(Perturbation):
                                argument="sensitivity")
 
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
-                            separable: bool, solver_error: float = 0.0) -> Sensitivity:
+                            separable: bool, solver_error: float = 0.0, *, agent: str | None = None) -> Sensitivity:
         if isinstance(self.sensitivity, Sensitivity):
             return self.sensitivity
-        return derived_output_sensitivity(gradient_sensitivity, weights, separable, solver_error)
+        norm = self.mechanism.norm if isinstance(self.mechanism, Mechanism) else None
+        return derived_output_sensitivity(gradient_sensitivity, weights, separable, solver_error, norm=norm,
+                                          agent=agent)
 
     def needs_gradient_sensitivity(self) -> bool:
         """Whether the calibration reads the agents' gradient sensitivity (OutPert: only when derived from it)."""
@@ -128,18 +131,16 @@ class OutputPerturbation(Perturbation):
 
 
 def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separable: bool,
-                               solver_error: float = 0.0) -> Sensitivity:
+                               solver_error: float = 0.0, *, norm: str | None = None,
+                               agent: str | None = None) -> Sensitivity:
     """Output sensitivity of the projected step Eq. (9) from the gradient sensitivity.
 
-    ``weights`` is the metric m (1/eta on private coordinates, 1/eta + rho on shared ones).
-    L2: Delta_2 / min(m). L1: Delta_1 / min(m) when W_p is separable (R^n or a box),
-    otherwise sqrt(n) * Delta_2 / min(m). The bound is for exact projections; a solver's answer is
-    within ``solver_error`` of the exact one in every coordinate, so two neighbouring releases can
-    differ by 2 * solver_error more per coordinate: 2 sqrt(n) solver_error in L2 and 2 n solver_error
-    in L1 are added (closed-form projections pass 0).
+    ``weights`` is the metric m (1/eta on private coordinates, 1/eta + rho on shared ones). The rules are
+    :func:`privcvx.privacy.sensitivity.projected_sensitivity`'s with scale 1 (a(g) - a(g') = -(g - g')/m):
+    L2: Delta_2 / min(m). L1: Delta_1 / min(m) when W_p is separable (R^n or a box), otherwise
+    sqrt(n) * Delta_2 / min(m), which needs a declared l2 (``norm="l1"`` refuses without one). A solver's answer
+    is within ``solver_error`` of the exact projection in every coordinate: 2 sqrt(n) solver_error in L2 and
+    2 n solver_error in L1 are added (closed-form projections pass 0).
     """
-    m_min = float(np.min(weights))
-    n = weights.size
-    l2 = gradient.get("l2") / m_min
-    l1 = gradient.get("l1") / m_min if separable and gradient.l1 is not None else math.sqrt(n) * l2
-    return Sensitivity(l1=l1 + 2.0 * n * solver_error, l2=l2 + 2.0 * math.sqrt(n) * solver_error)
+    return projected_sensitivity(gradient, "box" if separable else "conic", weights.size, metric=weights,
+                                 solver_error=solver_error, norm=norm, agent=agent)
