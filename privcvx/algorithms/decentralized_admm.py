@@ -48,7 +48,7 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
-from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho
+from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho, mechanism_xi
 from privcvx.problem import Agent, AgentLayout, DistributedProblem, agent_vector
 from privcvx.topology import Topology
 
@@ -241,11 +241,13 @@ class ConsensusADMM(Algorithm):
         return ADMMMonitor(problem) if full_consensus(problem) else GeneralFormMonitor(problem)
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """The zCDP of every agent (exact sums of its releases' rho), the network's (max), its epsilon, broadcasts."""
+        """The zCDP of every agent (exact sums of its releases' rho, and xi), the network's epsilon, broadcasts."""
         ledgers = [ZCDPLedger.from_dict(report["zcdp"]) for report in reports]
         accountant = ZCDPAccountant(ledgers)
         info: dict[str, Any] = {"zcdp_rho": accountant.table(), "broadcasts": {r["agent"]: r["broadcasts"]
                                                                               for r in reports}}
+        if any(ledger.total_xi for ledger in ledgers):  # PP-/IPP-ADMM's Jacobian terms
+            info["zcdp_xi"] = {ledger.agent: ledger.total_xi for ledger in ledgers}
         if self.private:
             info["zcdp_epsilon"] = accountant.epsilon(self._delta)
         info["agents"] = reports
@@ -386,9 +388,9 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     # ---- ledgers --------------------------------------------------------------------------------------
     def charge(self, t: int, mechanism: Mechanism, label: str) -> None:
-        """Record one release in the run's ledger and its rho in the agent's zCDP ledger."""
+        """Record one release in the run's ledger and its (xi, rho) in the agent's zCDP ledger."""
         self.context.ledger.record(mechanism)
-        self.zcdp.record(t, mechanism_rho(mechanism), label)
+        self.zcdp.record(t, mechanism_rho(mechanism), label, mechanism_xi(mechanism))
 
     # ---- protocol -------------------------------------------------------------------------------------
     def start(self) -> list[Message]:
