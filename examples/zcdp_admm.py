@@ -71,7 +71,7 @@ def algorithm(method: str, epsilon: float, rounds: int, problem: pc.DistributedP
     if method.startswith("PR-ADMM"):
         schedule = PeriodicDecay(0.925, 1) if "Per" in method else IterationDecay(0.015)
         return PRADMM(epsilon=epsilon, delta=DELTA, eta=ETA, schedule=schedule, strong_convexity=mu)
-    common = {"epsilon": epsilon, "delta": DELTA, "eta": ETA, "strong_convexity": mu, "epsilon_ratio": 0.3,
+    common = {"epsilon": epsilon, "delta": DELTA, "eta": ETA, "strong_convexity": mu,
               "beta": beta, "hessian_change": problem.info["hessian_change"]}
     if method == "PP-ADMM":
         return PPADMM(**common)

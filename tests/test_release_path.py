@@ -45,7 +45,7 @@ def test_no_algorithm_module_draws_noise_or_charges_privacy_outside_the_release_
     assert offenders == []
     # and the release path itself does both
     assert any("perturb" in call for call in _calls(ALGORITHMS / "base.py"))
-    assert any("record" in call for call in _calls(ALGORITHMS / "base.py"))
+    assert sum("record" in call for call in _calls(ALGORITHMS / "base.py")) == 2  # release() and charge()
 
 
 def _logistic() -> pc.DistributedProblem:
@@ -115,7 +115,14 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
             return original(*args, **kwargs)
         return draw
 
+    charge = AgentContext.charge
+
+    def counted_charge(self, *args, **kwargs):
+        charge(self, *args, **kwargs)
+        counts["charged"] += 1
+
     monkeypatch.setattr(AgentContext, "release", counted_release)
+    monkeypatch.setattr(AgentContext, "charge", counted_charge)
     for source in (SeededNoise, SecureNoise):
         monkeypatch.setattr(source, "perturb", drawing(source.perturb))
     monkeypatch.setattr(SeededNoise, "standard_laplace", drawing(SeededNoise.standard_laplace))

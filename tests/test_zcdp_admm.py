@@ -42,7 +42,7 @@ def logistic():
 def _private(problem, cls, epsilon, **extra):
     settings = {"epsilon": epsilon, "eta": ETA, "strong_convexity": problem.info["strong_convexity"], **extra}
     if cls is not PRADMM:
-        settings.update(hessian_change=problem.info["hessian_change"], epsilon_ratio=0.9)
+        settings.update(hessian_change=problem.info["hessian_change"])
     return cls(**settings)
 
 
@@ -140,8 +140,8 @@ def test_pp_admm_refuses_constrained_sets_and_checks_its_conditions(logistic):
     with pytest.raises(PrivacyError, match="hessian_change"):
         PPADMM(epsilon=1.0)
     problem, _, topology = logistic
-    with pytest.raises(PrivacyError, match="Jacobian") as error:  # the thesis's 0.99 ratio is too tight here
-        problem.solve(PPADMM(epsilon=0.5, eta=ETA, hessian_change=problem.info["hessian_change"]), topology,
+    with pytest.raises(PrivacyError, match="Jacobian") as error:  # 2 rounds x xi_i ~ 0.0105 exceed epsilon = 0.02
+        problem.solve(PPADMM(epsilon=0.02, eta=ETA, hessian_change=problem.info["hessian_change"]), topology,
                       rounds=2, seed=0)
     assert error.value.agent is not None
 
@@ -218,7 +218,7 @@ def test_pr_admm_zcdp_ledger_matches_an_independent_computation(logistic, schedu
 def _mechanisms(charges, delta):
     from privcvx.privacy.zcdp import zcdp_gaussian
 
-    return [zcdp_gaussian(rho, delta) for _, _, rho in charges]
+    return [zcdp_gaussian(rho, delta) for _, _, rho, _ in charges]
 
 
 def test_ipp_admm_ledger_counts_exactly_the_broadcast_rounds(logistic):
@@ -226,18 +226,21 @@ def test_ipp_admm_ledger_counts_exactly_the_broadcast_rounds(logistic):
     rounds, epsilon, delta = 20, 2.0, 1e-4
     algorithm = _private(problem, IPPADMM, epsilon, delta=delta, max_broadcasts=8, query="decrease", threshold=1e-3)
     result = problem.solve(algorithm, topology, rounds=rounds, seed=7)
-    total = dp_to_zcdp(epsilon, delta)
-    svt = 0.1 * total
-    per_release = 0.9 * total / 8
     table = result.privacy.set_index("agent")
+    degrees = topology.bind(problem.names).degrees()
     for report in result.info["agents"]:
         name = report["agent"]
+        mu = algorithm._mu + 2 * ETA * degrees[name]
+        jacobian = -2.0 * math.log(1.0 - problem.info["hessian_change"][name] / mu)
+        total = dp_to_zcdp(epsilon, delta, xi=8 * jacobian)  # the corrected total is the target (docs/zcdp_admm.md)
+        svt, per_release = 0.1 * total, 0.9 * total / 8
         sent = sorted(m.round - 1 for m in result.transcript.by_sender(name) if m.round > 1)
         ledger = ZCDPLedger.from_dict(report["zcdp"])
         assert ledger.rounds("output") == sent == ledger.rounds("objective")
         assert ledger.rounds("svt") == [1] and len(sent) <= 8
         assert table.loc[name, "steps"] == 1 + 2 * len(sent)
         assert ledger.total == pytest.approx(svt + len(sent) * per_release, rel=1e-10)  # Thm. 10
+        assert ledger.total_xi == pytest.approx(len(sent) * jacobian, rel=1e-12)
         assert report["broadcasts"] == len(sent)
     assert 0 < sum(r["broadcasts"] for r in result.info["agents"]) < 5 * rounds
 

@@ -106,8 +106,8 @@ class AgentContext:
         return Message(round=t, sender=self.name, receiver=receiver, payload=payload, phase=phase)
 
     def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
-                tags: Mapping[str, Any] | None = None, scale: float | None = None,
-                subtract: bool = False) -> np.ndarray:
+                tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
+                charge: bool = True) -> np.ndarray:
         """``value`` plus noise, drawn on the run's noise source, with the release recorded in the agent's ledger.
 
         ``mechanism`` is what the release is charged as, and ``sensitivity`` bounds ``value`` over neighbouring
@@ -120,6 +120,11 @@ class AgentContext:
         integer noise and the ledger records the grid's own mechanism
         (:meth:`~privcvx.privacy.noise.Perturbed.accounted`). A nominal ``sensitivity`` labels the ledger's epsilon
         "nominal". ``subtract`` releases value - noise (ObjPert's g - xi; the same distribution).
+
+        ``charge=False`` draws the noise (checked against ``mechanism`` as above) without charging it here: for noise
+        whose privacy is charged by a later :meth:`charge` of what it protects (PP-ADMM's objective perturbation
+        b_i1, charged when the solution it perturbs is broadcast; the sparse vector test's Laplace noise, charged
+        once as one epsilon-DP event).
         """
         if not isinstance(mechanism, Mechanism):
             raise PrivacyError(f"must be a privcvx mechanism, got {mechanism!r}", agent=self.name, argument="mechanism")
@@ -143,11 +148,19 @@ class AgentContext:
         else:
             perturbed = self.noise.perturb(np.asarray(value, dtype=float), mechanism.draws, scale, bound,
                                            subtract=subtract)
-        event = perturbed.accounted(mechanism) if bound > 0 else None
+        event = perturbed.accounted(mechanism) if bound > 0 and charge else None
         if event is not None:
             self.ledger.record(event, nominal=sensitivity.nominal)
         self.releases.append(Release(perturbed.value, event, perturbed.magnitude, dict(tags or {})))
         return perturbed.value
+
+    def charge(self, event: Mechanism, *, tags: Mapping[str, Any] | None = None, nominal: str | None = None) -> None:
+        """Charge ``event`` for noise this path drew earlier with ``release(..., charge=False)``: the second half of
+        a release whose value leaves the agent after further steps (see :meth:`release`)."""
+        if not isinstance(event, Mechanism):
+            raise PrivacyError(f"must be a privcvx mechanism, got {event!r}", agent=self.name, argument="event")
+        self.ledger.record(event, nominal=nominal)
+        self.releases.append(Release(np.zeros(0), event, 0.0, dict(tags or {})))
 
     @property
     def last_release(self) -> Release:

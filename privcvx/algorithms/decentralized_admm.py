@@ -48,7 +48,7 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
-from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho
+from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho, mechanism_xi
 from privcvx.problem import Agent, AgentLayout, DistributedProblem, agent_vector
 from privcvx.topology import Topology
 
@@ -241,11 +241,13 @@ class ConsensusADMM(Algorithm):
         return ADMMMonitor(problem) if full_consensus(problem) else GeneralFormMonitor(problem)
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """The zCDP of every agent (exact sums of its releases' rho), the network's (max), its epsilon, broadcasts."""
+        """The zCDP of every agent (exact sums of its releases' rho, and xi), the network's epsilon, broadcasts."""
         ledgers = [ZCDPLedger.from_dict(report["zcdp"]) for report in reports]
         accountant = ZCDPAccountant(ledgers)
         info: dict[str, Any] = {"zcdp_rho": accountant.table(), "broadcasts": {r["agent"]: r["broadcasts"]
                                                                               for r in reports}}
+        if any(ledger.total_xi for ledger in ledgers):  # PP-/IPP-ADMM's Jacobian terms
+            info["zcdp_xi"] = {ledger.agent: ledger.total_xi for ledger in ledgers}
         if self.private:
             info["zcdp_epsilon"] = accountant.epsilon(self._delta)
         info["agents"] = reports
@@ -388,12 +390,18 @@ class ConsensusADMMAgent(AgentProgram, ABC):
     def released(self, t: int, value: np.ndarray, mechanism: Mechanism, sensitivity: float, label: str,
                  scale: float) -> np.ndarray:
         """``value`` released through the agent's release path (l2 ``sensitivity``, noise ``scale``), its event
-        also in the agent's zCDP view (rho of the event the ledger recorded: the grid's on the secure path)."""
+        also in the agent's zCDP view ((xi, rho) of the event the ledger recorded: the grid's on the secure path)."""
         value = self.context.release(value, mechanism, Sensitivity(l2=sensitivity), scale=scale, tags={"label": label})
         event = self.context.last_release.event
         if event is not None:
-            self.zcdp.record(t, mechanism_rho(event), label)
+            self.zcdp.record(t, mechanism_rho(event), label, mechanism_xi(event))
         return value
+
+    def charge(self, t: int, mechanism: Mechanism, label: str) -> None:
+        """Charge, through the release path, an event whose noise was drawn earlier as data-independent draws (the
+        objective perturbation b_i1, the SVT's Laplace noise); its (xi, rho) also in the agent's zCDP view."""
+        self.context.charge(mechanism, tags={"label": label})
+        self.zcdp.record(t, mechanism_rho(mechanism), label, mechanism_xi(mechanism))
 
     # ---- protocol -------------------------------------------------------------------------------------
     def start(self) -> list[Message]:

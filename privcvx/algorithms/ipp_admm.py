@@ -13,13 +13,16 @@ PP-ADMM; a silent round releases nothing and costs nothing, and the neighbours r
 they received (Alg. 3 lines 17-19). The clipped query has sensitivity 2 C (Lemma 12, read as the range
 bound: the digest notes that the printed proof holds x^ fixed and that the unclipped regularizer part
 would escape the clip, so the whole difference is clipped here). The SVT is (epsilon_1 + epsilon_2)-DP
-(Lemma 13), charged once as (epsilon_1 + epsilon_2)^2 / 2 zCDP; Thm. 10's total is
-rho'_i = rho'_1 + c (rho_i1 + rho_i2). The threshold noise Lap(2 c C / epsilon_1) of Alg. 3 has an extra
+(Lemma 13). A generic epsilon-DP mechanism is dominated only by randomized response, so it is recorded once as
+:class:`~privcvx.privacy.mechanisms.PureDP` (epsilon_1 + epsilon_2) (randomized response's privacy profile, not a
+Laplace's), (epsilon_1 + epsilon_2)^2 / 2 in zCDP; Thm. 10's total is rho'_i = rho'_1 + c (rho_i1 + rho_i2), plus
+c xi_i, the Jacobian terms of the c objective releases (:mod:`privcvx.algorithms.pp_admm`). The threshold noise
+Lap(2 c C / epsilon_1) of Alg. 3 has an extra
 factor c over Lyu et al.'s Lap(Delta / epsilon_1) (conservative; kept as printed).
 
 Budget: the thesis does not say how epsilon is split between the SVT and the releases. Here the SVT
-gets ``svt_share`` of rho = dp_to_zcdp(epsilon, delta), split epsilon_1 : epsilon_2 = 1 : (2c)^(2/3)
-(Lyu et al.), and the c releases share the rest.
+gets ``svt_share`` of agent i's rho_i* = dp_to_zcdp(epsilon, delta, xi = c xi_i), split epsilon_1 : epsilon_2 =
+1 : (2c)^(2/3) (Lyu et al.), and the c releases share the rest.
 """
 
 from __future__ import annotations
@@ -33,8 +36,7 @@ from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.decentralized_admm import DEFAULT_ETA
 from privcvx.algorithms.pp_admm import PPADMM, PPADMMAgent
 from privcvx.errors import ParameterError, check_int, require_positive
-from privcvx.privacy.mechanisms import Laplace
-from privcvx.privacy.zcdp import dp_to_zcdp
+from privcvx.privacy.mechanisms import Laplace, PureDP, Sensitivity
 from privcvx.problem import Agent
 
 #: The SVT query: the printed decrease f_i(x~_i^t) - f_i(x^) (Alg. 3), or its absolute value ("change").
@@ -71,13 +73,13 @@ class IPPADMM(PPADMM):
     silent_neighbours = True
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
-                 beta: float = 10 ** -3.5, splits: float = 0.001, delta_1: float = 1e-4, epsilon_ratio: float = 0.99,
+                 beta: float = 10 ** -3.5, splits: float = 0.001,
                  hessian_change: float | dict[str, float] | None = None, fuzz: str = "conservative",
                  strong_convexity: float = 0.0, newton_steps: int = 20, max_broadcasts: int | None = None,
                  clip: float = 2.0, threshold: float = 1e-6, svt_share: float = 0.1, query: str = "change",
                  relaxation: float = 1.0) -> None:
-        super().__init__(epsilon=epsilon, delta=delta, eta=eta, beta=beta, splits=splits, delta_1=delta_1,
-                         epsilon_ratio=epsilon_ratio, hessian_change=hessian_change, fuzz=fuzz,
+        super().__init__(epsilon=epsilon, delta=delta, eta=eta, beta=beta, splits=splits,
+                         hessian_change=hessian_change, fuzz=fuzz,
                          strong_convexity=strong_convexity, newton_steps=newton_steps, relaxation=relaxation)
         self.max_broadcasts, self.clip, self.threshold, self.svt_share = max_broadcasts, clip, threshold, svt_share
         self.query = query
@@ -99,12 +101,12 @@ class IPPADMM(PPADMM):
     def releases(self, rounds: int) -> int:
         return self.cutoff(rounds)
 
-    def release_budget(self) -> float:
-        return (1.0 - self._svt_share) * dp_to_zcdp(self._epsilon, self._delta)
+    def svt_fraction(self) -> float:
+        return self._svt_share
 
-    def svt_epsilons(self, rounds: int) -> tuple[float, float]:
-        """(epsilon_1, epsilon_2): the SVT's pure-DP budget sqrt(2 rho_svt), split 1 : (2c)^(2/3)."""
-        total = math.sqrt(2.0 * self._svt_share * dp_to_zcdp(self._epsilon, self._delta))
+    def svt_epsilons(self, agent: Agent, degree: int, rounds: int) -> tuple[float, float]:
+        """(epsilon_1, epsilon_2): agent i's SVT budget sqrt(2 svt_share rho_i*), split 1 : (2c)^(2/3)."""
+        total = math.sqrt(2.0 * self._svt_share * self.agent_rho(agent, degree, rounds))
         epsilon_1 = total / (1.0 + (2.0 * self.cutoff(rounds)) ** (2.0 / 3.0))
         return epsilon_1, total - epsilon_1
 
@@ -120,11 +122,13 @@ class IPPADMMAgent(PPADMMAgent):
         self.cutoff = settings.cutoff(context.rounds)
         self.noisy_threshold: float | None = None
         if settings.private:
-            self.epsilons = settings.svt_epsilons(context.rounds)
+            self.epsilons = settings.svt_epsilons(agent, self.degree, context.rounds)
 
     def _laplace(self, scale: float) -> float:
         sensitivity = 2.0 * self.settings._clip
-        return float(self.context.noise.perturb(np.zeros(1), "laplace", scale, sensitivity).value[0])
+        # the SVT's noise: its privacy is the one epsilon-DP event charged at the first answer
+        return float(self.context.release(np.zeros(1), Laplace(sensitivity / scale), Sensitivity(l1=sensitivity),
+                                          scale=scale, charge=False, tags={"label": "svt"})[0])
 
     def release(self, t: int, x_hat: np.ndarray) -> np.ndarray | None:
         """Broadcast x^ + b_i2 if the SVT answers "above" (and fewer than c broadcasts were made), else nothing."""
@@ -138,7 +142,7 @@ class IPPADMMAgent(PPADMMAgent):
             epsilon_1, epsilon_2 = self.epsilons
             if self.noisy_threshold is None:  # drawn once (Lyu et al., Alg. 1); the SVT's whole cost is charged now
                 self.noisy_threshold = self._laplace(2.0 * self.cutoff * clip / epsilon_1)
-                self.charge(t, Laplace(epsilon_1 + epsilon_2), "svt")
+                self.charge(t, PureDP(epsilon_1 + epsilon_2), "svt")
             threshold += self.noisy_threshold
             noise = self._laplace(4.0 * self.cutoff * clip / epsilon_2)
         if query + noise < threshold:

@@ -11,20 +11,21 @@ dissertation, University of Houston, 2022 (after Ding et al., CIKM 2020). In rou
    privacy guarantee rests on the certificate (caveat 6 of the digest);
 3. releases x~ = x^ + b_i2, b_i2 ~ N(0, sigma_i2^2 I) ("output fuzzing").
 
-Privacy (Thm. 6; digest Sec. 2.2). The exact minimizer of (20) is (epsilon_i1, delta_i1)-DP by the
-objective-perturbation argument (Chaudhuri et al.): the Gaussian part with sigma_i1 calibrated to
-epsilon_i3 for the gradient sensitivity S_i (the thesis's 2/|D_i|), the Jacobian part needing
-2.8 h_i / mu_i <= epsilon_i1 - epsilon_i3 and 2 h_i < mu_i, where h_i bounds the change of the Hessian of
-f_i (c1/|D_i| for the thesis's losses) and mu_i = mu_f + 2 eta |V_i| (the tighter valid form of the
-lam_hat rule, caveat 4). Departures from the printed text, each in docs/zcdp_admm.md:
+Privacy (Thm. 6; digest Sec. 2.2; docs/zcdp_admm.md, "PP-ADMM, accounting"). The exact minimizer x of (20) has
+density phi_sigma(B(x; D_i)) |det J(x; D_i)| (the change of variables of the proof of Thm. 6): its privacy loss is
+the Gaussian loss of b_i1 against a shift of norm <= S_i (the gradient sensitivity, the thesis's 2/|D_i|) plus the
+log-ratio of the Jacobians, at most xi_i = -2 ln(1 - h_i / mu_i) (rank-2 Hessian change of norm <= h_i, c1/|D_i| for
+the thesis's losses; mu_i = mu_f + 2 eta |V_i|; needs 2 h_i < mu_i). So each objective release is (xi_i, rho_i1)-zCDP
+with rho_i1 = S_i^2 / (2 sigma_i1^2) for the sigma_i1 drawn: no (epsilon_i1, delta_i1) step and no delta_i1.
+Departures from the printed text, each in docs/zcdp_admm.md:
 
-* sigma_i1 uses the analytic Gaussian calibration (Balle & Wang 2018), valid for every epsilon_i3; the
-  printed classical one needs epsilon_i3 <= 1 (caveat 2), and is printed with epsilon_i1 in Alg. 3 (caveat 3);
+* the thesis calibrates sigma_i1 to (epsilon_i3, delta_i1) and charges the step rho_i1 = epsilon_i1^2 / (4
+ln(1/delta_i1))
+  (Lemma 3 used in the wrong direction, caveat 1): that charge understates the noise drawn and drops delta_i1 and
+  the Jacobian term. Here sigma_i1 = S_i / sqrt(2 rho_i1) is drawn from the rho_i1 charged, and xi_i is charged too;
 * the fuzzing sensitivity is 2 beta / mu_i by default (``fuzz="conservative"``: both neighbouring datasets'
   inexact solutions lie within beta / mu_i of their own exact minimizers, caveat 7); ``fuzz="printed"``
   gives the thesis's beta / mu_i;
-* the thesis charges the (epsilon_i1, delta_i1)-DP step rho_i1 = epsilon_i1^2/(4 ln(1/delta_i1)) zCDP, using
-  Lemma 3 in the wrong direction (caveat 1): that step of the accounting is the thesis's, not a theorem;
 * the proof is for unconstrained, twice differentiable local objectives: PP-ADMM refuses agents with
   constraints (caveat 5; the gradient-mapping certificate a constrained version needs is not derived).
 
@@ -32,20 +33,18 @@ lam_hat rule, caveat 4). Departures from the printed text, each in docs/zcdp_adm
 <privcvx.algorithms.decentralized_admm.ConsensusADMMAgent.relaxed>`): a change of the public linear term of (20)
 only, so the privacy argument above and the ledger are unchanged.
 
-Budget split (Sec. 3.5.2): rho = dp_to_zcdp(epsilon, delta) (Lemma 4 inverted; the thesis uses the cruder
-epsilon^2 / (4 ln(1/delta))); per release rho_i1 = (rho / R)(1 - splits), rho_i2 = (rho / R) splits with R the
-number of releases (T here; c for IPP-ADMM), epsilon_i1 = 2 sqrt(rho_i1 ln(1/delta_i1)), so that the thesis's
-charge epsilon_i1^2 / (4 ln(1/delta_i1)) is exactly rho_i1 (Sec. 3.5.2 prints Lemma 4's
-rho_i1 + 2 sqrt(rho_i1 ln(1/delta_i1)), whose charge by Thm. 6 would exceed rho_i1), and epsilon_i3 = 0.99 epsilon_i1.
+Budget (calibrated so that the corrected total *is* the target): agent i makes at most R releases (T here; c for
+IPP-ADMM), so its zCDP is (R xi_i, rho_i) with rho_i the sum of its rho's, and its (epsilon, delta)-DP is
+R xi_i + rho_i + 2 sqrt(rho_i ln(1/delta)) (Lemma 4 with the additive xi). Setting that to the target gives
+rho_i* = dp_to_zcdp(epsilon, delta, xi=R xi_i) (a :class:`PrivacyError` if R xi_i >= epsilon); per release
+rho_i1 = (rho_i*/R)(1 - splits), rho_i2 = (rho_i*/R) splits (Sec. 3.5.2's split).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-import dp_accounting
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext
@@ -56,8 +55,15 @@ from privcvx.algorithms.decentralized_admm import (
     gradient_sensitivity,
 )
 from privcvx.errors import ParameterError, PrivacyError, SolverError, check_int, require_positive
-from privcvx.privacy.mechanisms import check_delta
-from privcvx.privacy.zcdp import dp_to_zcdp, gaussian_rho, thesis_dp_to_zcdp, zcdp_gaussian
+from privcvx.privacy.mechanisms import Sensitivity, ZCDPRelease
+from privcvx.privacy.zcdp import (
+    dp_to_zcdp,
+    gaussian_rho,
+    gaussian_sigma,
+    jacobian_epsilon,
+    objective_perturbation,
+    zcdp_gaussian,
+)
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
 
@@ -69,21 +75,23 @@ HESSIAN_STEP = 1e-6
 def lambda_hat_lower_bound(curvature: float, samples: int, agents: int, epsilon_1: float, epsilon_3: float) -> float:
     """The thesis's rule lam_hat >= 2.8 N c1 / ((epsilon_i1 - epsilon_i3) |D_i|) (Alg. 2), for comparison.
 
-    It drops the 2 eta |V_i| of the local step's modulus (conservative); :class:`PPADMM` checks the tighter
-    2.8 h_i / mu_i <= epsilon_i1 - epsilon_i3 instead (caveat 4).
+    It drops the 2 eta |V_i| of the local step's modulus (conservative, caveat 4). :class:`PPADMM` has no
+    epsilon_i1 - epsilon_i3 to fit: it charges the Jacobian term xi_i = -2 ln(1 - h_i / mu_i) of every objective
+    release.
     """
     return 2.8 * agents * curvature / ((epsilon_1 - epsilon_3) * samples)
 
 
 @dataclass(frozen=True)
 class PPBudget:
-    """One agent's per-release budget of PP-ADMM (Sec. 3.5.2) and the noise it implies."""
+    """One agent's per-release budget of PP-ADMM (Sec. 3.5.2) and the noise it implies.
+
+    ``jacobian`` is xi_i = -2 ln(1 - h_i / mu_i), the additive zCDP term of each objective release.
+    """
 
     rho_1: float
     rho_2: float
-    epsilon_1: float
-    epsilon_3: float
-    delta_1: float
+    jacobian: float
     sigma_1: float
     sigma_2: float
 
@@ -102,13 +110,10 @@ class PPADMM(ConsensusADMM):
         The certified gradient-norm tolerance of the local solve (10^-3.5 in the thesis).
     splits:
         rho_i2's share of each release's rho (0.001 in the thesis).
-    delta_1:
-        delta_i1 of the objective perturbation (1e-4 in the thesis).
-    epsilon_ratio:
-        epsilon_i3 / epsilon_i1 (0.99 in the thesis).
     hessian_change:
         h_i, a public bound on ||Hess f_i(x; D) - Hess f_i(x; D')||_2 for neighbouring datasets (c1 / |D_i| for
-        losses with L'' <= c1 and ||z|| <= 1); required under privacy. A float or ``{agent name: float}``.
+        losses with L'' <= c1 and ||z|| <= 1), with the difference of rank <= 2 (one sample's term, as for the thesis's
+        losses); required under privacy. A float or ``{agent name: float}``.
     fuzz:
         "conservative" (default, sensitivity 2 beta / mu_i) or "printed" (beta / mu_i).
     strong_convexity:
@@ -119,7 +124,7 @@ class PPADMM(ConsensusADMM):
         gamma in (0, 2): over-relaxed ADMM, as in :class:`~privcvx.algorithms.pr_admm.PRADMM` (1, the default, is
         the thesis's step). It stays DP at the same cost: the relaxed edge variables and dual are computed from the
         neighbours' releases and the agent's own last release, as the unrelaxed ones are, and they only change the
-        linear term of L_per; sigma_i1 (from S_i), the Jacobian condition (h_i, mu_i), the fuzzing sensitivity
+        linear term of L_per; sigma_i1 (from S_i), the Jacobian term xi_i (h_i, mu_i), the fuzzing sensitivity
         2 beta / mu_i and the zCDP charges depend only on the declared sensitivities, mu_i = mu_f + 2 eta |V_i| and
         the budget, none of which gamma moves (docs/zcdp_admm.md, "Acceleration").
     """
@@ -127,20 +132,17 @@ class PPADMM(ConsensusADMM):
     name = "pp_admm"
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
-                 beta: float = 10 ** -3.5, splits: float = 0.001, delta_1: float = 1e-4, epsilon_ratio: float = 0.99,
+                 beta: float = 10 ** -3.5, splits: float = 0.001,
                  hessian_change: float | dict[str, float] | None = None, fuzz: str = "conservative",
                  strong_convexity: float = 0.0, newton_steps: int = 20, relaxation: float = 1.0) -> None:
         self.epsilon, self.delta, self.eta, self.beta, self.splits = epsilon, delta, eta, beta, splits
-        self.delta_1, self.epsilon_ratio, self.hessian_change, self.fuzz = delta_1, epsilon_ratio, hessian_change, fuzz
+        self.hessian_change, self.fuzz = hessian_change, fuzz
         self.strong_convexity, self.newton_steps, self.relaxation = strong_convexity, newton_steps, relaxation
         self._common(eta, epsilon, delta, strong_convexity, relaxation)
         self._beta = require_positive(beta, argument="beta")
         self._splits = require_positive(splits, argument="splits")
-        self._delta_1 = check_delta(delta_1, argument="delta_1")
-        self._ratio = require_positive(epsilon_ratio, argument="epsilon_ratio")
-        if self._splits >= 1.0 or self._ratio >= 1.0:
-            raise ParameterError("splits and epsilon_ratio must lie in (0, 1)",
-                                 argument="splits" if self._splits >= 1.0 else "epsilon_ratio")
+        if self._splits >= 1.0:
+            raise ParameterError(f"must lie in (0, 1), got {splits!r}", argument="splits")
         if fuzz not in FUZZ:
             raise ParameterError(f"must be one of {FUZZ}, got {fuzz!r}", argument="fuzz")
         self._newton_steps = check_int(newton_steps, argument="newton_steps", minimum=0)
@@ -162,29 +164,38 @@ class PPADMM(ConsensusADMM):
         """R: how many releases share the budget (every round)."""
         return rounds
 
-    def release_budget(self) -> float:
-        """The rho that the releases share (all of it here; IPP-ADMM keeps a part for the SVT)."""
-        return dp_to_zcdp(self._epsilon, self._delta)
+    def svt_fraction(self) -> float:
+        """The share of the zCDP budget kept for IPP-ADMM's sparse vector test (none here)."""
+        return 0.0
 
-    def budget(self, agent: Agent, degree: int, rounds: int) -> PPBudget:
-        """Agent i's per-release budget and noise, with the check of the Jacobian condition of Thm. 6."""
-        rho = self.release_budget() / self.releases(rounds)
-        rho_1, rho_2 = rho * (1.0 - self._splits), rho * self._splits
-        epsilon_1 = 2.0 * math.sqrt(rho_1 * math.log(1.0 / self._delta_1))  # thesis_dp_to_zcdp(epsilon_1) = rho_1
-        epsilon_3 = self._ratio * epsilon_1
-        mu = self.modulus(degree)
+    def jacobian(self, agent: Agent, degree: int) -> float:
+        """xi_i = -2 ln(1 - h_i / mu_i): the Jacobian term of each of agent i's objective releases (Thm. 6's proof)."""
         change = self.hessian_change[agent.name] if isinstance(self.hessian_change, dict) else self.hessian_change
         change = require_positive(change, argument="hessian_change", agent=agent.name, allow_zero=True,
                                   error=PrivacyError)
-        if not (2.0 * change < mu and 2.8 * change / mu <= epsilon_1 - epsilon_3):
-            raise PrivacyError(f"the Jacobian condition of Thm. 6 fails: 2.8 h_i / mu_i = {2.8 * change / mu:.4g} > "
-                               f"epsilon_i1 - epsilon_i3 = {epsilon_1 - epsilon_3:.4g} (or 2 h_i >= mu_i = {mu:.4g}); "
-                               "raise strong_convexity (lam_hat / N) or eta, or lower epsilon_ratio",
-                               agent=agent.name, argument="hessian_change")
-        sigma_1 = gradient_sensitivity(agent) * float(dp_accounting.get_sigma_gaussian(epsilon_3, self._delta_1))
-        factor = 2.0 if self.fuzz == "conservative" else 1.0
-        sigma_2 = factor * self._beta / (math.sqrt(2.0 * rho_2) * mu)
-        return PPBudget(rho_1, rho_2, epsilon_1, epsilon_3, self._delta_1, sigma_1, sigma_2)
+        try:
+            return jacobian_epsilon(change, self.modulus(degree))
+        except PrivacyError as error:
+            raise PrivacyError(f"{error.args[0]}; raise strong_convexity (lam_hat / N) or eta", agent=agent.name,
+                               argument="hessian_change") from None
+
+    def agent_rho(self, agent: Agent, degree: int, rounds: int) -> float:
+        """rho_i* = dp_to_zcdp(epsilon, delta, xi = R xi_i): agent i's whole zCDP budget, so that its corrected total
+        R xi_i + rho_i* + 2 sqrt(rho_i* ln(1/delta)) is exactly the target epsilon (docs/zcdp_admm.md)."""
+        xi = self.releases(rounds) * self.jacobian(agent, degree)
+        if xi >= self._epsilon:
+            raise PrivacyError(f"the Jacobian terms of Thm. 6 alone, R xi_i = {xi:.4g}, exceed epsilon = "
+                               f"{self._epsilon:.4g}; raise strong_convexity (lam_hat / N) or eta, or lower the "
+                               "rounds (IPP-ADMM: max_broadcasts)", agent=agent.name, argument="hessian_change")
+        return dp_to_zcdp(self._epsilon, self._delta, xi=xi)
+
+    def budget(self, agent: Agent, degree: int, rounds: int) -> PPBudget:
+        """Agent i's per-release budget and noise: sigma_i1 = S_i / sqrt(2 rho_i1) (Lemma 1 inverted)."""
+        rho = (1.0 - self.svt_fraction()) * self.agent_rho(agent, degree, rounds) / self.releases(rounds)
+        rho_1, rho_2 = rho * (1.0 - self._splits), rho * self._splits
+        sigma_1 = gaussian_sigma(gradient_sensitivity(agent), rho_1)
+        sigma_2 = gaussian_sigma(self.fuzz_sensitivity(degree), rho_2)
+        return PPBudget(rho_1, rho_2, self.jacobian(agent, degree), sigma_1, sigma_2)
 
     def fuzz_sensitivity(self, degree: int) -> float:
         """The L2 sensitivity of x^ - x~ + (its counterpart): 2 beta / mu_i (conservative) or beta / mu_i (printed)."""
@@ -210,8 +221,10 @@ class PPADMMAgent(ConsensusADMMAgent):
         """b_i1 ~ N(0, sigma_i1^2 I), redrawn every round (Alg. 2 line 6)."""
         if not self.settings.private:
             return None
-        return self.context.noise.perturb(np.zeros(self.layout.dim), "gaussian", self.budget.sigma_1,
-                                          self.sensitivity).value
+        budget = self.budget  # drawn here, charged with the broadcast it protects (fuzzed)
+        return self.context.release(np.zeros(self.layout.dim), ZCDPRelease(budget.rho_1, budget.jacobian),
+                                    Sensitivity(l2=self.sensitivity), scale=budget.sigma_1, charge=False,
+                                    tags={"label": "objective"})
 
     def _gradient(self, x: np.ndarray, linear: np.ndarray) -> np.ndarray:
         """grad L_per(x) = grad f_i(x) + linear + 2 eta |V_i| x."""
@@ -254,15 +267,14 @@ class PPADMMAgent(ConsensusADMMAgent):
         return x
 
     def fuzzed(self, t: int, x_hat: np.ndarray) -> np.ndarray:
-        """x^ + b_i2, recorded: rho_i1 (objective perturbation, the thesis's charge) and rho_i2 (the fuzzing)."""
+        """x^ + b_i2, recorded: the objective release (xi_i, S_i^2 / (2 sigma_i1^2)) and rho_i2 (the fuzzing)."""
         if not self.settings.private:
             return x_hat.copy()
         budget, delta = self.budget, self.settings._delta
-        self.charge(t, zcdp_gaussian(thesis_dp_to_zcdp(budget.epsilon_1, budget.delta_1), delta), "objective")
+        self.charge(t, objective_perturbation(self.sensitivity, budget.sigma_1, budget.jacobian, delta), "objective")
         sensitivity = self.settings.fuzz_sensitivity(self.degree)
-        perturbed = self.context.noise.perturb(x_hat, "gaussian", budget.sigma_2, sensitivity)
-        self.charge(t, perturbed.accounted(zcdp_gaussian(gaussian_rho(sensitivity, budget.sigma_2), delta)), "output")
-        return perturbed.value
+        return self.released(t, x_hat, zcdp_gaussian(gaussian_rho(sensitivity, budget.sigma_2), delta), sensitivity,
+                             "output", budget.sigma_2)
 
     def release(self, t: int, x_hat: np.ndarray) -> np.ndarray | None:
         return self.fuzzed(t, x_hat)

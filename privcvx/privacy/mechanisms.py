@@ -88,6 +88,8 @@ class GridRdpAccountant(rdp.RdpAccountant):
     dp-accounting's own RDP accountant does not support that event; composing the continuous
     ``LaplaceDpEvent`` of the same epsilon instead would understate the divergence: by up to 32% at
     D = 1 (epsilon <= 2), by a relative O(1/D^2) beyond: below 1e-6 at the grid's D >= 2^10.
+    It also composes the binary ``RandomizedResponseDpEvent`` of :class:`PureDP`, which dp-accounting accepts only
+    under replace-one: randomized response is symmetric, so that curve holds under add-or-remove too.
     """
 
     def __init__(self) -> None:
@@ -99,6 +101,10 @@ class GridRdpAccountant(rdp.RdpAccountant):
                 self._rdp += count * _poisson_gaussian_rdp(event.sampling_probability,
                                                            event.event.noise_multiplier, tuple(self._orders))
             return None
+        if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 2:
+            if do_compose:  # symmetric, so its replace-one curve bounds any relation under which it is epsilon-DP
+                self._rdp += count * _randomized_response_rdp(event.noise_parameter, tuple(self._orders))
+            return None
         if not isinstance(event, DiscreteLaplaceDpEvent):
             return super()._maybe_compose(event, count, do_compose)
         if do_compose:
@@ -109,6 +115,17 @@ class GridRdpAccountant(rdp.RdpAccountant):
 def _is_poisson_gaussian(event: dp_accounting.DpEvent) -> bool:
     return isinstance(event, dp_accounting.PoissonSampledDpEvent) and isinstance(event.event,
                                                                                   dp_accounting.GaussianDpEvent)
+
+
+@lru_cache(maxsize=256)
+def _randomized_response_rdp(noise_parameter: float, orders: tuple[float, ...]) -> np.ndarray:
+    """The RDP curve of one binary ``RandomizedResponseDpEvent`` (:class:`PureDP`), from dp-accounting (replace-one)."""
+    relation = dp_accounting.NeighboringRelation.REPLACE_ONE
+    accountant = rdp.RdpAccountant(orders=list(orders), neighboring_relation=relation)
+    accountant.compose(dp_accounting.RandomizedResponseDpEvent(noise_parameter, 2))
+    curve = np.array(accountant._rdp, dtype=float)
+    curve.setflags(write=False)
+    return curve
 
 
 @lru_cache(maxsize=256)
@@ -487,6 +504,66 @@ class LaplaceBeyondFloat(Mechanism):
         return dp_accounting.NonPrivateDpEvent()
 
 
+class PureDP(Mechanism):
+    """A generic epsilon-DP release (e.g. the sparse vector test), accounted by its tightest valid profile.
+
+    An epsilon-DP mechanism about which nothing else is known is dominated only by binary randomized
+    response with flip probability 1 / (1 + e^epsilon) (Kairouz, Oh & Viswanath 2015): dp-accounting's
+    ``RandomizedResponseDpEvent(2 / (1 + e^epsilon), 2)`` (with probability p it answers a uniform bucket, so it
+    flips with probability p / 2). A ``LaplaceDpEvent`` of the same epsilon would understate the RDP and PLD of a
+    mechanism that is not a Laplace. :class:`GridRdpAccountant` composes its RDP curve; the PLD accountant, run
+    under add-or-remove, does not take the event, so a ledger with it has no PLD column (NaN).
+    """
+
+    kind = "pure_dp"
+    norm = "l1"
+    pure = True
+
+    def __init__(self, epsilon: float) -> None:
+        epsilon = check_epsilon(epsilon)
+        super().__init__(epsilon=epsilon, delta=0.0, noise_multiplier=1.0 / epsilon)
+
+    @property
+    def calibration(self) -> str:
+        return "generic"
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        return dp_accounting.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(self.epsilon)), 2)
+
+
+class ZCDPRelease(Mechanism):
+    """A release known to be (xi, rho)-zCDP (Bun & Steinke 2016, Def. 1.1): D_alpha <= xi + rho alpha for all alpha > 1.
+
+    Used for PP-ADMM's objective perturbation (docs/zcdp_admm.md): rho = S^2 / (2 sigma^2) of the Gaussian b_i1
+    actually drawn, xi the Jacobian term. Its dp-accounting event is ``ZCDpEvent(rho, xi)`` (RDP accountant
+    only; no PLD). ``epsilon``, ``delta``: a per-update pair it satisfies (``privcvx.privacy.zcdp.zcdp_to_dp`` at the
+    run's delta, for basic and advanced composition), NaN if not given. ``noise_multiplier`` is 1 / sqrt(2 rho).
+    """
+
+    kind = "zcdp"
+    norm = "l2"
+    pure = False
+    draws = "gaussian"
+
+    def __init__(self, rho: float, xi: float = 0.0, *, epsilon: float = math.nan, delta: float = math.nan) -> None:
+        self.rho = _number(rho, argument="rho", allow_zero=False)
+        self.xi = _number(xi, argument="xi", allow_zero=True)
+        super().__init__(epsilon=epsilon, delta=delta, noise_multiplier=1.0 / math.sqrt(2.0 * self.rho))
+
+    @property
+    def calibration(self) -> str:
+        return "zcdp"
+
+    def signature(self) -> tuple:
+        return (*super().signature(), self.rho, self.xi)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "rho": self.rho, "xi": self.xi}
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        return dp_accounting.ZCDpEvent(rho=self.rho, xi=self.xi)
+
+
 def _with_multiplier(cls: type[Mechanism], *, epsilon: float, delta: float, noise_multiplier: float,
                      budget: Budget | None, analytic: bool = False) -> Mechanism:
     """A mechanism with a given noise multiplier (budget calibration, checkpoint restore)."""
@@ -509,6 +586,11 @@ def mechanism_from_dict(data: dict) -> Mechanism:
             return LaplaceBeyondFloat()
         if data["kind"] == "poisson_gaussian":
             return PoissonSampledGaussian(float(data["sampling_rate"]), float(data["noise_multiplier"]))
+        if data["kind"] == "pure_dp":
+            return PureDP(float(data["epsilon"]))
+        if data["kind"] == "zcdp":
+            return ZCDPRelease(float(data["rho"]), float(data["xi"]), epsilon=float(data["epsilon"] or math.nan),
+                               delta=float(data["delta"] or math.nan))
         cls = {"laplace": Laplace, "gaussian": Gaussian}[data["kind"]]
         budget = None if data["budget"] is None else Budget.from_dict(data["budget"])
         epsilon = math.nan if data["epsilon"] is None else float(data["epsilon"])

@@ -12,7 +12,10 @@ Learning: Privacy, Efficiency and Fairness", PhD dissertation, University of Hou
 * rho-zCDP implies (rho + 2 sqrt(rho ln(1/delta)), delta)-DP (Lemma 4), inverted exactly by
   :func:`dp_to_zcdp`;
 * agents hold disjoint data, so the network's rho is the largest agent's (parallel composition,
-  Lemma 11): :class:`ZCDPAccountant`.
+  Lemma 11): :class:`ZCDPAccountant`;
+* (xi, rho)-zCDP (Bun & Steinke, Def. 1.1: D_alpha <= xi + rho alpha) composes by summing xi and rho, and gives
+  (xi + rho + 2 sqrt(rho ln(1/delta)), delta)-DP (their Lemma 3.5 with the additive xi carried): PP-ADMM's objective
+  perturbation is (xi, rho)-zCDP with xi its Jacobian term (:func:`objective_perturbation`, docs/zcdp_admm.md).
 
 :func:`ledger_rho` reads the zCDP cost of an ordinary :class:`~privcvx.privacy.accounting.PrivacyLedger`
 (Gaussian and discrete Gaussian releases: 1 / (2 s^2) for noise multiplier s; Laplace kinds:
@@ -30,28 +33,41 @@ import dp_accounting
 
 from privcvx.errors import PrivacyError, require_positive
 from privcvx.privacy.accounting import PrivacyLedger
-from privcvx.privacy.mechanisms import Gaussian, Mechanism, _with_multiplier, check_delta, check_epsilon
+from privcvx.privacy.mechanisms import (
+    Gaussian,
+    Mechanism,
+    ZCDPRelease,
+    _with_multiplier,
+    check_delta,
+    check_epsilon,
+)
 
 
 def _rho(value: float, argument: str = "rho", allow_zero: bool = True) -> float:
     return require_positive(value, argument=argument, error=PrivacyError, allow_zero=allow_zero)
 
 
-def zcdp_to_dp(rho: float, delta: float) -> float:
-    """epsilon = rho + 2 sqrt(rho ln(1/delta)): rho-zCDP gives (epsilon, delta)-DP (Lemma 4)."""
+def zcdp_to_dp(rho: float, delta: float, xi: float = 0.0) -> float:
+    """epsilon = xi + rho + 2 sqrt(rho ln(1/delta)): (xi, rho)-zCDP gives (epsilon, delta)-DP (Lemma 4; xi = 0 is
+    rho-zCDP)."""
     rho, delta = _rho(rho), check_delta(delta)
-    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    return _rho(xi, "xi") + rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
-def dp_to_zcdp(epsilon: float, delta: float) -> float:
-    """The largest rho whose Lemma 4 conversion is (epsilon, delta)-DP.
+def dp_to_zcdp(epsilon: float, delta: float, xi: float = 0.0) -> float:
+    """The largest rho whose Lemma 4 conversion, with an additive xi, is (epsilon, delta)-DP.
 
-    rho* = (sqrt(ln(1/delta) + epsilon) - sqrt(ln(1/delta)))^2.
+    rho* = (sqrt(ln(1/delta) + epsilon - xi) - sqrt(ln(1/delta)))^2; a :class:`PrivacyError` if xi >= epsilon.
 
     This is a *budget* conversion (how much zCDP a target (epsilon, delta) allows), not the claim that an
     (epsilon, delta)-DP mechanism is rho-zCDP, which is false in general.
     """
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    xi = _rho(xi, "xi")
+    if xi >= epsilon:
+        raise PrivacyError(f"the additive zCDP term xi = {xi:.4g} leaves nothing of epsilon = {epsilon:.4g}",
+                           argument="epsilon")
+    epsilon -= xi
     log_term = math.log(1.0 / delta)
     # (sqrt(L + e) - sqrt(L))^2 = e^2 / (sqrt(L + e) + sqrt(L))^2, without cancellation for small e.
     return epsilon * epsilon / (math.sqrt(log_term + epsilon) + math.sqrt(log_term)) ** 2
@@ -62,21 +78,45 @@ def pure_dp_to_zcdp(epsilon: float) -> float:
     return 0.5 * check_epsilon(epsilon) ** 2
 
 
-def thesis_dp_to_zcdp(epsilon: float, delta: float) -> float:
-    """epsilon^2 / (4 ln(1/delta)): the charge the thesis gives an (epsilon, delta)-DP step (Thm. 6).
-
-    Lemma 3's second part says this rho *suffices for* (epsilon, delta)-DP; the thesis uses it in the
-    other direction, which is not a theorem (caveat 1 of the digest). Kept to reproduce the thesis's
-    PP-ADMM accounting; docs/zcdp_admm.md says what it does and does not guarantee.
-    """
-    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    return epsilon * epsilon / (4.0 * math.log(1.0 / delta))
-
-
 def gaussian_rho(sensitivity: float, sigma: float) -> float:
     """Delta^2 / (2 sigma^2): the zCDP of one Gaussian release (Lemma 1)."""
     sensitivity = _rho(sensitivity, "sensitivity")
     return sensitivity ** 2 / (2.0 * require_positive(sigma, argument="sigma", error=PrivacyError) ** 2)
+
+
+def gaussian_sigma(sensitivity: float, rho: float) -> float:
+    """Delta / sqrt(2 rho): the sigma of a rho-zCDP Gaussian release (Lemma 1 inverted)."""
+    return _rho(sensitivity, "sensitivity") / math.sqrt(2.0 * _rho(rho, allow_zero=False))
+
+
+def jacobian_epsilon(hessian_change: float, modulus: float) -> float:
+    """xi = -2 ln(1 - h / mu): the bound on the Jacobian term of objective perturbation (proof of Thm. 6).
+
+    The change of variables b_i1 = B(x; D_i) has Jacobian E = Hess L_per(x; D_i), whose eigenvalues are >= mu (the
+    local step's modulus); a neighbour changes it by A of rank <= 2 with ||A||_2 <= h (one sample's term of the
+    Hessian, c1 / |D_i|). So det(E + A) / det(E) = det(I + E^-1 A) lies in [(1 - h/mu)^2, (1 + h/mu)^2], and the
+    log-ratio of the Jacobians is at most -2 ln(1 - h/mu) in absolute value, for every output. The thesis bounds it by
+    2.8 h / mu (-ln(1 - x) < 1.4 x on [0, 0.5]); needs 2 h < mu, else a :class:`PrivacyError`.
+    """
+    change = _rho(hessian_change, "hessian_change")
+    modulus = _rho(modulus, "modulus", allow_zero=False)
+    if not 2.0 * change < modulus:
+        raise PrivacyError(f"the Jacobian step of Thm. 6 needs 2 h_i < mu_i, got h_i = {change:.4g}, "
+                           f"mu_i = {modulus:.4g}", argument="hessian_change")
+    return -2.0 * math.log1p(-change / modulus)
+
+
+def objective_perturbation(sensitivity: float, sigma: float, jacobian: float, delta: float) -> Mechanism:
+    """The ledger entry of one objective-perturbation release (PP-ADMM's b_i1, Eq. (20); docs/zcdp_admm.md).
+
+    The exact minimizer x of (20) has density phi_sigma(B(x; D)) |det J_D(x)|: its privacy loss is the Gaussian
+    loss of b_i1 ~ N(0, sigma^2 I) against a shift of norm <= S (the gradient sensitivity) plus the log-ratio of the
+    Jacobians, at most ``jacobian`` (:func:`jacobian_epsilon`) in absolute value. So each Renyi divergence is at most
+    xi + rho alpha with rho = S^2 / (2 sigma^2) for the sigma actually drawn and xi = ``jacobian``:
+    ``ZCDPRelease(rho, xi)``, with the per-update (zcdp_to_dp(rho, delta, xi), delta) at the run's ``delta``.
+    """
+    rho, xi = gaussian_rho(sensitivity, sigma), _rho(jacobian, "jacobian")
+    return ZCDPRelease(rho, xi, epsilon=zcdp_to_dp(rho, delta, xi), delta=check_delta(delta))
 
 
 def calibrate_first_sigma(epsilon: float, delta: float, sensitivity: float, weights: Sequence[float]) -> float:
@@ -106,12 +146,20 @@ def zcdp_gaussian(rho: float, delta: float) -> Mechanism:
 
 
 def mechanism_rho(mechanism: Mechanism) -> float:
-    """The zCDP of one release recorded as ``mechanism``."""
+    """The zCDP of one release recorded as ``mechanism`` (its rho; :func:`mechanism_xi` is its additive xi)."""
+    if mechanism.kind == "zcdp":
+        return mechanism.rho
     if mechanism.kind in ("gaussian", "discrete_gaussian"):
         return 0.5 / mechanism.noise_multiplier ** 2
     if mechanism.pure:
         return 0.5 * mechanism.epsilon ** 2
     raise PrivacyError(f"no zCDP bound for {mechanism!r}", argument="mechanism")
+
+
+def mechanism_xi(mechanism: Mechanism) -> float:
+    """The additive xi of one release's (xi, rho)-zCDP: 0 except for a
+    :class:`~privcvx.privacy.mechanisms.ZCDPRelease`."""
+    return mechanism.xi if mechanism.kind == "zcdp" else 0.0
 
 
 def ledger_rho(ledger: PrivacyLedger) -> float:
@@ -121,45 +169,50 @@ def ledger_rho(ledger: PrivacyLedger) -> float:
 
 @dataclass(frozen=True)
 class ZCDPCharge:
-    """One zCDP release of one agent: its round, what was released, its rho."""
+    """One zCDP release of one agent: its round, what was released, its rho and its additive xi."""
 
     round: int
     label: str
     rho: float
+    xi: float = 0.0
 
 
 class ZCDPLedger:
-    """One agent's zCDP releases: ``total`` is their exact sum (sequential composition, Lemma 2)."""
+    """One agent's zCDP releases: ``total`` and ``total_xi`` are their exact sums (sequential composition, Lemma 2)."""
 
     def __init__(self, agent: str) -> None:
         self.agent = str(agent)
         self.charges: list[ZCDPCharge] = []
 
-    def record(self, round: int, rho: float, label: str = "release") -> None:  # noqa: A002 - the paper's t
-        """Charge one release of zCDP ``rho`` in round ``round``."""
-        self.charges.append(ZCDPCharge(int(round), str(label), _rho(rho)))
+    def record(self, round: int, rho: float, label: str = "release", xi: float = 0.0) -> None:  # noqa: A002
+        """Charge one (xi, rho)-zCDP release (xi = 0: rho-zCDP) in round ``round`` (the paper's t)."""
+        self.charges.append(ZCDPCharge(int(round), str(label), _rho(rho), _rho(xi, "xi")))
 
     @property
     def total(self) -> float:
         return math.fsum(charge.rho for charge in self.charges)
+
+    @property
+    def total_xi(self) -> float:
+        return math.fsum(charge.xi for charge in self.charges)
 
     def rounds(self, label: str | None = None) -> list[int]:
         """The rounds with a charge (of ``label``, if given), in order."""
         return [c.round for c in self.charges if label is None or c.label == label]
 
     def epsilon(self, delta: float) -> float:
-        """The agent's (epsilon, delta)-DP from its total rho (sequential composition)."""
-        return zcdp_to_dp(self.total, delta)
+        """The agent's (epsilon, delta)-DP from its total xi and rho (sequential composition)."""
+        return zcdp_to_dp(self.total, delta, self.total_xi)
 
     def to_dict(self) -> dict:
         """The ledger as JSON-able data (checkpoints)."""
-        return {"agent": self.agent, "charges": [[c.round, c.label, c.rho] for c in self.charges]}
+        return {"agent": self.agent, "charges": [[c.round, c.label, c.rho, c.xi] for c in self.charges]}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> ZCDPLedger:
         ledger = cls(data["agent"])
-        for round_, label, rho in data["charges"]:
-            ledger.record(round_, rho, label)
+        for round_, label, rho, *xi in data["charges"]:
+            ledger.record(round_, rho, label, *xi)
         return ledger
 
 
@@ -174,8 +227,8 @@ class ZCDPAccountant:
         return max((ledger.total for ledger in self.ledgers), default=0.0)
 
     def epsilon(self, delta: float) -> float:
-        """The run's (epsilon, delta)-DP from the largest agent's rho (parallel composition)."""
-        return zcdp_to_dp(self.rho, delta)
+        """The run's (epsilon, delta)-DP: the largest agent's (parallel composition)."""
+        return max((ledger.epsilon(delta) for ledger in self.ledgers), default=zcdp_to_dp(0.0, delta))
 
     def table(self) -> dict[str, float]:
         """Each agent's total rho, by name."""
