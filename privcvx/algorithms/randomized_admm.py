@@ -55,8 +55,12 @@ Eq. (10) on each released coordinate, and ``result.privacy`` shows both. With a 
 a projection of a uniform variable, so only the worst case is claimed for an agent with constraints.
 
 ``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 (:mod:`privcvx.privacy.
-secret_sharing`) on a complete graph: phase 0 sums the shares received and broadcasts the partial sum,
-phase 1 reconstructs sum_j x_j, so S_i = sum - x_i, and sends shares of the new x_i to every other agent.
+secret_sharing`) on a complete graph, over the sealed pairwise channels that Theorem 2.1 assumes
+(:mod:`privcvx.privacy.secure_channel`). ``start()`` broadcasts the agent's X25519 public key (round 0); in round
+t, phase 0 seals a share of x_i^{t-1} for every other agent (payload ``sealed_share``), phase 1 opens the shares
+received and broadcasts their sum with the own share (``partial``), and phase 2 reconstructs sum_j x_j^{t-1}, so
+S_i = sum - x_i, and updates. The key pair is drawn apart from the noise stream, so the iterates are those of
+shares sent in the clear, bit for bit.
 """
 
 from __future__ import annotations
@@ -159,7 +163,8 @@ class RandomizedADMM(Algorithm):
     update:
         ``"linearized"`` (Algorithm 1) or ``"exact"`` (Eq. (12), a CVXPY solve per round; non-private).
     exchange:
-        ``"plain"`` (broadcast x_i) or ``"secret_sharing"`` (Algorithm 3; complete graph, N >= 3).
+        ``"plain"`` (broadcast x_i) or ``"secret_sharing"`` (Algorithm 3 over sealed pairwise channels; complete
+        graph, N >= 3).
     relaxation:
         Over-relaxation alpha in [1, 2) of the neighbours' average, (R) in the module docstring (1: Algorithm 1).
         Computed from the releases alone, so it costs no privacy.

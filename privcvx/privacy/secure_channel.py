@@ -136,12 +136,17 @@ class PairwiseChannels:
 
     # ---- checkpoints: the private key is a secret like the noise state ------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """The private key and the peers' public keys (uint8 arrays): a checkpoint that holds them is secret."""
         private = self._private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
         return {"private_key": np.frombuffer(private, dtype=np.uint8).copy(),
                 "peers": {peer: np.frombuffer(key, dtype=np.uint8).copy() for peer, key in self._peers.items()}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        restored = PairwiseChannels(self.name, key_bytes(state["private_key"], agent=self.name,
+        """Restore the keys of :meth:`state_dict` (read from an untrusted checkpoint: each key is checked)."""
+        if not isinstance(state, Mapping) or not isinstance(state.get("peers"), Mapping):
+            raise PrivacyError("not the state of sealed channels (a mapping with 'private_key' and 'peers')",
+                               agent=self.name, argument="state")
+        restored = PairwiseChannels(self.name, key_bytes(state.get("private_key"), agent=self.name,
                                                          argument="private_key"))
         restored.connect(state["peers"])
         self.__dict__.update(restored.__dict__)
