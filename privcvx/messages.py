@@ -3,7 +3,8 @@
 A :class:`Message` goes from a sender (an agent, or the server) to one receiver, or to all of
 the sender's neighbours in that round's graph (``receiver=None``, a broadcast). Its payload is
 a dict of numpy arrays. The run records every message in a :class:`Transcript`, in the order
-they were sent: this is exactly what an eavesdropper on every channel sees, and the public
+they were sent: this is exactly what an eavesdropper on every channel sees (for payloads sealed for
+their receiver, such as RandomizedADMM's secret shares, only the ciphertext), and the public
 metrics of a run (residuals, disagreement, the global vector) are computed from it alone.
 """
 

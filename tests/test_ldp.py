@@ -284,11 +284,13 @@ def test_secret_sharing_gives_bitwise_the_plain_iterates_with_an_exact_encoding(
     before_last = np.mean([m["x"] for m in plain.transcript.round(40)], axis=0)
     assert np.allclose(shared.w, before_last, rtol=0, atol=1e-15)
     frame = shared.transcript.to_frame()
-    shares = frame[frame["payload"] == "share"]
+    keys = frame[frame["payload"] == "public_key"]
+    shares = frame[frame["payload"] == "sealed_share"]
     partials = frame[frame["payload"] == "partial"]
-    assert len(shares) == 41 * 4 * 3 and (shares["phase"] == 0).all() and (shares["receiver"] != "*").all()
-    assert len(partials) == 40 * 4 and (partials["phase"] == 1).all() and (partials["receiver"] == "*").all()
-    assert "x" not in set(frame["payload"])  # no iterate is ever sent in the clear
+    assert len(keys) == 4 and (keys["round"] == 0).all() and (keys["receiver"] == "*").all()
+    assert len(shares) == 40 * 4 * 3 and (shares["phase"] == 1).all() and (shares["receiver"] != "*").all()
+    assert len(partials) == 40 * 4 and (partials["phase"] == 2).all() and (partials["receiver"] == "*").all()
+    assert set(frame["payload"]) == {"public_key", "sealed_share", "partial"}  # no iterate, no share in the clear
     released = problem.solve(RandomizedADMM(exchange="secret_sharing"), pc.Topology.complete(), rounds=3, seed=2,
                              diagnostics=False)
     assert all(z.size == 0 for z in released.z)  # so a release-only run returns no individual iterate

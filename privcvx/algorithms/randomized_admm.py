@@ -55,8 +55,12 @@ Eq. (10) on each released coordinate, and ``result.privacy`` shows both. With a 
 a projection of a uniform variable, so only the worst case is claimed for an agent with constraints.
 
 ``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 (:mod:`privcvx.privacy.
-secret_sharing`) on a complete graph: phase 0 sums the shares received and broadcasts the partial sum,
-phase 1 reconstructs sum_j x_j, so S_i = sum - x_i, and sends shares of the new x_i to every other agent.
+secret_sharing`) on a complete graph, over the sealed pairwise channels that Theorem 2.1 assumes
+(:mod:`privcvx.privacy.secure_channel`). ``start()`` broadcasts the agent's X25519 public key (round 0); in round
+t, phase 0 seals a share of x_i^{t-1} for every other agent (payload ``sealed_share``), phase 1 opens the shares
+received and broadcasts their sum with the own share (``partial``), and phase 2 reconstructs sum_j x_j^{t-1}, so
+S_i = sum - x_i, and updates. The key pair is drawn apart from the noise stream, so the iterates are those of
+shares sent in the clear, bit for bit.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
+from privcvx.privacy.secure_channel import KEY_BYTES, PairwiseChannels
 from privcvx.privacy.sensitivity import SEPARABLE_KINDS
 from privcvx.problem import Agent, DistributedProblem, agent_vector
 from privcvx.schedules import Schedule, as_schedule, checked_value
@@ -88,6 +93,8 @@ AGGREGATORS = ("random", "fixed")
 DUAL_SIGNS = {"corrected": 1.0, "printed": -1.0}
 UPDATES = ("linearized", "exact")
 EXCHANGES = ("plain", "secret_sharing")
+#: The payload key of a sealed share (ChaCha20-Poly1305 ciphertext and tag, a uint8 array).
+SEALED_SHARE = "sealed_share"
 
 
 def linf_sensitivity(agent: Agent, declared: float | None) -> float:
@@ -157,7 +164,8 @@ class RandomizedADMM(Algorithm):
     update:
         ``"linearized"`` (Algorithm 1) or ``"exact"`` (Eq. (12), a CVXPY solve per round; non-private).
     exchange:
-        ``"plain"`` (broadcast x_i) or ``"secret_sharing"`` (Algorithm 3; complete graph, N >= 3).
+        ``"plain"`` (broadcast x_i) or ``"secret_sharing"`` (Algorithm 3 over sealed pairwise channels; complete
+        graph, N >= 3).
     relaxation:
         Over-relaxation alpha in [1, 2) of the neighbours' average, (R) in the module docstring (1: Algorithm 1).
         Computed from the releases alone, so it costs no privacy.
@@ -201,7 +209,7 @@ class RandomizedADMM(Algorithm):
         check_int(scale_bits, argument="scale_bits", minimum=0)
         check_int(modulus, argument="modulus", minimum=3)
         self._delta = require_positive(delta, argument="delta")
-        self.phases = 2 if exchange == "secret_sharing" else 1
+        self.phases = 3 if exchange == "secret_sharing" else 1
 
     # ---- run set-up -----------------------------------------------------------------------------------
     @property
@@ -309,7 +317,8 @@ class RandomizedADMMAgent(AgentProgram):
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.prox = ProximalStep(agent, self.D) if settings.update == "exact" else None
         self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
-        self.sharing = settings.sharing(len(context.topology.graph(1))) if settings.phases == 2 else None
+        shared = settings.exchange == "secret_sharing"
+        self.sharing = settings.sharing(len(context.topology.graph(1))) if shared else None
         self.x = self.projection(np.zeros(dim), np.ones(dim))  # x_i^0: public and data independent
         self.lam = np.zeros(dim)
         self.account = ExPostAccount()
@@ -319,40 +328,80 @@ class RandomizedADMMAgent(AgentProgram):
             if settings.aggregator == "random" else np.full((context.rounds, dim), self.D / 2.0)
         self.kept: list[int] = []     # the own share s_ii of the current x_i (secret sharing)
         self.partial: list[int] = []  # the own broadcast partial sum (secret sharing)
+        # the sealed pairwise channels of the shares: the key pair is drawn apart from the noise stream
+        self.channels = PairwiseChannels(self.name, context.noise.key_material(KEY_BYTES)) if shared else None
 
     # ---- the exchanges --------------------------------------------------------------------------------
     def start(self) -> list[Message]:
-        return self._send(1)
-
-    def _send(self, t: int) -> list[Message]:
-        """Round t's first messages: the broadcast of x_i, or its shares to every other agent (Algorithm 3)."""
-        if self.sharing is None:
-            return [self.context.message(t, {"x": self.x})]
-        others = [n for n in self.context.topology.graph(t) if n != self.name]
-        shares = self.sharing.split(self.sharing.encode(self.x, agent=self.name), self.context.noise)
-        self.kept = shares[0]
-        return [self.context.message(t, {"share": self.sharing.to_limbs(share)}, receiver=other)
-                for other, share in zip(others, shares[1:], strict=True)]
+        """The broadcast of x_i^0, or, under secret sharing, of the agent's public key (round 0: the channels'
+        set-up; the shares of x_i^0 follow in round 1, once every peer's key is known)."""
+        if self.channels is None:
+            return [self.context.message(1, {"x": self.x})]
+        return [self.context.message(0, {"public_key": self.channels.public_key})]
 
     def step(self, t: int, inbox: list[Message], phase: int = 0) -> list[Message]:
-        if self.sharing is None:
+        if self.sharing is None or self.channels is None:
             received = {m.sender: m["x"] for m in inbox if m.round == t}
             neighbours = self.context.neighbours(t)
             missing = sorted(set(neighbours) - set(received))
             if missing:
                 raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.name,
                                    argument="messages")
-            return self._update(t, neighbour_sum([received[j] for j in sorted(neighbours)]), len(neighbours))
-        if phase == 0:  # round 2 of Algorithm 3: the sum of the shares held, broadcast
-            shares = [self.sharing.from_limbs(m["share"]) for m in inbox if m.round == t and m.phase == 0]
+            self._update(t, neighbour_sum([received[j] for j in sorted(neighbours)]), len(neighbours))
+            return [self.context.message(t + 1, {"x": self.x})]
+        if phase == 0:  # round 1 of Algorithm 3: a sealed share of x_i^{t-1} to every other agent
+            if t == 1:
+                self.channels.connect(self._from_each(0, 0, inbox, "public_key"))
+            return self._send_shares(t)
+        if phase == 1:  # round 2 of Algorithm 3: the sum of the shares held, broadcast
+            sealed = self._from_each(t, 1, inbox, SEALED_SHARE)
+            shares = [self._open_share(sender, t, sealed[sender]) for sender in sorted(sealed)]
             self.partial = self.sharing.add([self.kept, *shares])
-            return [self.context.message(t, {"partial": self.sharing.to_limbs(self.partial)}, phase=1)]
-        partials = [self.sharing.from_limbs(m["partial"]) for m in inbox if m.round == t and m.phase == 1]
-        total = self.sharing.add([self.partial, *partials])  # (15): sum_j x_j mod p
+            return [self.context.message(t, {"partial": self.sharing.to_limbs(self.partial)}, phase=2)]
+        partials = self._from_each(t, 2, inbox, "partial")
+        total = self.sharing.add([self.partial, *map(self.sharing.from_limbs, partials.values())])  # (15): sum_j x_j
         others = self.sharing.add([total, [(-r) % self.sharing.modulus for r in self.sharing.encode(self.x)]])
-        return self._update(t, self.sharing.decode(others), len(partials))
+        self._update(t, self.sharing.decode(others), len(partials))
+        return []
 
-    def _update(self, t: int, total: np.ndarray, degree: int) -> list[Message]:
+    def _peers(self, t: int) -> list[str]:
+        return [n for n in self.context.topology.graph(t) if n != self.name]
+
+    def _from_each(self, t: int, phase: int, inbox: list[Message], key: str) -> dict[str, np.ndarray]:
+        """Payload ``key`` of round t's messages in ``phase``, exactly one from every other agent."""
+        received: dict[str, np.ndarray] = {}
+        for m in inbox:
+            if m.round == t and m.phase == phase and key in m.payload:
+                if m.sender in received:
+                    raise PrivacyError(f"round {t}: two {key!r} messages from {m.sender!r}", agent=self.name,
+                                       argument="messages")
+                received[m.sender] = m[key]
+        expected = set(self._peers(t))
+        if set(received) != expected:
+            raise PrivcvxError(f"round {t}: {key!r} expected from {sorted(expected)}, received from "
+                               f"{sorted(received)}", agent=self.name, argument="messages")
+        return received
+
+    def _send_shares(self, t: int) -> list[Message]:
+        """Algorithm 3, round 1: split x_i into N shares, keep the first, seal one for every other agent."""
+        assert self.sharing is not None and self.channels is not None
+        shares = self.sharing.split(self.sharing.encode(self.x, agent=self.name), self.context.noise)
+        self.kept = shares[0]
+        return [self.context.message(t, {SEALED_SHARE: self.channels.seal(other, t, 1, self.sharing.to_limbs(share))},
+                                     receiver=other, phase=1)
+                for other, share in zip(self._peers(t), shares[1:], strict=True)]
+
+    def _open_share(self, sender: str, t: int, sealed: np.ndarray) -> list[int]:
+        """The residues of the share ``sender`` sealed for this agent in round t (little-endian uint64 limbs)."""
+        assert self.sharing is not None and self.channels is not None
+        plaintext = self.channels.open(sender, t, 1, sealed)
+        limbs = np.frombuffer(plaintext, dtype="<u8")
+        if limbs.size != self.x.size * self.sharing.limbs:
+            raise PrivacyError(f"round {t}: the share from {sender!r} has {limbs.size} limbs, expected "
+                               f"{self.x.size * self.sharing.limbs}", agent=self.name, argument="messages")
+        return self.sharing.from_limbs(limbs.reshape(self.x.size, self.sharing.limbs))
+
+    def _update(self, t: int, total: np.ndarray, degree: int) -> None:
         """The dual update with x^{t-1} (from round 2 on), then Eq. (6) for x^t, released in round t + 1; with
         ``relaxation`` alpha, (R) and (R-dual) of the module docstring."""
         alpha = self.settings._relaxation
@@ -380,7 +429,6 @@ class RandomizedADMMAgent(AgentProgram):
                 interval = (self.x + c, mean_neighbours + c) if self.settings.aggregator == "random" else (mean, mean)
             mean = laplace_release(self.context, self.account, mean, beta, shift, interval)
         self.x = mean
-        return self._send(t + 1)
 
     # ---- reports and state ----------------------------------------------------------------------------
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
@@ -400,13 +448,17 @@ class RandomizedADMMAgent(AgentProgram):
         return {"ex_post_account": self.account.per_round()} if self.context.diagnostics else {}
 
     def state_dict(self) -> dict[str, Any]:
+        """The run state; under secret sharing it holds the agent's private key (a secret like the noise state)."""
+        channels = {} if self.channels is None else {"channels": self.channels.state_dict()}
         return {"x": self.x, "lam": self.lam, "gammas": self.gammas, "kept": list(self.kept),
-                "partial": list(self.partial), "account": self.account.state_dict()}
+                "partial": list(self.partial), "account": self.account.state_dict(), **channels}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.x, self.lam, self.gammas = state["x"], state["lam"], state["gammas"]
         self.kept, self.partial = list(state["kept"]), list(state["partial"])
         self.account.load_state_dict(state["account"])
+        if self.channels is not None:
+            self.channels.load_state_dict(state["channels"])
 
 
 class RandomizedADMMMonitor(LatestReleases):

@@ -39,6 +39,8 @@ SEEDED_PATH = "seeded-float (reproducible, not floating-point safe)"
 GRID_PATH = "opendp-grid (floating-point safe)"
 
 _KINDS = ("laplace", "gaussian")
+#: The spawn-key entry of a seeded agent's key material (``SeededNoise.key_material``): "key" in ASCII.
+KEY_SPAWN = 0x6B6579
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,10 @@ class NoiseSource(Protocol):
         """``size`` private integers uniform on {0, ..., modulus - 1} (secret shares; any modulus >= 1)."""
         ...
 
+    def key_material(self, size: int) -> bytes:
+        """``size`` secret bytes for a key (an X25519 private key), drawn without advancing the noise stream."""
+        ...
+
     def get_state(self) -> dict:
         """A JSON-serializable state; :meth:`set_state` with it reproduces the following draws."""
         ...
@@ -124,6 +130,7 @@ class SeededNoise(NoiseSource):
     def __init__(self, seed: np.random.SeedSequence | int) -> None:
         if not isinstance(seed, np.random.SeedSequence):
             seed = np.random.SeedSequence(_check_seed(seed))
+        self._seed = seed
         self._generator = np.random.Generator(np.random.PCG64(seed))
 
     def calibrated(self, mechanism: Mechanism) -> Mechanism:
@@ -163,6 +170,13 @@ class SeededNoise(NoiseSource):
                 if value < modulus:
                     draws.append(value)
         return draws
+
+    def key_material(self, size: int) -> bytes:
+        """Bytes of the child ``KEY_SPAWN`` of this source's ``SeedSequence`` (which nothing else spawns): as
+        reproducible from the seed as the noise, and independent of the noise draws, which it does not shift."""
+        child = np.random.SeedSequence(self._seed.entropy, spawn_key=(*self._seed.spawn_key, KEY_SPAWN),
+                                       pool_size=self._seed.pool_size)
+        return child.generate_state(-(-check_size(size) // 4), np.uint32).astype("<u4").tobytes()[:size]
 
     def get_state(self) -> dict:
         state = self._generator.bit_generator.state
@@ -226,6 +240,10 @@ class SecureNoise(NoiseSource):
 
     def below(self, modulus: int, size: int) -> list[int]:
         return [secrets.randbelow(_check_modulus(modulus)) for _ in range(check_size(size))]
+
+    def key_material(self, size: int) -> bytes:
+        """``size`` bytes of the operating system's entropy (``secrets.token_bytes``)."""
+        return secrets.token_bytes(check_size(size))
 
     def get_state(self) -> dict:
         return {"secure": True}

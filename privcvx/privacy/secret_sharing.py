@@ -2,7 +2,8 @@
 Privacy in Decentralized Optimization" (Appendix A, Theorem 2.1).
 
 Every agent i splits its value v_i into N shares that sum to v_i mod p, keeps one and sends one to each
-other agent over a pairwise channel (round 1); each agent broadcasts the sum of the shares it holds
+other agent over a secure pairwise channel (round 1; :mod:`privcvx.privacy.secure_channel` seals it: in the clear
+the shares and the partial sums give every v_i away); each agent broadcasts the sum of the shares it holds
 (round 2); the sum of the broadcasts is sum_i v_i mod p (Eq. (15)). Any N - 2 colluders see shares that
 are uniform and independent of an honest agent's value (Theorem 2.1), so N >= 3 is required.
 
@@ -16,7 +17,8 @@ The paper gives no encoding of reals; this module's (the digest's erratum list a
   bound on |sum of the values| (checked at construction; values above their own bound are refused);
 * shares uniform on Z_p from the agent's private stream (:meth:`NoiseSource.below`: OS entropy on the
   secure path);
-* residues travel as little-endian 32-bit limbs in uint64 arrays (messages carry numeric arrays).
+* residues travel as little-endian 32-bit limbs in uint64 arrays (messages carry numeric arrays; a share's are
+  sealed before it leaves the agent).
 
 Decoding the exact integer sum rounds once (``float(int)`` is correctly rounded), so a reconstructed
 sum equals ``math.fsum`` of the values bitwise when the encoding is exact.
