@@ -25,7 +25,10 @@ estimate x_i(t) has L1 sensitivity Delta(t) = S_i gamma_t, where S_i bounds
   the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost.
 
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
-epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing.
+epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
+(q/p)^t, so its noise multiplier 1/epsilon_t passes 1e154 (whose square overflows) after a few hundred to a few
+thousand rounds: the accountants cap it at 1e150 (:func:`~privcvx.privacy.mechanisms.accounted_multiplier`), and
+once gamma_t underflows to 0 the release is Proj[z_i(t)], a post-processing of releases, and costs nothing.
 
 Without privacy (``epsilon=None``, the default) the noise is zero and the step defaults to the
 non-summable gamma_t = c / t^(3/4), with which the method reaches the optimum; geometric steps
@@ -46,7 +49,7 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
-from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon
+from privcvx.privacy.mechanisms import Sensitivity, check_epsilon, laplace_release
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -239,11 +242,14 @@ class DPDGAgent(AgentProgram):
         """y_i(t) = x_i(t-1) + w_i(t) (Eq. (5)), recorded in the ledger when x_i(t-1) depends on the data."""
         if self.settings.private:
             scale = self.settings.noise_scale(self.sensitivity, t)
-            # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t; x_i(0) has none.
-            sensitivity = self.sensitivity * checked_value(self.step_size, t - 1, argument="step") if t >= 2 else 0.0
+            # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t. x_i(0) has none, nor
+            # has x_i(t-1) = Proj[z] once gamma_{t-1} underflows to 0; a product S gamma that underflows is rounded up.
+            gamma = checked_value(self.step_size, t - 1, argument="step") if t >= 2 else 0.0
+            sensitivity = max(self.sensitivity * gamma, math.ulp(0.0)) if gamma > 0 and self.sensitivity > 0 else 0.0
             perturbed = self.context.noise.perturb(self.x, "laplace", scale, sensitivity)
-            if t >= 2:
-                self.context.ledger.record(perturbed.accounted(Laplace(sensitivity / scale)))
+            mechanism = laplace_release(sensitivity, scale)
+            if mechanism is not None:
+                self.context.ledger.record(perturbed.accounted(mechanism))
             self.y, self.noise_magnitude = perturbed.value, perturbed.magnitude
         else:
             self.y, self.noise_magnitude = self.x + np.zeros(self.layout.dim), 0.0

@@ -30,7 +30,14 @@ import dp_accounting
 
 from privcvx.errors import PrivacyError, require_positive
 from privcvx.privacy.accounting import PrivacyLedger
-from privcvx.privacy.mechanisms import Gaussian, Mechanism, _with_multiplier, check_delta, check_epsilon
+from privcvx.privacy.mechanisms import (
+    Gaussian,
+    Mechanism,
+    _with_multiplier,
+    accounted_multiplier,
+    check_delta,
+    check_epsilon,
+)
 
 
 def _rho(value: float, argument: str = "rho", allow_zero: bool = True) -> float:
@@ -108,7 +115,7 @@ def zcdp_gaussian(rho: float, delta: float) -> Mechanism:
 def mechanism_rho(mechanism: Mechanism) -> float:
     """The zCDP of one release recorded as ``mechanism``."""
     if mechanism.kind in ("gaussian", "discrete_gaussian"):
-        return 0.5 / mechanism.noise_multiplier ** 2
+        return 0.5 / accounted_multiplier(mechanism.noise_multiplier) ** 2
     if mechanism.pure:
         return 0.5 * mechanism.epsilon ** 2
     raise PrivacyError(f"no zCDP bound for {mechanism!r}", argument="mechanism")
