@@ -96,7 +96,7 @@ def long_run(rounds: int, q: float) -> None:
         for value in matter:
             accountant.compose(dp_accounting.LaplaceDpEvent(1.0 / value))
         references[name] = float(accountant.get_epsilon(1e-6))
-    row = result.privacy.iloc[0]
+    row = {key: float(value) for key, value in result.privacy.iloc[0].items() if key != "agent"}
     print(f"DPDG q = {q}, p = {p:.6f}, 3 agents, {rounds} rounds: finished in {elapsed:.1f} s; "
           f"{int(row['steps'])} charged releases ({len(charged)} expected: gamma_t underflows to 0 after them), "
           f"{sum(1 / e > 1.34e154 for e in per_release)} with a multiplier past 1.34e154, "
@@ -107,7 +107,7 @@ def long_run(rounds: int, q: float) -> None:
     print(f"| epsilon_rdp | {row['epsilon_rdp']!r} | {references['rdp']!r} | dp-accounting RDP, epsilon_t >= 1e-150 |")
     print(f"| epsilon_pld | {row['epsilon_pld']!r} | {references['pld']!r} | dp-accounting PLD, epsilon_t >= 1e-150 |")
     print(f"| epsilon_advanced | {row['epsilon_advanced']!r} | - | finite |")
-    print(f"| history epsilon (last round) | {result.history['epsilon'].iloc[-1]!r} | "
+    print(f"| history epsilon (last round) | {float(result.history['epsilon'].iloc[-1])!r} | "
           f"{min(references['rdp'], math.fsum(per_release))!r} | min(RDP, basic) |")
 
 

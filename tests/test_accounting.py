@@ -234,9 +234,9 @@ def test_a_ledger_whose_multipliers_pass_the_float_range_keeps_every_column_fini
         math.sqrt(2 * math.log(1 / delta) * math.fsum(e * e for e in epsilons))
         + math.fsum(e * math.expm1(e) for e in epsilons), rel=1e-12)
     assert report["epsilon_rdp"] == pytest.approx(rdp_reference, rel=1e-12)
-    # PLD: dp-accounting's pessimistic discretization charges each tiny release a little: valid (above the
-    # reference), and within 1e-3 of it.
-    assert pld_reference - 1e-12 <= report["epsilon_pld"] <= pld_reference + 1e-3
+    # PLD: dp-accounting's pessimistic discretization charges each tiny release a little: at most 1e-3 above the
+    # reference, never below it but for the PLD's own rounding (the two compose in different orders).
+    assert pld_reference * (1 - 1e-9) <= report["epsilon_pld"] <= pld_reference + 1e-3
     # The per-round accountant, fed one release at a time, agrees with the whole-ledger one.
     account = RunningEpsilon(PrivacyLedger("agent-0"), delta)
     history = []
