@@ -244,7 +244,7 @@ class DPDGAgent(AgentProgram):
             scale = self.settings.noise_scale(self.sensitivity, t)
             # x_i(t-1) has sensitivity S gamma_{t-1}: a Laplace release with epsilon S gamma / M_t. x_i(0) has none, nor
             # has x_i(t-1) = Proj[z] once gamma_{t-1} underflows to 0; a product S gamma that underflows is rounded up.
-            gamma = checked_value(self.step_size, t - 1, argument="step") if t >= 2 else 0.0
+            gamma = checked_value(self.step_size, t - 1, argument="step", underflow=True) if t >= 2 else 0.0
             sensitivity = max(self.sensitivity * gamma, math.ulp(0.0)) if gamma > 0 and self.sensitivity > 0 else 0.0
             perturbed = self.context.noise.perturb(self.x, "laplace", scale, sensitivity)
             mechanism = laplace_release(sensitivity, scale)
@@ -272,7 +272,7 @@ class DPDGAgent(AgentProgram):
         if not np.all(np.isfinite(gradient)):
             raise PrivcvxError("the gradient is not finite at the aggregate z_i(t)", agent=self.context.name,
                                argument="gradient")
-        gamma = checked_value(self.step_size, t, argument="step")
+        gamma = checked_value(self.step_size, t, argument="step", underflow=True)
         self.x = self.projection(z - gamma * gradient, self.ones)
         return self._broadcast(t + 1)
 
@@ -306,4 +306,6 @@ class DPDGMonitor(LatestReleases):
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         agreement = self.agreement(messages)
-        return {} if t == 0 else {**agreement, "step": checked_value(self.step, t, argument="step")}
+        if t == 0:
+            return {}
+        return {**agreement, "step": checked_value(self.step, t, argument="step", underflow=True)}
