@@ -379,7 +379,7 @@ def gaussian_epsilon(sigma: float, delta: float, tol: float = 1.0e-12) -> float:
         t_star = epsilon * sigma + 1 / (2 * sigma)
         x = log_ndtr(1 / sigma - t_star)
         y = epsilon + log_ndtr(-t_star)
-        return x + np.log1p(-np.exp(y - x)) if y <= x else -np.inf
+        return x + np.log1p(-np.exp(y - x)) if y < x else -np.inf  # y == x: log1p(-1) = -inf, without a warning
 
     log_delta = np.log(delta)
     if log_delta_at(0) < log_delta:  # (0, delta)-DP
