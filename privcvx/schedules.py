@@ -106,13 +106,19 @@ def as_schedule(value: float | Schedule | str, *, argument: str) -> Schedule:
     return Constant(require_positive(value, argument=argument))
 
 
-def checked_value(schedule: Schedule, t: int, *, argument: str) -> float:
-    """The schedule's value at round t, which must be finite and > 0."""
+def checked_value(schedule: Schedule, t: int, *, argument: str, underflow: bool = False) -> float:
+    """The schedule's value at round t, which must be finite and > 0.
+
+    ``underflow=True``: a :class:`Geometric` schedule may be 0 (a caller that handles a zero step): c q^(t-1) is
+    positive, but its float underflows to 0 once q^(t-1) < 5e-324 / c (after about 7000 rounds at q = 0.9), and
+    that 0 is the value the run computes with.
+    """
     try:
         raw = schedule(t)
     except Exception as exc:  # a user callable failed: name the argument and round
         raise ParameterError(f"the schedule failed at round {t}: {exc}", argument=argument) from exc
-    return require_positive(raw, argument=f"{argument}(t={t})")
+    underflowed = underflow and isinstance(schedule, Geometric)
+    return require_positive(raw, argument=f"{argument}(t={t})", allow_zero=underflowed)
 
 
 class ResidualBalancing:

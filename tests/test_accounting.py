@@ -177,3 +177,107 @@ def test_bad_ledger_input_names_agent_and_argument() -> None:
         with pytest.raises(PrivacyError) as info:
             epsilon_report(ledger, delta)
         assert info.value.argument == "delta"
+
+
+# ---- multipliers past the float range (issue 26 point 8) and O(1) accounting per round (issue 29 point 3) ----------
+
+def _decaying_laplace_ledger(q: float = 0.05, epsilon: float = 1.0) -> tuple[PrivacyLedger, list[float]]:
+    """DPDG's releases (safe calibration, S = c = 1): x(k) of sensitivity q^k, released with scale p^(k+1) / (epsilon
+    (p - q)), until q^k underflows to 0 (k = 248 at q = 0.05), then three releases whose epsilon underflows (entries
+    Laplace(5e-324), noise multiplier inf). Returns the ledger and the recorded epsilons."""
+    from privcvx.algorithms.dp_gradient import optimal_noise_decay
+    from privcvx.privacy.mechanisms import laplace_release
+
+    p = optimal_noise_decay(q)
+    ledger, epsilons = PrivacyLedger("agent-0"), []
+    for k in range(400):
+        mechanism = laplace_release(q ** k, p ** (k + 1) / (epsilon * (p - q)))
+        if mechanism is None:  # q^k == 0: a post-processing of releases, no entry
+            assert q ** k == 0.0
+            continue
+        ledger.record(mechanism)
+        epsilons.append(mechanism.epsilon)
+    for _ in range(3):
+        ledger.record(laplace_release(1e-320, 1e10))
+        epsilons.append(math.ulp(0.0))
+    return ledger, epsilons
+
+
+def _dp_accounting_epsilon(accountant: dp_accounting.PrivacyAccountant, epsilons: list[float], delta: float) -> float:
+    for epsilon in epsilons:
+        accountant.compose(dp_accounting.LaplaceDpEvent(1.0 / epsilon))
+    return float(accountant.get_epsilon(delta))
+
+
+def test_a_ledger_whose_multipliers_pass_the_float_range_keeps_every_column_finite_and_right():
+    from privcvx.privacy.accounting import RunningEpsilon
+
+    ledger, epsilons = _decaying_laplace_ledger()
+    assert max(m.noise_multiplier for m, _ in ledger.entries) == math.inf  # 1 / 5e-324
+    assert sum(1.0 / e > 1.34e154 for e in epsilons) > 100  # their squares overflow a float
+    delta = 1e-6
+    # The releases that matter (epsilon >= 1e-150), composed by dp-accounting directly; the rest, by basic
+    # composition, add at most their sum, below 1e-149.
+    matter = [e for e in epsilons if e >= 1e-150]
+    tail = math.fsum(e for e in epsilons if e < 1e-150)
+    assert 0 < tail < 1e-149
+    rdp_reference = _dp_accounting_epsilon(rdp.RdpAccountant(), matter, delta)
+    pld_reference = _dp_accounting_epsilon(pld.PLDAccountant(value_discretization_interval=1e-3), matter, delta)
+    report = epsilon_report(ledger, delta)
+    assert report["steps"] == len(epsilons) == ledger.steps
+    for key in ("epsilon_basic", "epsilon_advanced", "epsilon_rdp", "epsilon_pld"):
+        assert math.isfinite(report[key]), key
+    # Basic composition: the closed form epsilon (1 - (q/p)^K) of Theorem 5, here 1 - 1e-288 == 1.0.
+    assert report["epsilon_basic"] == pytest.approx(math.fsum(epsilons), rel=1e-14)
+    assert report["epsilon_basic"] == pytest.approx(1.0, rel=1e-14)
+    assert report["epsilon_advanced"] == pytest.approx(
+        math.sqrt(2 * math.log(1 / delta) * math.fsum(e * e for e in epsilons))
+        + math.fsum(e * math.expm1(e) for e in epsilons), rel=1e-12)
+    assert report["epsilon_rdp"] == pytest.approx(rdp_reference, rel=1e-12)
+    # PLD: dp-accounting's pessimistic discretization charges each tiny release a little: at most 1e-3 above the
+    # reference, never below it but for the PLD's own rounding (the two compose in different orders).
+    assert pld_reference * (1 - 1e-9) <= report["epsilon_pld"] <= pld_reference + 1e-3
+    # The per-round accountant, fed one release at a time, agrees with the whole-ledger one.
+    account = RunningEpsilon(PrivacyLedger("agent-0"), delta)
+    history = []
+    for mechanism, count in ledger.entries:
+        account.record(mechanism, count)
+        history.append(account.epsilon())
+    assert all(math.isfinite(value) for value in history)
+    assert history[-1] == pytest.approx(min(rdp_reference, math.fsum(epsilons)), rel=1e-12)
+    # A checkpoint of it restores exactly.
+    restored = PrivacyLedger.from_dict(json.loads(json.dumps(ledger.to_dict())))
+    assert restored.signature() == ledger.signature() and restored.steps == ledger.steps
+
+
+def test_gaussian_releases_with_huge_multipliers_add_nothing_and_overflow_nothing():
+    from privcvx.privacy.mechanisms import _with_multiplier
+    from privcvx.privacy.zcdp import ledger_rho
+
+    release = Gaussian(0.5, 1e-6)
+    alone, ledger = PrivacyLedger("agent-0"), PrivacyLedger("agent-0")
+    alone.record(release, 10)
+    ledger.record(release, 10)
+    for multiplier in (1e155, 1e200, 1e300, math.inf):
+        ledger.record(_with_multiplier(Gaussian, epsilon=math.nan, delta=1e-6, noise_multiplier=multiplier,
+                                       budget=None), 1000)
+    delta = 1e-5
+    assert tightest_epsilon(ledger, delta) == tightest_epsilon(alone, delta)  # mu^2 + 4e3 * 1e-300: unchanged
+    ours, reference = epsilon_report(ledger, delta), epsilon_report(alone, delta)
+    for key in ("epsilon_moments", "epsilon_rdp", "epsilon_pld"):
+        assert math.isfinite(ours[key]) and ours[key] == pytest.approx(reference[key], rel=1e-6), key
+    assert ledger_rho(ledger) == pytest.approx(ledger_rho(alone), rel=1e-15)
+
+
+def test_the_running_epsilon_does_not_walk_the_ledger(monkeypatch):
+    """Issue 29: the per-round epsilon read ``len(ledger.entries)``, a list of every mechanism: O(t) per round."""
+    from privcvx.privacy.accounting import RUNNING_ACCOUNTING_ENTRIES, RunningEpsilon
+
+    account = RunningEpsilon(PrivacyLedger("agent-0"), 1e-6)
+    for k in range(RUNNING_ACCOUNTING_ENTRIES + 5):
+        account.record(Laplace(0.5 ** k))
+    monkeypatch.setattr(PrivacyLedger, "entries", property(lambda self: pytest.fail("walked the ledger")))
+    monkeypatch.setattr(PrivacyLedger, "signature", lambda self: pytest.fail("sorted the ledger"))
+    account.record(Laplace(1e-9))
+    assert account.epsilon() > 0 and account.ledger.steps == RUNNING_ACCOUNTING_ENTRIES + 6
+    assert account.ledger.distinct == RUNNING_ACCOUNTING_ENTRIES + 6

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import dp_accounting
 import networkx as nx
 import numpy as np
 import pytest
@@ -98,6 +99,33 @@ def test_ledger_matches_the_closed_form_of_theorem_5(calibration, factor):
     assert (result.privacy["steps"] == rounds).all()
     assert result.history["epsilon"].iloc[-1] <= spent * (1 + 1e-12)
     assert result.history["epsilon"].is_monotonic_increasing
+
+
+def test_a_run_past_the_float_range_of_its_noise_multipliers_finishes_with_the_closed_form_epsilon():
+    """Issue 26 point 8: at q = 0.05 the multiplier 1/epsilon_t passes 1e154 near round 135 (its square overflowed the
+    accountant and lost the run), and gamma_t underflows to 0 in round 250: later releases are Proj[z], free."""
+    epsilon, q, rounds = 1.0, 0.05, 300
+    problem = _rendezvous(agents=3)
+    algorithm = DPDistributedGradient(epsilon=epsilon, q=q)
+    result = problem.solve(algorithm, pc.Topology.ring(), rounds=rounds, seed=4, diagnostics=False)
+    step = algorithm.prepare(problem, pc.Topology.ring().bind(problem.names), rounds).schedule()
+    charged = [t for t in range(2, rounds + 2) if step(t - 1) > 0]  # y(t) releases x(t-1), sensitivity S gamma_{t-1}
+    assert 200 < len(charged) < rounds and (result.privacy["steps"] == len(charged)).all()
+    p = optimal_noise_decay(q)
+    per_release = [epsilon * (p - q) / p * (q / p) ** (t - 2) for t in charged]  # Theorem 5's epsilon_t
+    assert math.fsum(per_release) == pytest.approx(epsilon, rel=1e-15)  # 1 - (q/p)^K, (q/p)^K ~ 1e-288
+    for column in ("epsilon_basic", "epsilon_advanced", "epsilon_rdp", "epsilon_pld"):
+        assert np.isfinite(result.privacy[column]).all(), column
+    np.testing.assert_allclose(result.privacy["epsilon_basic"], math.fsum(per_release), rtol=1e-12)
+    # The per-round epsilon: RDP (dp-accounting on the releases above 1e-150; the rest add < 1e-149) or basic.
+    accountant = dp_accounting.rdp.RdpAccountant()
+    for value in per_release:
+        if value >= 1e-150:
+            accountant.compose(dp_accounting.LaplaceDpEvent(1.0 / value))
+    expected = min(accountant.get_epsilon(1e-6), math.fsum(per_release))
+    assert result.history["epsilon"].iloc[-1] == pytest.approx(expected, rel=1e-9)
+    # Nondecreasing up to the rounding of two summation orders: past 16 mechanisms the running sums take over.
+    assert np.isfinite(result.history["epsilon"]).all() and np.diff(result.history["epsilon"]).min() >= -1e-15
 
 
 def test_noise_follows_the_calibrated_laplace_scale():

@@ -32,7 +32,10 @@ scale M_{t+1}.
   reported epsilon is valid (it is not nominal); only the requested one is exceeded, by 1/p.
 
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
-epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing.
+epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
+(q/p)^t, so its noise multiplier 1/epsilon_t passes 1e154 (whose square overflows) after a few hundred to a few
+thousand rounds: the accountants cap it at 1e150 (:func:`~privcvx.privacy.mechanisms.accounted_multiplier`), and
+once gamma_t underflows to 0 the release is Proj[z_i(t)], a post-processing of releases, and costs nothing.
 
 Without privacy (``epsilon=None``, the default) the noise is zero and the step defaults to the
 non-summable gamma_t = c / t^(3/4), with which the method reaches the optimum; geometric steps
@@ -53,7 +56,7 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
-from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon
+from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon, laplace_release
 from privcvx.privacy.sensitivity import projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
@@ -258,12 +261,13 @@ class DPDGAgent(AgentProgram):
         """y_i(t) = x_i(t-1) + w_i(t) (Eq. (5)), recorded in the ledger when x_i(t-1) depends on the data."""
         if self.settings.private:
             scale = self.settings.noise_scale(self.sensitivity, t)
-            # x_i(t-1) has sensitivity S gamma_{t-1} (+ the solver's error): a Laplace release with epsilon
-            # Delta(t-1) / M_t; x_i(0) is public and is charged nothing.
-            sensitivity = 0.0 if t < 2 else self.settings.release_sensitivity(
-                self.agent, self.projection.kind, self.layout.dim,
-                checked_value(self.step_size, t - 1, argument="step"), self.projection.error_bound)
-            mechanism = Laplace(sensitivity / scale) if t >= 2 else Laplace(1.0)
+            # x_i(t-1) has sensitivity Delta(t-1) = S gamma_{t-1} (+ the solver's error, through the set's kind): a
+            # Laplace release with epsilon Delta / M_t. x_i(0) has none, nor has x_i(t-1) = Proj[z] once gamma_{t-1}
+            # underflows to 0 (a public function of earlier releases); a Delta that underflows is rounded up.
+            gamma = checked_value(self.step_size, t - 1, argument="step", underflow=True) if t >= 2 else 0.0
+            sensitivity = 0.0 if gamma == 0.0 or self.sensitivity == 0.0 else max(self.settings.release_sensitivity(
+                self.agent, self.projection.kind, self.layout.dim, gamma, self.projection.error_bound), math.ulp(0.0))
+            mechanism = laplace_release(sensitivity, scale) or Laplace(1.0)  # uncharged when sensitivity is 0
             self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
                                           tags={"payload": "y"})
             self.noise_magnitude = self.context.last_release.magnitude
@@ -288,7 +292,7 @@ class DPDGAgent(AgentProgram):
         if not np.all(np.isfinite(gradient)):
             raise PrivcvxError("the gradient is not finite at the aggregate z_i(t)", agent=self.context.name,
                                argument="gradient")
-        gamma = checked_value(self.step_size, t, argument="step")
+        gamma = checked_value(self.step_size, t, argument="step", underflow=True)
         self.x = self.projection(z - gamma * gradient, self.ones)
         return self._broadcast(t + 1)
 
@@ -319,4 +323,6 @@ class DPDGMonitor(LatestReleases):
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         agreement = self.agreement(messages)
-        return {} if t == 0 else {**agreement, "step": checked_value(self.step, t, argument="step")}
+        if t == 0:
+            return {}
+        return {**agreement, "step": checked_value(self.step, t, argument="step", underflow=True)}

@@ -10,6 +10,7 @@ from privcvx.privacy.accounting import (
     tightest_epsilon,
 )
 from privcvx.privacy.mechanisms import (
+    MAX_ACCOUNTED_MULTIPLIER,
     NEIGHBOURING_RELATION,
     PLD_DISCRETIZATION,
     Budget,
@@ -22,6 +23,8 @@ from privcvx.privacy.mechanisms import (
     PureDP,
     Sensitivity,
     ZCDPRelease,
+    accounted_multiplier,
+    laplace_release,
     mechanism_from_dict,
 )
 from privcvx.privacy.noise import GRID_PATH, SEEDED_PATH, NoiseSource, SecureNoise, SeededNoise, agent_noise_sources
@@ -29,6 +32,7 @@ from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, dp_to_zcdp, ledger_
 
 __all__ = [
     "DEFAULT_LAPLACE_DELTA",
+    "MAX_ACCOUNTED_MULTIPLIER",
     "NEIGHBOURING_RELATION",
     "PLD_DISCRETIZATION",
     "PRIVACY_COLUMNS",
@@ -50,10 +54,12 @@ __all__ = [
     "ZCDPAccountant",
     "ZCDPLedger",
     "ZCDPRelease",
+    "accounted_multiplier",
     "agent_noise_sources",
     "default_accounting_delta",
     "dp_to_zcdp",
     "epsilon_report",
+    "laplace_release",
     "ledger_rho",
     "mechanism_from_dict",
     "privacy_table",

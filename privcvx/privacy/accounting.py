@@ -61,6 +61,7 @@ from privcvx.privacy.mechanisms import (
     PLD_DISCRETIZATION,
     GridRdpAccountant,
     Mechanism,
+    accounted_multiplier,
     check_delta,
     mechanism_from_dict,
 )
@@ -94,6 +95,7 @@ class PrivacyLedger:
     def __init__(self, agent: str) -> None:
         self.agent = str(agent)
         self._counts: dict[Mechanism, int] = {}
+        self._steps = 0
         self._new: list[tuple[Mechanism, int, str | None]] = []
         self.nominal: set[str] = set()
 
@@ -106,6 +108,7 @@ class PrivacyLedger:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PrivacyError(f"must be an int >= 1, got {count!r}", agent=self.agent, argument="count")
         self._counts[mechanism] = self._counts.get(mechanism, 0) + count
+        self._steps += count
         self._new.append((mechanism, count, nominal))
         if nominal is not None:
             self.nominal.add(str(nominal))
@@ -120,11 +123,17 @@ class PrivacyLedger:
         """Restore, in place, a ledger written by :meth:`to_dict` (a checkpoint)."""
         restored = PrivacyLedger.from_dict(data)
         self.agent, self._counts, self._new, self.nominal = restored.agent, restored._counts, [], restored.nominal
+        self._steps = restored._steps
 
     @property
     def steps(self) -> int:
-        """The number of releases recorded."""
-        return sum(self._counts.values())
+        """The number of releases recorded (kept as a running count: O(1))."""
+        return self._steps
+
+    @property
+    def distinct(self) -> int:
+        """The number of distinct mechanisms recorded, in O(1) (:attr:`entries` builds a list of them)."""
+        return len(self._counts)
 
     @property
     def entries(self) -> list[tuple[Mechanism, int]]:
@@ -255,7 +264,8 @@ class RunningEpsilon:
         self.sums["delta_basic"] += count * (0.0 if mechanism.pure else mechanism.delta)
         self.sums["squares"] += count * epsilon * epsilon
         self.sums["advanced"] += count * epsilon * (math.expm1(epsilon) if epsilon < 700 else math.inf)
-        self.sums["mu_squared"] += count / mechanism.noise_multiplier ** 2 if mechanism.noise_multiplier else math.inf
+        multiplier = accounted_multiplier(mechanism.noise_multiplier)
+        self.sums["mu_squared"] += count / multiplier ** 2 if multiplier else math.inf  # 0: no privacy (beyond float)
         self.gaussian_only &= mechanism.kind == "gaussian"
         self.pending.append((mechanism.dp_event(), count))
 
@@ -266,7 +276,7 @@ class RunningEpsilon:
 
     def epsilon(self) -> float:
         """The tightest valid epsilon so far at the run's delta (no PLD)."""
-        if len(self.ledger.entries) <= RUNNING_ACCOUNTING_ENTRIES:
+        if self.ledger.distinct <= RUNNING_ACCOUNTING_ENTRIES:
             return tightest_epsilon(self.ledger, self.delta, with_pld=False)
         self._fold()
         if (self.key, self.delta) not in self._answers:
@@ -356,8 +366,9 @@ def _all_gaussian(signature: Entries) -> bool:
 
 
 def _gaussian_mu_squared(signature: Entries) -> float:
-    """mu^2 = sum_i c_i / s_i^2 of a Gaussian ledger: the GDP parameter of its composition."""
-    return sum(count / mechanism.noise_multiplier ** 2 for mechanism, count in signature)
+    """mu^2 = sum_i c_i / s_i^2 of a Gaussian ledger: the GDP parameter of its composition (each s_i capped at
+    1e150, :func:`~privcvx.privacy.mechanisms.accounted_multiplier`: valid, and s_i^2 cannot overflow)."""
+    return sum(count / accounted_multiplier(mechanism.noise_multiplier) ** 2 for mechanism, count in signature)
 
 
 @lru_cache(maxsize=8192)
@@ -391,7 +402,7 @@ def gaussian_epsilon(sigma: float, delta: float, tol: float = 1.0e-12) -> float:
         t_star = epsilon * sigma + 1 / (2 * sigma)
         x = log_ndtr(1 / sigma - t_star)
         y = epsilon + log_ndtr(-t_star)
-        return x + np.log1p(-np.exp(y - x)) if y <= x else -np.inf
+        return x + np.log1p(-np.exp(y - x)) if y < x else -np.inf  # y == x: log1p(-1) = -inf, without a warning
 
     log_delta = np.log(delta)
     if log_delta_at(0) < log_delta:  # (0, delta)-DP

@@ -60,6 +60,24 @@ GRID_PRECISION_BITS = 10
 
 _NORMS = ("l1", "l2")
 
+#: The largest noise multiplier the accountants compose (dp-accounting events, mu^2, rho). A larger one (a release
+#: whose noise decays more slowly than its sensitivity, as in DPDG's Eq. (8), reaches 1e154 after a few hundred to a
+#: few thousand rounds) is accounted at this one, see :func:`accounted_multiplier`.
+MAX_ACCOUNTED_MULTIPLIER = 1.0e150
+
+
+def accounted_multiplier(noise_multiplier: float) -> float:
+    """``noise_multiplier``, capped at :data:`MAX_ACCOUNTED_MULTIPLIER`: the multiplier the accountants compose.
+
+    Valid: more noise never costs more privacy. A Gaussian with multiplier s' > s is the one with s followed by
+    independent N(0, s'^2 - s^2) noise (post-processing); a Laplace's privacy profile delta(eps) = max(0, 1 -
+    e^((eps - 1/s)/2)) falls as s grows. So the capped release's accounting dominates the true one in every
+    accountant. Exact to float: at the cap a release's epsilon is 1e-150 (Laplace), its mu^2, rho and every Renyi
+    divergence of orders up to 1024 below 1e-297, far below the float resolution of any epsilon that matters
+    (2.2e-16 relative), and the squares s^2 of the formulas stay below 1e300 instead of overflowing.
+    """
+    return min(noise_multiplier, MAX_ACCOUNTED_MULTIPLIER)
+
 
 def discrete_laplace_rdp(parameter: float, sensitivity: int, orders: np.ndarray) -> np.ndarray:
     """Exact Renyi divergence of the discrete Laplace mechanism at each order alpha > 1.
@@ -323,7 +341,20 @@ class Laplace(Mechanism):
         return _number(scale, argument="scale", allow_zero=True)
 
     def dp_event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
+        return dp_accounting.LaplaceDpEvent(accounted_multiplier(self.noise_multiplier))
+
+
+def laplace_release(sensitivity: float, scale: float) -> Laplace | None:
+    """The ledger entry of a value of L1 sensitivity Delta released with Laplace noise of scale b (Thm. 4.8(i)).
+
+    ``Laplace(Delta / b)``; ``None`` for a data-independent value (Delta = 0), which costs nothing. Where Delta / b
+    underflows to 0 (a true epsilon below 5e-324, e.g. late in a run whose noise decays more slowly than the
+    sensitivity), the entry is ``Laplace(5e-324)``, the smallest positive float: an upper bound, so valid.
+    """
+    sensitivity = _number(sensitivity, argument="sensitivity", allow_zero=True)
+    if sensitivity == 0.0:
+        return None
+    return Laplace(max(sensitivity / _number(scale, argument="scale", allow_zero=False), math.ulp(0.0)))
 
 
 class Gaussian(Mechanism):
@@ -373,7 +404,7 @@ class Gaussian(Mechanism):
         return _number(scale, argument="scale", allow_zero=True) * math.sqrt(2.0 / math.pi)
 
     def dp_event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.GaussianDpEvent(self.noise_multiplier)
+        return dp_accounting.GaussianDpEvent(accounted_multiplier(self.noise_multiplier))
 
 
 class _GridMechanism(Mechanism):
@@ -476,8 +507,8 @@ class PoissonSampledGaussian(Mechanism):
         return {**super().to_dict(), "sampling_rate": self.sampling_rate}
 
     def dp_event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.PoissonSampledDpEvent(self.sampling_rate,
-                                                   dp_accounting.GaussianDpEvent(self.noise_multiplier))
+        return dp_accounting.PoissonSampledDpEvent(
+            self.sampling_rate, dp_accounting.GaussianDpEvent(accounted_multiplier(self.noise_multiplier)))
 
 
 class LaplaceBeyondFloat(Mechanism):

@@ -38,6 +38,7 @@ from privcvx.privacy.mechanisms import (
     Mechanism,
     ZCDPRelease,
     _with_multiplier,
+    accounted_multiplier,
     check_delta,
     check_epsilon,
 )
@@ -150,7 +151,7 @@ def mechanism_rho(mechanism: Mechanism) -> float:
     if mechanism.kind == "zcdp":
         return mechanism.rho
     if mechanism.kind in ("gaussian", "discrete_gaussian"):
-        return 0.5 / mechanism.noise_multiplier ** 2
+        return 0.5 / accounted_multiplier(mechanism.noise_multiplier) ** 2
     if mechanism.pure:
         return 0.5 * mechanism.epsilon ** 2
     raise PrivacyError(f"no zCDP bound for {mechanism!r}", argument="mechanism")
