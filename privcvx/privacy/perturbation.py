@@ -24,13 +24,14 @@ grid plus OpenDP's integer noise (:mod:`privcvx.privacy.grid`). What is released
 from __future__ import annotations
 
 import math
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privcvx.errors import PrivacyError
+from privcvx.errors import NominalPrivacyWarning, PrivacyError
 from privcvx.privacy.mechanisms import Budget, Mechanism, Sensitivity
 
 if TYPE_CHECKING:
@@ -126,7 +127,8 @@ class OutputPerturbation(Perturbation):
 
     ``sensitivity="derived"`` computes the output sensitivity from the gradient
     sensitivity and the step's metric; a ``pc.Sensitivity`` gives it explicitly
-    (the paper's power-flow setting uses beta).
+    (the paper's power-flow setting uses beta, a nominal value: a ``Sensitivity`` whose
+    ``nominal`` is set warns ``pc.NominalPrivacyWarning`` here).
     """
 
     sensitivity: str | Sensitivity = "derived"
@@ -137,6 +139,9 @@ class OutputPerturbation(Perturbation):
         if not (self.sensitivity == "derived" or isinstance(self.sensitivity, Sensitivity)):
             raise PrivacyError(f'must be "derived" or a pc.Sensitivity, got {self.sensitivity!r}',
                                argument="sensitivity")
+        if isinstance(self.sensitivity, Sensitivity) and self.sensitivity.nominal is not None:
+            warnings.warn(f"the output sensitivity is nominal, not a valid bound: {self.sensitivity.nominal}",
+                          NominalPrivacyWarning, stacklevel=3)
 
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
                             separable: bool, solver_error: float = 0.0) -> Sensitivity:
@@ -158,10 +163,12 @@ def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separ
     otherwise sqrt(n) * Delta_2 / min(m). The bound is for exact projections; a solver's answer is
     within ``solver_error`` of the exact one in every coordinate, so two neighbouring releases can
     differ by 2 * solver_error more per coordinate: 2 sqrt(n) solver_error in L2 and 2 n solver_error
-    in L1 are added (closed-form projections pass 0).
+    in L1 are added (closed-form projections pass 0). A nominal gradient sensitivity gives a nominal
+    output sensitivity (the same ``nominal`` reason).
     """
     m_min = float(np.min(weights))
     n = weights.size
     l2 = gradient.get("l2") / m_min
     l1 = gradient.get("l1") / m_min if separable and gradient.l1 is not None else math.sqrt(n) * l2
-    return Sensitivity(l1=l1 + 2.0 * n * solver_error, l2=l2 + 2.0 * math.sqrt(n) * solver_error)
+    return Sensitivity(l1=l1 + 2.0 * n * solver_error, l2=l2 + 2.0 * math.sqrt(n) * solver_error,
+                       nominal=gradient.nominal)
