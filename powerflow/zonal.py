@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
@@ -17,7 +18,15 @@ from .data import NetworkData, network_data
 from .model import SocModel, as_net
 from .zones import check_zones, partition_data
 
-SENSITIVITIES = ("paper", "exact")
+#: The gradient sensitivities of :func:`zonal_problem`: ``"exact"`` (valid, the default) and ``"paper"`` (nominal).
+SENSITIVITIES = ("exact", "paper")
+
+#: Why Sec. 6.1.1's gradient sensitivity is nominal (``pc.Sensitivity.nominal``).
+NOMINAL_GRADIENT = ("Delta = 2 beta of Sec. 6.1.1: one load moved by beta changes a zone's Eq. (28) gradient by "
+                    "2 beta ||a_i||, up to 3.6x more (docs/powerflow.md)")
+#: Why Sec. 6.1.1's OutPert sensitivity beta is nominal (``problem.info["output_sensitivity"]``).
+NOMINAL_OUTPUT = ("Delta_out = beta of Sec. 6.1.1: OutPert's projected step moves by up to 3.1 beta at t = 1 "
+                  "(docs/powerflow.md); the valid one is OutputPerturbation(sensitivity='derived')")
 
 
 def gradient_oracle(model: SocModel) -> Callable[[np.ndarray], np.ndarray]:
@@ -34,7 +43,7 @@ def _mismatch_gradient(a: Any, at: Any, model: SocModel, x: np.ndarray) -> np.nd
 
 #: The neighbouring relation of the zonal problem (Sec. 6.1.1): two load vectors are neighbours when they
 #: differ in one entry (an active or a reactive load of one bus) by at most beta. Every sensitivity below is
-#: for it (only "exact" is a valid bound, docs/powerflow.md).
+#: for it (only "exact" is a valid bound; "paper" is nominal, docs/powerflow.md).
 RELATION = "one load entry changed by at most beta"
 
 
@@ -43,11 +52,13 @@ def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> pc.Sensitiv
 
     The gradient is ``2 sum_i s_i a_i``; changing one load d_i by beta changes it by
     ``2 beta a_i``. ``"exact"`` bounds its l1 / l2 norm by the largest l1 / l2 norm of a
-    mismatch row a_i of the zone, Eqs. (18) and (21). ``"paper"`` is Sec. 6.1.1's
-    ``Delta_1 = Delta_2 = 2 beta``.
+    mismatch row a_i of the zone, Eqs. (18) and (21). The bound is attained, so it is the exact sensitivity
+    of the gradient, which ObjPert releases (the projection onto W_p that follows is post-processing).
+    ``"paper"`` is Sec. 6.1.1's ``Delta_1 = Delta_2 = 2 beta``, which equals ``2 beta ||a_i||`` only for a row
+    with a single unit entry: it is *nominal* (``Sensitivity.nominal`` is :data:`NOMINAL_GRADIENT`).
     """
     if kind == "paper":
-        return pc.Sensitivity(l1=2 * beta, l2=2 * beta)
+        return pc.Sensitivity(l1=2 * beta, l2=2 * beta, nominal=NOMINAL_GRADIENT)
     l1, l2 = model.row_norms()
     return pc.Sensitivity(l1=2 * beta * l1, l2=2 * beta * l2)
 
@@ -72,7 +83,7 @@ def _shared_keys(data: NetworkData, model: SocModel, zone_of_bus: np.ndarray,
 
 
 def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int, Hashable] = 3, *,
-                  beta: float = 0.01, sensitivity: str = "paper", seed: int = 0) -> pc.DistributedProblem:
+                  beta: float = 0.01, sensitivity: str = "exact", seed: int = 0) -> pc.DistributedProblem:
     """Build the zonal problem (72) with one agent ``"zone-<k>"`` per zone.
 
     Zone k's objective is Eq. (28), the squared active and reactive mismatches of its
@@ -85,16 +96,23 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
 
     ``zones`` is a number (see :func:`powerflow.partition`, with ``seed``) or a mapping
     ``{pandapower bus index: zone}``. ``beta`` (p.u.) is the adjacency of Sec. 6.1.1 and
-    ``sensitivity`` is ``"paper"`` or ``"exact"`` (see :func:`gradient_sensitivity`).
+    ``sensitivity`` is ``"exact"`` (the default, a valid bound) or ``"paper"`` (Sec. 6.1.1's
+    2 beta, nominal: only on request, with a ``pc.NominalPrivacyWarning``; see :func:`gradient_sensitivity`).
 
     ``problem.info`` holds ``"zones"``, ``"output_sensitivity"`` (the paper's OutPert
-    sensitivity beta), ``"smoothness"`` (L_p per agent, see :meth:`SocModel.smoothness`),
+    sensitivity beta, nominal: :data:`NOMINAL_OUTPUT`; the valid OutPert calibration is
+    ``pc.OutputPerturbation(mechanism, sensitivity="derived")``), ``"smoothness"`` (L_p per agent, see
+    :meth:`SocModel.smoothness`),
     ``"models"`` (the :class:`SocModel` of each zone), ``"cut_branches"``, ``"beta"``,
     ``"sensitivity"`` and ``"case"``.
     """
     beta = require_positive(beta, argument="beta", error=PrivacyError)
     if sensitivity not in SENSITIVITIES:
         raise PrivacyError(f"expected one of {SENSITIVITIES}, got {sensitivity!r}", argument="sensitivity")
+    if sensitivity == "paper":
+        warnings.warn(f'sensitivity="paper" is nominal, not a valid bound: {NOMINAL_GRADIENT}; '
+                      'its epsilons must not be published as guarantees (use "exact")',
+                      pc.NominalPrivacyWarning, stacklevel=2)
     net = as_net(net_or_name)
     data = network_data(net)
     mapping = check_zones(data, partition_data(data, zones, seed) if not isinstance(zones, Mapping) else zones)
@@ -111,7 +129,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
                     smoothness=model.smoothness())
               for zone, model in zip(names, models, strict=True)]
     cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
-    info = {"zones": mapping, "output_sensitivity": pc.Sensitivity(l1=beta, l2=beta),
+    info = {"zones": mapping, "output_sensitivity": pc.Sensitivity(l1=beta, l2=beta, nominal=NOMINAL_OUTPUT),
             "smoothness": [model.smoothness() for model in models], "models": models,
             "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name,
             "relation": RELATION}

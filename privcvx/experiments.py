@@ -13,9 +13,10 @@ calibration, epsilon, E, seed). :func:`run_experiment` runs every setting with
 
 Methods (Sec. 6): ObjG / ObjL are ObjPert (Eq. (10)) with the Gaussian / Laplace mechanism
 (Thm. 4.8), OutG / OutL are OutPert (Eq. (12)). The calibration of an OutPert method is
-``"paper"`` (the problem's explicit output sensitivity ``problem.info["output_sensitivity"]``,
-beta in Sec. 6.1.1) or ``"derived"`` (from the gradient sensitivity through the step's metric,
-see :func:`privcvx.privacy.perturbation.derived_output_sensitivity`). An ObjPert method always
+``"derived"`` (from the gradient sensitivity through the step's metric, see
+:func:`privcvx.privacy.perturbation.derived_output_sensitivity`: valid when the gradient sensitivity is)
+or ``"paper"`` (the problem's explicit output sensitivity ``problem.info["output_sensitivity"]``, beta in
+Sec. 6.1.1; a nominal one warns ``pc.NominalPrivacyWarning``, run only on request). An ObjPert method always
 uses the agents' gradient sensitivity (Eqs. (18), (21)); its calibration label is the builder's
 ``problem.info["sensitivity"]``.
 

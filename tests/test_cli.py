@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privcvx.cli import main
+import privcvx as pc
+from privcvx.cli import main, make_experiment, make_parser
+from privcvx.experiments import perturbation
 
 COLUMNS = ["method", "calibration", "epsilon", "local_updates", "seed", "round", "objective",
            "consensus_residual", "max_violation", "noise_magnitude", "epsilon_spent"]
@@ -57,16 +59,37 @@ def test_compare_powerflow_writes_consistent_outputs(tmp_path, capsys):
                    "--local-updates", "1", "2", "--rounds", "2", "--seeds", "1", "--out", str(out),
                    "--no-progress"])
     assert status == 0
-    summary = _check_outputs(out, COLUMNS, settings=6 * 2, rounds=2)
+    summary = _check_outputs(out, COLUMNS, settings=4 * 2, rounds=2)
+    # valid by default: the zones' exact gradient sensitivity and OutPert's derived output sensitivity (issue 26)
     assert set(zip(summary["method"], summary["calibration"], strict=True)) == {
-        ("ObjG", "paper"), ("ObjL", "paper"), ("OutG", "paper"), ("OutL", "paper"),
-        ("OutG", "derived"), ("OutL", "derived")}
+        ("ObjG", "exact"), ("ObjL", "exact"), ("OutG", "derived"), ("OutL", "derived")}
     # ObjPert releases lie in W_p (projection), so its violation is at solver tolerance.
     assert summary.loc[summary["method"].str.startswith("Obj"), "max_violation_worst"].max() <= 1e-6
     printed = capsys.readouterr().out
-    assert "12 of 12 runs finished" in printed and str(out / "figure.png") in printed
+    assert "8 of 8 runs finished" in printed and str(out / "figure.png") in printed
     for extra in ("zones.png", "powerflow.png"):  # the power-flow figures, from the entry point privcvx.figures
         assert (out / extra).stat().st_size > 10_000 and str(out / extra) in printed
+
+
+def test_powerflow_nominal_calibrations_run_only_on_request_and_warn():
+    """The paper's constants (Sec. 6.1.1) are nominal: asked for by name, warned, and carried by what derives from
+    them (the derived OutPert sensitivity of a nominal gradient sensitivity is nominal too)."""
+    options = make_parser().parse_args(["compare", "powerflow", "--sensitivity", "paper", "--methods", "ObjG",
+                                        "OutG:paper", "OutG"])
+    experiment = make_experiment(options)
+    assert {(s.method, s.calibration) for s in experiment.settings} == {
+        ("ObjG", "paper"), ("OutG", "paper"), ("OutG", "derived")}
+    with pytest.warns(pc.NominalPrivacyWarning, match="Sec. 6.1.1"):
+        problem = experiment.builder(**experiment.builder_args)
+    weights = np.ones(problem.layouts[0].dim)
+    for setting in {(s.method, s.calibration): s for s in experiment.settings}.values():
+        if setting.calibration == "paper" and setting.method == "OutG":
+            with pytest.warns(pc.NominalPrivacyWarning, match="beta"):
+                release = perturbation(problem, setting, experiment.delta)
+        else:
+            release = perturbation(problem, setting, experiment.delta)
+        gradient = problem.agents[0].sensitivity
+        assert release.release_sensitivity(gradient, weights, False).nominal is not None
 
 
 def test_run_logistic_from_toml_in_two_processes(tmp_path):

@@ -56,6 +56,7 @@ def test_zonal_structure(fixture: str, request: pytest.FixtureRequest) -> None:
             owners[key] = owners.get(key, 0) + 1
     assert min(owners.values()) >= 2  # every key is really shared
     assert problem.info["output_sensitivity"].l1 == problem.info["beta"] == 0.01
+    assert problem.info["output_sensitivity"].nominal is not None  # the paper's OutPert beta: nominal (issue 26)
 
 
 @pytest.mark.parametrize("fixture", ["case14_problem", "case118_problem"])
@@ -70,29 +71,6 @@ def test_smoothness_and_gradient(fixture: str, request: pytest.FixtureRequest) -
         x = rng.normal(size=model.x.size)
         model.x.value = x
         assert np.allclose(gradient_oracle(model)(x), agent.objective.grad[model.x].toarray().ravel())
-
-
-def test_sensitivities_bound_the_gradient_change(case118_problem) -> None:
-    beta = 0.01
-    exact = powerflow.zonal_problem("case118", 3, beta=beta, sensitivity="exact")
-    rng = np.random.default_rng(1)
-    for agent, paper_agent, model in zip(exact.agents, case118_problem.agents, exact.info["models"],
-                                         strict=True):
-        assert paper_agent.sensitivity.l2 == pytest.approx(2 * beta)
-        gradient = gradient_oracle(model)
-        x = rng.normal(size=model.x.size)
-        base = gradient(x)
-        changes = []
-        for parameter in (model.pd, model.qd):
-            for i in range(parameter.size):
-                original = parameter.value.copy()
-                parameter.value = original + beta * np.eye(parameter.size)[i]
-                changes.append(gradient(x) - base)
-                parameter.value = original
-        l1 = max(np.abs(c).sum() for c in changes)
-        l2 = max(np.linalg.norm(c) for c in changes)
-        assert l1 == pytest.approx(agent.sensitivity.l1) and l2 == pytest.approx(agent.sensitivity.l2)
-        assert agent.sensitivity.l2 > paper_agent.sensitivity.l2  # the paper's 2*beta understates it
 
 
 @pytest.mark.parametrize("fixture", ["case14_problem", "case118_problem"])

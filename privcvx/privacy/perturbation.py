@@ -24,13 +24,14 @@ grid plus OpenDP's integer noise (:mod:`privcvx.privacy.grid`). What is released
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from privcvx.errors import PrivacyError
+from privcvx.errors import NominalPrivacyWarning, PrivacyError
 from privcvx.privacy.mechanisms import Budget, Mechanism, Sensitivity
 from privcvx.privacy.sensitivity import projected_sensitivity
 
@@ -105,7 +106,8 @@ class OutputPerturbation(Perturbation):
 
     ``sensitivity="derived"`` computes the output sensitivity from the gradient
     sensitivity and the step's metric; a ``pc.Sensitivity`` gives it explicitly
-    (the paper's power-flow setting uses beta).
+    (the paper's power-flow setting uses beta, a nominal value: a ``Sensitivity`` whose
+    ``nominal`` is set warns ``pc.NominalPrivacyWarning`` here).
     """
 
     sensitivity: str | Sensitivity = "derived"
@@ -116,6 +118,9 @@ class OutputPerturbation(Perturbation):
         if not (self.sensitivity == "derived" or isinstance(self.sensitivity, Sensitivity)):
             raise PrivacyError(f'must be "derived" or a pc.Sensitivity, got {self.sensitivity!r}',
                                argument="sensitivity")
+        if isinstance(self.sensitivity, Sensitivity) and self.sensitivity.nominal is not None:
+            warnings.warn(f"the output sensitivity is nominal, not a valid bound: {self.sensitivity.nominal}",
+                          NominalPrivacyWarning, stacklevel=3)
 
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
                             separable: bool, solver_error: float = 0.0, *, agent: str | None = None) -> Sensitivity:
@@ -140,7 +145,8 @@ def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separ
     L2: Delta_2 / min(m). L1: Delta_1 / min(m) when W_p is separable (R^n or a box), otherwise
     sqrt(n) * Delta_2 / min(m), which needs a declared l2 (``norm="l1"`` refuses without one). A solver's answer
     is within ``solver_error`` of the exact projection in every coordinate: 2 sqrt(n) solver_error in L2 and
-    2 n solver_error in L1 are added (closed-form projections pass 0).
+    2 n solver_error in L1 are added (closed-form projections pass 0). A nominal gradient sensitivity gives a
+    nominal output sensitivity (the same ``nominal`` reason).
     """
     return projected_sensitivity(gradient, "box" if separable else "conic", weights.size, metric=weights,
                                  solver_error=solver_error, norm=norm, agent=agent)
