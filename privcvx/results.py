@@ -104,8 +104,8 @@ class Result:
                                 "z": len(self.z)}
         if self.privacy is not None:
             meta["privacy"] = json.loads(self.privacy.to_json(orient="split", double_precision=15))
-            for column in self.privacy.columns:
-                if column != "agent":
+            for column in self.privacy.columns:  # numbers bit for bit beside the JSON; text (agent, calibration) in it
+                if pd.api.types.is_numeric_dtype(self.privacy[column]):
                     arrays[f"privacy:{column}"] = self.privacy[column].to_numpy()
         if self.reference is not None:
             arrays["reference:w"] = self.reference.w
@@ -198,7 +198,7 @@ def _read_result(path: str | os.PathLike) -> Result:
         if "privacy" in meta:
             privacy = pd.DataFrame(meta["privacy"]["data"], columns=meta["privacy"]["columns"])
             for column in privacy.columns:
-                if column != "agent":
+                if f"privacy:{column}" in data:
                     privacy[column] = data[f"privacy:{column}"]
         reference = None
         if "reference_value" in meta:
