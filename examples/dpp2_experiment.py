@@ -44,7 +44,7 @@ from privcvx.algorithms import DPP2, PPDC, DiaDSP
 from privcvx.algorithms.dpp2 import consensus_gap, stationarity
 from privcvx.algorithms.gradient_agents import GradientMethod
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
-from problems.nonconvex_logistic import nonconvex_logistic, paper_data
+from problems.nonconvex_logistic import PAPER_FEATURE_BOUND, nonconvex_logistic, paper_data
 
 FULL = {"nodes": 50, "samples": 200, "dim": 10, "radius": 0.3, "curve_rounds": 1000, "compare_rounds": 500,
         "fig1_r": [0.5, 0.9, 0.95, 0.97, 0.98, 0.99], "fig2_u": [0.1, 0.3, 0.6, 1.0, 3.0, 5.0],
@@ -73,7 +73,7 @@ class PaperPPDC(PPDC):
 
 def build(config: dict[str, Any], seed: int) -> tuple[pc.DistributedProblem, pc.Topology, dict[str, Any]]:
     features, labels = paper_data(config["nodes"], config["samples"], config["dim"], seed=seed)
-    problem = nonconvex_logistic(features, labels)
+    problem = nonconvex_logistic(features, labels, feature_bound=PAPER_FEATURE_BOUND)  # declared, public
     graph_seed = 0
     while not nx.is_connected(graph := nx.random_geometric_graph(config["nodes"], config["radius"], seed=graph_seed)):
         graph_seed += 1
@@ -88,7 +88,7 @@ def traced(problem: pc.DistributedProblem, topology: pc.Topology, algorithm: Gra
     """Metric (31) and both readings of Fig. 3's metric at every iteration, from the nodes' traces."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.errors.ReproducibleNoiseWarning)
-        result = problem.solve(algorithm.clone(trace=True), topology, rounds=rounds, seed=seed, diagnostics=False)
+        result = problem.solve(algorithm.clone(trace=True), topology, rounds=rounds, seed=seed)  # trace: a research run
     x = np.stack([report["trace_x"] for report in result.info["agents"]], axis=1)
     g = np.stack([report["trace_gradient"] for report in result.info["agents"]], axis=1)
     return {"gap": [consensus_gap(x[k], g[k]) for k in range(len(x))],

@@ -50,13 +50,18 @@ RHO = 100.0
 METHODS = ("ObjG", "OutG (derived)", "PR-ADMM (Per)", "PR-ADMM (Iter)")
 
 
+def shared_entries(layout: pc.problem.AgentLayout, z: np.ndarray) -> np.ndarray:
+    """The shared entries of ``result.z[p]``: all of it in a release-only (private) run, else its shared slice."""
+    return z if z.size == len(layout.shared_local) else z[layout.shared_local]
+
+
 def tie_disagreement(problem: pc.DistributedProblem, result: pc.Result) -> float:
     """The largest distance between two agents' values of the shared entries both hold (from ``result.z``)."""
     largest = 0.0
     for (la, za), (lb, zb) in itertools.combinations(zip(problem.layouts, result.z, strict=True), 2):
         _, at_a, at_b = np.intersect1d(la.shared_global, lb.shared_global, return_indices=True)
         if at_a.size:
-            largest = max(largest, float(np.linalg.norm(za[la.shared_local][at_a] - zb[lb.shared_local][at_b])))
+            largest = max(largest, float(np.linalg.norm(shared_entries(la, za)[at_a] - shared_entries(lb, zb)[at_b])))
     return largest
 
 

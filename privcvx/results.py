@@ -15,6 +15,9 @@ from privcvx.messages import Transcript
 
 #: History columns that are not plotted by default.
 UNPLOTTED_COLUMNS = ("round", "time_s", "epsilon", "rho", "eta", "step")
+#: History columns of wall-clock time. A round's time depends on the private data (solver iterations, gradient
+#: work), so runs with ``diagnostics=False`` leave them out, as the backends leave out the agents' step times.
+TIMING_COLUMNS = ("time_s",)
 
 
 @dataclass
@@ -22,8 +25,10 @@ class Result:
     """What ``problem.solve()`` returns.
 
     ``w`` is the final global vector (the server's, or the average of the agents' last releases for a
-    decentralized method), ``z`` each agent's last release in its local layout, ``history`` one row per
-    round (the algorithm's columns, see docs/algorithms.md), ``privacy`` one row per agent (``None``
+    decentralized method), ``z`` each agent's last release: in a private run, or a run with
+    ``diagnostics=False`` (``info["release_only"]``), exactly the values the agent last sent; otherwise its
+    whole local vector. ``history`` has one row per round (the algorithm's columns, see docs/algorithms.md;
+    no :data:`TIMING_COLUMNS` with ``diagnostics=False``), ``privacy`` one row per agent (``None``
     without privacy), ``reference`` the centralized solution when one was computed, ``transcript``
     every message of the run (:class:`~privcvx.messages.Transcript`), and ``info``: how the run ended
     (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed"), the algorithm and
@@ -53,10 +58,11 @@ class Result:
             last = self.history.iloc[-1]
             diagnostics = set(self.info.get("diagnostics", []))
             for column in self.history.columns:
-                if column not in ("round", "time_s"):
+                if column != "round" and column not in TIMING_COLUMNS:
                     label = " (diagnostic: computed from private data)" if column in diagnostics else ""
                     lines.append(f"  {column:>22} = {float(last[column]):.6g}{label}")
-            lines.append(f"  {'time_s':>22} = {float(last['time_s']):.3g}")
+            lines += [f"  {column:>22} = {float(last[column]):.3g}" for column in TIMING_COLUMNS
+                      if column in self.history.columns]
         if self.privacy is not None:
             valid = self.privacy.drop(columns=["epsilon_moments"])
             with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
@@ -79,11 +85,12 @@ class Result:
     def value_of(self, agent: str, variable: Any) -> np.ndarray:
         """The value of one of ``agent``'s variables (a ``cp.Variable`` or its name) in its last release.
 
-        Needs the whole local vectors: a run with ``diagnostics=False`` keeps only what agents sent.
+        Needs the whole local vectors: a private run, or one with ``diagnostics=False``, keeps only what agents sent.
         """
         name = variable.name() if hasattr(variable, "name") and callable(variable.name) else str(variable)
         if self.info.get("release_only"):
-            raise ParameterError("this run kept only what agents sent (diagnostics=False)", argument="variable")
+            raise ParameterError("this run kept only what agents sent (a private run, or diagnostics=False): "
+                                 "result.z holds their last releases", argument="variable")
         described = self.info.get("layout", {}).get("agents", {})
         if agent not in described:
             raise ParameterError(f"no agent {agent!r} in this result", argument="agent")

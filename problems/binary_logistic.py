@@ -53,6 +53,8 @@ def binary_logistic(X: Any, y: Any, agents: int = 5, lam: float = 0.1, seed: int
     """The distributed problem sum_i f_i(w) over ``agents`` iid shares of (X, y), each agent a ``SampledAgent``.
 
     ``y`` holds two distinct labels (mapped to -1, +1 in sorted order); ``bound`` adds the box |w| <= bound.
+    Each agent declares its share's size public (``record_count``): the iid split's sizes follow from len(y) and
+    ``agents`` alone, and QDPSGD's default normaliser B = q m_i uses them.
     """
     X = np.asarray(X, dtype=float)
     labels = np.asarray(y)
@@ -70,6 +72,6 @@ def binary_logistic(X: Any, y: Any, agents: int = 5, lam: float = 0.1, seed: int
         loss = RecordLoss(X[share], signs[share], lam)
         w = cp.Variable(X.shape[1])
         box = [] if bound is None else [w >= -bound, w <= bound]
-        declared.append(SampledAgent(loss.expression(w), box, shared=w, samples=loss, smoothness=0.25 + lam,
-                                     record_smoothness=0.25 + lam))
+        declared.append(SampledAgent(loss.expression(w), box, shared=w, samples=loss, record_count=loss.count,
+                                     smoothness=0.25 + lam, record_smoothness=0.25 + lam))
     return pc.DistributedProblem(declared)

@@ -35,6 +35,7 @@ import privcvx as pc
 from privcvx.errors import ParameterError, require_positive
 from privcvx.privacy.mechanisms import check_delta, check_epsilon
 from privcvx.privacy.noise import agent_noise_sources
+from privcvx.runtime.loop import resolve_seed
 from problems.fair_logistic import METHODS, Coefficients, Method, check_fair_data, perturb_coefficients
 from problems.logistic import split_indices
 
@@ -42,12 +43,13 @@ from problems.logistic import split_indices
 def distributed_fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, agents: int = 4, method: Method = "pdfc",
                               epsilon: float | None = None, *, delta: float = 1e-5, attribute: int | None = None,
                               ratio: float = 0.5, lam: float = 1e-3, split_seed: int = 0,
-                              seed: int | str | None = "secure") -> tuple[pc.DistributedProblem, list[Coefficients]]:
+                              seed: int | str | None = None) -> tuple[pc.DistributedProblem, list[Coefficients]]:
     """The released fair logistic problem over ``agents`` iid shares, and every agent's released coefficients.
 
     ``epsilon=None`` (or ``math.inf``) releases the exact coefficients (the Taylor surrogate without noise);
     the other arguments are those of :func:`problems.fair_logistic.fair_logistic`. ``seed`` gives each agent its
-    own noise stream (``agent_noise_sources(seed, agents)``).
+    own noise stream, with the rules of ``pc.run``: None (default) is secure noise, an int warns
+    ``ReproducibleNoiseWarning`` (``agent_noise_sources(resolve_seed(seed, private), agents)``).
     """
     X, y, z = check_fair_data(X, y, sensitive)
     n, d = X.shape
@@ -58,7 +60,7 @@ def distributed_fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, agents
     private = epsilon is not None and epsilon != math.inf
     if private:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    noises = agent_noise_sources(seed, agents)
+    noises = agent_noise_sources(resolve_seed(seed, private), agents)
     declared, released = [], []
     for p, share in enumerate(split_indices(y.astype(int), agents, seed=split_seed)):
         exact = Coefficients.of(X[share], y[share], z[share])

@@ -61,6 +61,7 @@ import numpy as np
 from privcvx.errors import ParameterError, SolverError, require_positive
 from privcvx.privacy.mechanisms import check_delta, check_epsilon
 from privcvx.privacy.noise import NoiseSource, agent_noise_sources
+from privcvx.runtime.loop import resolve_seed
 
 Method = Literal["pdfc", "adfc", "relaxed"]
 Form = Literal["constraint", "penalty"]
@@ -252,7 +253,7 @@ def _solve(problem: cp.Problem) -> None:
 
 def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "pdfc", epsilon: float | None = None,
                   *, delta: float = 1e-5, attribute: int | None = None, ratio: float = 0.5, form: Form = "constraint",
-                  alpha: float = 1.0, lam: float = 1e-3, seed: int | str | None = "secure") -> FairModel:
+                  alpha: float = 1.0, lam: float = 1e-3, seed: int | str | None = None) -> FairModel:
     """Fair logistic regression, private by the functional mechanism (see the module docstring).
 
     Parameters
@@ -272,7 +273,9 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     lam:
         The public ridge (lam/2) n ||w||^2.
     seed:
-        The noise: "secure" (OpenDP on a grid, default), an int (reproducible, research only) or None.
+        The noise, with the rules of ``pc.run`` (:func:`privcvx.runtime.loop.resolve_seed`): None or "secure"
+        (default: OS entropy, OpenDP on a grid); an int gives reproducible noise for research runs and warns
+        ``ReproducibleNoiseWarning``.
     """
     X, y, z = check_fair_data(X, y, sensitive)
     n, d = X.shape
@@ -301,7 +304,7 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
         if epsilon != math.inf:
             epsilon = check_epsilon(epsilon, argument="epsilon")
             theta = perturb_coefficients(exact.flat(), d, method, epsilon, delta, attribute, ratio,
-                           agent_noise_sources(seed, 1)[0])
+                                         agent_noise_sources(resolve_seed(seed, private=True), 1)[0])
             coefficients = Coefficients.from_flat(theta, d).repaired()
         else:
             coefficients = exact

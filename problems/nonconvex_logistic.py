@@ -10,7 +10,9 @@ which cannot overflow, and the loss through ``cp.logistic`` / ``np.logaddexp``. 
 * its gradient oracle (the objective is not convex, so privcvx needs one: only gradient-only methods run it);
 * ``smoothness`` M_i = lambda_max(Z_i^T Z_i) / (4m) + 2 lambda omega (the regularizer's curvature peaks at 0);
 * ``sensitivity`` l2 = 2 B / m: the delta of delta-adjacency for replacing one sample whose features have norm
-  <= B (``feature_bound``), as the gradient of the regularizer does not depend on the data.
+  <= B, as the gradient of the regularizer does not depend on the data. B (``feature_bound``) is a required,
+  declared public value: it must not be read off the private data (a largest norm is a function of one record),
+  and the builder refuses data outside it.
 
 :func:`paper_data` draws the random data of the experiment (the paper does not give its distribution: Gaussian
 features, uniform labels) and scales the features so that Mbar = max_i M_i equals the paper's 5.03.
@@ -25,9 +27,13 @@ import numpy as np
 from scipy.special import expit
 
 import privcvx as pc
+from privcvx.errors import ParameterError, require_positive
 
 #: The paper's Mbar.
 PAPER_SMOOTHNESS = 5.03
+#: The public feature-norm bound B the experiment declares (the paper gives none): :func:`paper_data` clips rows to
+#: it (at the paper's sizes its rows have norm at most 21.74 for seeds 0-4, so none is clipped there).
+PAPER_FEATURE_BOUND = 22.0
 
 
 def _gradient(z: np.ndarray, y: np.ndarray, lam: float, omega: float):
@@ -45,14 +51,19 @@ def local_smoothness(z: np.ndarray, lam: float = 0.001, omega: float = 1.0) -> f
     return float(np.linalg.eigvalsh(z.T @ z)[-1]) / (4 * len(z)) + 2.0 * lam * omega
 
 
-def nonconvex_logistic(features: Sequence[np.ndarray], labels: Sequence[np.ndarray], *, lam: float = 0.001,
-                       omega: float = 1.0, feature_bound: float | None = None) -> pc.DistributedProblem:
-    """One agent per (Z_i, y_i): the nonconvex regularized logistic problem, full consensus on x in R^d."""
-    bound = feature_bound if feature_bound is not None else max(float(np.linalg.norm(z, axis=1).max())
-                                                                for z in features)
+def nonconvex_logistic(features: Sequence[np.ndarray], labels: Sequence[np.ndarray], *, feature_bound: float,
+                       lam: float = 0.001, omega: float = 1.0) -> pc.DistributedProblem:
+    """One agent per (Z_i, y_i): the nonconvex regularized logistic problem, full consensus on x in R^d.
+
+    ``feature_bound``: the declared public bound B on every sample's feature norm (the adjacency delta = 2 B / m).
+    """
+    bound = require_positive(feature_bound, argument="feature_bound")
     agents = []
     for i, (z, y) in enumerate(zip(features, labels, strict=True)):
         z, y = np.asarray(z, dtype=float), np.asarray(y, dtype=float)
+        if z.ndim != 2 or not np.all(np.linalg.norm(z, axis=1) <= bound):
+            raise ParameterError(f"every sample needs a feature norm <= the declared feature_bound {bound:g}",
+                                 agent=f"node-{i:02d}", argument="feature_bound")
         x = cp.Variable(z.shape[1], name=f"x{i}")
         loss = cp.sum(cp.logistic(-cp.multiply(y, z @ x))) / len(y)
         regularizer = lam * (z.shape[1] - cp.sum(cp.inv_pos(1.0 + omega * cp.square(x))))
@@ -63,11 +74,14 @@ def nonconvex_logistic(features: Sequence[np.ndarray], labels: Sequence[np.ndarr
 
 
 def paper_data(nodes: int = 50, samples: int = 200, dim: int = 10, *, smoothness: float = PAPER_SMOOTHNESS,
-               lam: float = 0.001, omega: float = 1.0, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Gaussian features and uniform labels, the features scaled so that max_i M_i = ``smoothness``."""
+               lam: float = 0.001, omega: float = 1.0, seed: int = 0,
+               feature_bound: float = PAPER_FEATURE_BOUND) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Gaussian features and uniform labels, the features scaled so that max_i M_i = ``smoothness``, then every row
+    of norm above ``feature_bound`` scaled down to it (the bound to declare to :func:`nonconvex_logistic`)."""
     rng = np.random.default_rng(seed)
     features = [rng.standard_normal((samples, dim)) for _ in range(nodes)]
     labels = [rng.choice([-1.0, 1.0], samples) for _ in range(nodes)]
     raw = max(local_smoothness(z, 0.0) for z in features)
     scale = np.sqrt((smoothness - 2.0 * lam * omega) / raw)
-    return [scale * z for z in features], labels
+    scaled = [scale * z for z in features]
+    return [z / np.maximum(1.0, np.linalg.norm(z, axis=1) / feature_bound)[:, None] for z in scaled], labels

@@ -17,7 +17,7 @@ from privcvx.algorithms.dpp2 import DPP2Agent, MixingSequence, TranscriptReplay,
 from privcvx.algorithms.gradient_agents import laplacian
 from privcvx.errors import NotDCPError, ParameterError, PrivacyError, UnsupportedError
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
-from problems.nonconvex_logistic import nonconvex_logistic, paper_data
+from problems.nonconvex_logistic import PAPER_FEATURE_BOUND, nonconvex_logistic, paper_data
 
 NODES, DIM = 6, 3
 
@@ -25,7 +25,7 @@ NODES, DIM = 6, 3
 @pytest.fixture(scope="module")
 def problem() -> pc.DistributedProblem:
     features, labels = paper_data(nodes=NODES, samples=40, dim=DIM, seed=1)
-    return nonconvex_logistic(features, labels)
+    return nonconvex_logistic(features, labels, feature_bound=PAPER_FEATURE_BOUND)
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +99,7 @@ def test_converges_to_a_stationary_point_without_and_with_decaying_noise(problem
     reference = problem.solve_centralized()
     assert reference.status == "local_optimum"
     for settings, tolerance in (({}, 1e-20), (NOISY, 1e-14)):
-        result = _quiet_solve(problem, DPP2(mixing_seed=3, trace=True, **settings), topology, rounds=800, seed=6,
-                              diagnostics=False)
+        result = _quiet_solve(problem, DPP2(mixing_seed=3, trace=True, **settings), topology, rounds=800, seed=6)
         x, g = _traces(result)
         gaps = np.array([consensus_gap(x[k], g[k]) for k in range(len(x))])
         assert gaps[-1] <= tolerance * max(1.0, gaps[0]), settings

@@ -387,8 +387,63 @@ def test_the_figure_2_example_runs_quick_and_shows_the_amplification(tmp_path):
     assert "SYNTHETIC" in completed.stdout
     summary = pd.read_csv(tmp_path / "summary.csv", index_col=0)
     private = summary.loc["Algorithm 1 (random penalties), private"]
-    assert private["epsilon_worst_case"] == pytest.approx(14 * 0.001 * sum(1.02 ** k for k in range(1, 101)))
+    worst = 14 * 0.002 * sum(1.02 ** k for k in range(1, 101))  # d B_inf sum_k beta_k / D, B_inf = 2/b
+    assert private["epsilon_worst_case"] == pytest.approx(worst)
     assert 0.3 < private["ex_post_ratio"] < 0.95
     assert summary.loc["fixed penalties (Gamma = D/2), private", "ex_post_ratio"] == pytest.approx(1.0)
     assert summary.loc["Algorithm 1 (random penalties), no noise", "final_log_accuracy"] < -5
     assert (tmp_path / "figure2.png").exists()
+
+
+# ---- B_inf from the declared label set and feature range (issue 26, point 5) --------------------------------
+def _worst_neighbour(samples: int) -> tuple[float, np.ndarray, np.ndarray, float, np.ndarray, float]:
+    """The largest change of the first gradient coordinate of (1/b) log(1 + exp(-L x^T z)) found when one sample
+    (z, L) is replaced by (z', L'), over x in [-60, 60]^2, z, z' in [0, 1]^2 with ||z|| <= 1 and L, L' in {-1, 1}:
+    (change, x, z, L, z', L'), by differential evolution on each label pair (an independent search, no bound)."""
+    from scipy.optimize import differential_evolution
+    from scipy.special import expit
+
+    def sample(r: float, angle: float) -> np.ndarray:  # the quarter disc: [0, 1]^2 with norm <= 1
+        return r * np.array([np.cos(angle), np.sin(angle)])
+
+    best = (-1.0,)
+    for label, other in ((1.0, -1.0), (-1.0, 1.0), (1.0, 1.0), (-1.0, -1.0)):
+        def change(p, label=label, other=other):
+            x, z, w = p[:2], sample(*p[2:4]), sample(*p[4:6])
+            g, h = -label * expit(-label * (x @ z)) * z[0], -other * expit(-other * (x @ w)) * w[0]
+            return -abs(g - h) / samples
+        bounds = [(-60, 60)] * 2 + [(0, 1), (0, np.pi / 2)] * 2
+        found = differential_evolution(change, bounds, seed=0, tol=1e-12, maxiter=400, polish=True)
+        if -found.fun > best[0]:
+            p = found.x
+            best = (-found.fun, p[:2], sample(*p[2:4]), label, sample(*p[4:6]), other)
+    return best
+
+
+def test_ldp_logistic_b_inf_bounds_the_searched_worst_neighbour_and_is_tight():
+    from privcvx.gradients import GradientEvaluator
+    from problems.ldp_logistic import coordinate_sensitivity, ldp_logistic
+
+    samples = 4
+    change, x, z, label, z_other, other = _worst_neighbour(samples)
+    filler = np.array([[0.6, 0.0], [0.0, 0.3], [0.5, 0.5]])
+    X, X_other = np.vstack([z, filler]), np.vstack([z_other, filler])
+    y, y_other = np.array([label, 1.0, -1.0, 1.0]), np.array([other, 1.0, -1.0, 1.0])
+    problems = [ldp_logistic(A, b, agents=1, samples=samples) for A, b in ((X, y), (X_other, y_other))]
+    gradients = [GradientEvaluator(p.agents[0], p.layouts[0]).gradient(x) for p in problems]
+    assert abs(gradients[0][0] - gradients[1][0]) == pytest.approx(change, rel=1e-6)  # the builder's own loss
+    b_inf = problems[0].info["b_inf"]
+    assert change <= b_inf  # a valid bound ...
+    assert change >= 0.97 * b_inf  # ... and a tight one: the search comes within 3% of it
+    assert b_inf == coordinate_sensitivity(samples) == pytest.approx(2 / samples)
+    assert coordinate_sensitivity(samples, labels=(0.0, 1.0)) == pytest.approx(1 / samples)  # the paper's labels
+
+
+def test_ldp_logistic_refuses_data_outside_the_declared_domain():
+    from problems.ldp_logistic import ldp_logistic
+
+    X, y = np.full((4, 2), 0.5), np.array([1.0, -1.0, 1.0, -1.0])
+    with pytest.raises(ParameterError, match="declared domain"):
+        ldp_logistic(-X, y, agents=1, samples=4)
+    with pytest.raises(ParameterError, match="declared labels"):
+        ldp_logistic(X, y + 1, agents=1, samples=4)

@@ -114,7 +114,8 @@ class DPP2(GradientMethod):
     weights:
         The rule of W in P = I - W ("metropolis", "lazy_metropolis", "max_degree").
     trace:
-        Keep every node's x_i^k and grad f_i(x_i^k) in ``result.info["agents"]`` (research runs: private data).
+        Keep every node's x_i^k and grad f_i(x_i^k) in ``result.info["agents"]`` (research runs: private data;
+        refused with ``diagnostics=False``).
     """
 
     name = "dpp2"

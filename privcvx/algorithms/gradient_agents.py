@@ -147,11 +147,17 @@ class GradientAgent(AgentProgram):
     """An agent of a gradient-only method: its evaluator, noisy releases with ledger entries, and its trace.
 
     With ``trace`` (research runs only) it keeps x_i^k and grad f_i(x_i^k) of every iteration and returns
-    them in its report (``result.info["agents"]``): values computed from private data, not DP.
+    them in its report (``result.info["agents"]``): values computed from private data, not DP. A run with
+    ``diagnostics=False`` promises that nothing but releases leaves an agent, so the agent refuses ``trace``
+    there (a PrivacyError) rather than drop it silently: the caller asked for values it cannot have.
     """
 
     def __init__(self, agent: Agent, context: AgentContext, *, weights: dict[str, float], trace: bool,
                  beyond_float: bool = False) -> None:
+        if trace and not context.diagnostics:
+            raise PrivacyError("trace=True keeps every x_i^k and grad f_i(x_i^k), computed from private data, and "
+                               "a run with diagnostics=False sends nothing but releases: run with diagnostics=True "
+                               "(a research run) or trace=False", agent=context.name, argument="trace")
         self.agent, self.context, self.beyond_float = agent, context, beyond_float
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.dim = context.layout.dim

@@ -115,12 +115,14 @@ class SampledAgent(Agent):
     """A ``pc.Agent`` that also declares its per-record gradients (``samples``, a :class:`SampleLoss`).
 
     ``record_smoothness`` is a public bound L_rec on the Lipschitz constant of every record's gradient (valid for
-    every record the data could hold); Q-DPSGD-2 needs it under privacy. Every other argument is ``pc.Agent``'s;
-    ``objective`` must be the mean of the records' losses.
+    every record the data could hold); Q-DPSGD-2 needs it under privacy. ``record_count`` declares the number of
+    records m_i public (it must equal ``samples.count``): QDPSGD's default normaliser B = q m_i reveals it, so a
+    private run without ``batch_size`` needs it. Every other argument is ``pc.Agent``'s; ``objective`` must be
+    the mean of the records' losses.
     """
 
     def __init__(self, objective: Any, constraints: Any = (), *, samples: SampleLoss,
-                 record_smoothness: float | None = None, **kwargs: Any) -> None:
+                 record_smoothness: float | None = None, record_count: int | None = None, **kwargs: Any) -> None:
         super().__init__(objective, constraints, **kwargs)
         self.record_smoothness = None if record_smoothness is None else require_positive(
             record_smoothness, argument="record_smoothness", agent=kwargs.get("name"), error=DeclarationError,
@@ -132,7 +134,11 @@ class SampledAgent(Agent):
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
             raise DeclarationError(f"count must be an int >= 1, got {count!r}", agent=kwargs.get("name"),
                                    argument="samples")
+        if record_count is not None and (isinstance(record_count, bool) or record_count != count):
+            raise DeclarationError(f"must be None or the agent's number of records, {count}, got {record_count!r}",
+                                   agent=kwargs.get("name"), argument="record_count")
         self.samples = samples
+        self.record_count = record_count
 
 
 class _WholeObjective:
@@ -182,8 +188,8 @@ class QDPSGD(Algorithm):
         q, the Poisson sampling probability of each record per round.
     batch_size:
         B, the public normalizer of the minibatch sum (the expected batch). Default q m_i with m_i the agent's
-        record count, which is then treated as public (as DP-SGD implementations do); give B to make the
-        normalizer a setting, independent of the data (the add/remove analysis assumes it is).
+        record count; under privacy that count must be declared public (``SampledAgent(record_count=m_i)``), else
+        give B, a setting independent of the data (the add/remove analysis assumes it is).
     step:
         alpha_t: a float (constant) or a schedule; default c / t^0.85 with c = 1 / max_i L_i from the declared
         smoothness (estimated without privacy), as for DPDistributedGradient.
@@ -258,6 +264,11 @@ class QDPSGD(Algorithm):
                 raise PrivacyError("Q-DPSGD-2 bounds the sensitivity of the agent's state through the Lipschitz "
                                    "constant of the per-record gradients: declare SampledAgent(record_smoothness=L)",
                                    argument="record_smoothness")
+            undeclared = [agent.name for agent in problem.agents if agent.record_count is None]
+            if self._batch is None and undeclared:
+                raise PrivacyError("the default normaliser B = q m_i reveals the record count m_i: declare it public "
+                                   "(SampledAgent(record_count=m_i)) or give batch_size=B", agent=undeclared[0],
+                                   argument="batch_size")
             if self._step is None and any(agent.smoothness is None for agent in problem.agents):
                 raise PrivacyError("the step must be public under privacy: declare pc.Agent(smoothness=L) for every "
                                    "agent or give step", argument="step")

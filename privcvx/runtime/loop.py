@@ -39,7 +39,7 @@ from privcvx.messages import Message, Transcript
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.problem import DistributedProblem
-from privcvx.results import Result
+from privcvx.results import TIMING_COLUMNS, Result
 from privcvx.runtime import checkpoint as checkpoints
 from privcvx.runtime.backends import Ray, make_backend
 from privcvx.topology import SERVER, Topology
@@ -121,7 +121,10 @@ class Run:
         self.rows: list[dict[str, Any]] = []
         self.reference: Any = None
         diagnostic = set(algorithm.diagnostic_columns) if self.keep_diagnostics else set()
-        self.columns = [c for c in algorithm.columns if c in diagnostic or c not in algorithm.diagnostic_columns]
+        # step times depend on the private data (solver iterations): like the backends' busy_s, only with diagnostics
+        dropped = set() if self.keep_diagnostics else set(TIMING_COLUMNS)
+        self.columns = [c for c in algorithm.columns
+                        if (c in diagnostic or c not in algorithm.diagnostic_columns) and c not in dropped]
 
     # ---- one exchange ---------------------------------------------------------------------------------
     def _accounts(self) -> list[RunningEpsilon] | None:
@@ -168,7 +171,9 @@ class Run:
         """The history row of round ``t`` and a reason to stop (tolerance or callback), or None."""
         metrics = self.monitor.observe(t, sent)
         w = self.monitor.global_vector()
-        row: dict[str, Any] = {"round": t, "time_s": elapsed, "epsilon": self.epsilon()}
+        row: dict[str, Any] = {"round": t, "epsilon": self.epsilon()}
+        if "time_s" in self.columns:
+            row["time_s"] = elapsed
         row.update({c: float(v) for c, v in metrics.items() if c in self.columns})
         for column in self.columns:
             if column in row and not math.isfinite(row[column]):
@@ -231,12 +236,18 @@ class Run:
     def result(self, backend: Any, stop: str) -> Result:
         """The :class:`~privcvx.results.Result` of the run so far (also for a run that failed part-way)."""
         reports = backend.call("reports")
-        result = self._result(stop, reports, backend.call("outputs", not self.keep_diagnostics))
+        result = self._result(stop, reports, backend.call("outputs", self.released_only))
         result.info.update(self.algorithm.summarize(reports))
         result.info["hosts"] = backend.call("usage")
-        if self.keep_diagnostics:  # the whole local vectors: write them back, as cp.Problem.solve does
+        if not self.released_only:  # the whole local vectors: write them back, as cp.Problem.solve does
             self.problem.write_back(result.z)
         return result
+
+    @property
+    def released_only(self) -> bool:
+        """Whether ``result.z`` holds only what the agents sent: in every private run (a release is all that leaves
+        an agent, diagnostics or not) and in every run without diagnostics; else the whole local vectors."""
+        return self.algorithm.private or not self.keep_diagnostics
 
     def lost_result(self) -> Result:
         """The result of a run whose hosts can no longer answer (a worker or an actor was lost): the history, the
@@ -257,7 +268,7 @@ class Run:
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
         info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
                 "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
-                "accounting_delta": delta, "diagnostics": diagnostics, "release_only": not self.keep_diagnostics,
+                "accounting_delta": delta, "diagnostics": diagnostics, "release_only": self.released_only,
                 "layout": self.problem.layout_description()}
         return Result(w=self.monitor.global_vector(), z=z, history=history, privacy=privacy,
                       reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
@@ -317,14 +328,15 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         try:
             for t in range(start_round, rounds + 1):
                 sent = run_.round(hosts, t)
-                row, reason = run_.row(hosts, t, sent, time.perf_counter() - t0)
+                elapsed = time.perf_counter() - t0
+                row, reason = run_.row(hosts, t, sent, elapsed)
                 run_.rows.append(row)
                 if bar is not None:
                     bar.update(1)
                 if checkpoint is not None:
                     transcript_bytes = checkpoints.append_messages(checkpoint, sent)
                     checkpoints.write_state(checkpoint, header,
-                                            run_.state(hosts, t + 1, row["time_s"], transcript_bytes))
+                                            run_.state(hosts, t + 1, elapsed, transcript_bytes))
                 if callback is not None and callback(row) is False:
                     reason = "callback"
                 if reason is not None:
