@@ -316,17 +316,22 @@ def _none_if_nan(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-class Laplace(Mechanism):
-    """Laplace noise per local update, Thm. 4.8(i): scale ``Delta_1/epsilon``, (epsilon, 0)-DP."""
+class _PureEpsilon(Mechanism):
+    """A mechanism that is (epsilon, 0)-DP per release, with noise multiplier 1 / epsilon."""
 
-    kind = "laplace"
     norm = "l1"
-    draws = "laplace"
     pure = True
 
     def __init__(self, epsilon: float) -> None:
         epsilon = check_epsilon(epsilon)
         super().__init__(epsilon=epsilon, delta=0.0, noise_multiplier=1.0 / epsilon)
+
+
+class Laplace(_PureEpsilon):
+    """Laplace noise per local update, Thm. 4.8(i): scale ``Delta_1/epsilon``, (epsilon, 0)-DP."""
+
+    kind = "laplace"
+    draws = "laplace"
 
     @property
     def calibration(self) -> str:
@@ -535,7 +540,7 @@ class LaplaceBeyondFloat(Mechanism):
         return dp_accounting.NonPrivateDpEvent()
 
 
-class PureDP(Mechanism):
+class PureDP(_PureEpsilon):
     """A generic epsilon-DP release (e.g. the sparse vector test), accounted by its tightest valid profile.
 
     An epsilon-DP mechanism about which nothing else is known is dominated only by binary randomized
@@ -547,12 +552,6 @@ class PureDP(Mechanism):
     """
 
     kind = "pure_dp"
-    norm = "l1"
-    pure = True
-
-    def __init__(self, epsilon: float) -> None:
-        epsilon = check_epsilon(epsilon)
-        super().__init__(epsilon=epsilon, delta=0.0, noise_multiplier=1.0 / epsilon)
 
     @property
     def calibration(self) -> str:
