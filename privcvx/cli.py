@@ -108,8 +108,8 @@ def make_parser() -> argparse.ArgumentParser:
     logistic.add_argument("--test-fraction", type=float, default=0.25, help="share of the rows held out for test")
     logistic.add_argument("--data-seed", type=int, default=0,
                           help="seed of the train/test split and the shares")
-    logistic.add_argument("--sensitivity", default="paper", choices=["paper", "worst_case"],
-                          help="gradient sensitivity: paper (Eq. (31)) or worst_case")
+    logistic.add_argument("--sensitivity", default="worst_case", choices=["worst_case", "paper"],
+                          help="gradient sensitivity: worst_case (valid) or paper (Eq. (31) at the iterate, nominal)")
     logistic.add_argument("--c1", type=float, default=2.0, help="c1 of Eq. (73)")
     logistic.add_argument("--c2", type=float, default=5.0, help="c2 of Eq. (73)")
     logistic.add_argument("--period", type=int, default=10_000, help="T_c of Eq. (73)")

@@ -19,6 +19,7 @@ are in docs/problems.md.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -250,8 +251,9 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
     sensitivity:
         ``"paper"``: the callable W -> Sensitivity of :meth:`LogisticLoss.paper_sensitivity`, Eq. (31)
         at the iterate; not DP in the strict sense, because the noise scale depends on the unreleased
-        iterates, hence on private data (the command line uses it to reproduce the paper). ``"worst_case"``
-        (default): the constant of :meth:`LogisticLoss.worst_case_sensitivity`, which is.
+        iterates, hence on private data: nominal, on request only (a ``pc.NominalPrivacyWarning``; the
+        privacy table labels its epsilon "nominal"). ``"worst_case"`` (default): the constant of
+        :meth:`LogisticLoss.worst_case_sensitivity`, which is DP.
     relation:
         The neighbouring relation every declared bound holds for. ``"replace_one"`` (default): the
         paper's Def. 2.1, one sample of one agent replaced by any (x*, y*) with ||x*|| <= 1; the counts
@@ -281,6 +283,9 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
     bound = require_positive(bound, argument="bound")
     if sensitivity not in ("paper", "worst_case"):
         raise ParameterError(f"must be 'paper' or 'worst_case', got {sensitivity!r}", argument="sensitivity")
+    if sensitivity == "paper":
+        warnings.warn(f'sensitivity="paper" is nominal: {NOMINAL_PAPER}; sensitivity="worst_case" (the default) is '
+                      "valid", pc.NominalPrivacyWarning, stacklevel=2)
     if relation not in DEFAULT_WEIGHTING:
         raise ParameterError(f"must be 'replace_one' or 'add_remove', got {relation!r}", argument="relation")
     weighting = DEFAULT_WEIGHTING[relation] if weighting is None else weighting
@@ -323,9 +328,14 @@ def _declare(loss: LogisticLoss, kind: SensitivityKind) -> Any:
     return functools.partial(_paper_sensitivity, loss)  # picklable, for worker processes
 
 
+#: Why ``sensitivity="paper"`` is nominal (the privacy table's ``calibration`` column).
+NOMINAL_PAPER = ("Eq. (31) at the unreleased iterate: the noise scale depends on private data, so the epsilon "
+                 "is not a DP guarantee")
+
+
 def _paper_sensitivity(loss: LogisticLoss, W: np.ndarray) -> pc.Sensitivity:
     l1, l2 = loss.paper_sensitivity(W)
-    return pc.Sensitivity(l1=l1, l2=l2)
+    return pc.Sensitivity(l1=l1, l2=l2, nominal=NOMINAL_PAPER)
 
 
 def _test_error(test: tuple[Any, Any], classes: np.ndarray, shape: tuple[int, int]) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ from references import logistic_optimum
 from scipy.special import softmax
 from sklearn.model_selection import train_test_split
 
+import privcvx as pc
 from privcvx.errors import DeclarationError, ParameterError
 from problems import datasets, federated_logistic
 from problems.logistic import LogisticLoss, label_skew, split_indices
@@ -337,3 +340,19 @@ def test_bad_input_raises_a_clear_error(kwargs, error, argument):
     with pytest.raises(error) as caught:
         federated_logistic(**args)
     assert caught.value.argument == argument
+
+
+@pytest.mark.filterwarnings("ignore::privcvx.errors.ReproducibleNoiseWarning")
+def test_the_paper_sensitivity_is_nominal_on_request_and_the_default_is_valid():
+    rng = np.random.default_rng(5)
+    X, y = rng.normal(size=(45, 4)), rng.integers(0, 3, 45)
+    private = pc.algorithms.LinearizedADMM(privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)), eta=0.5, rho=1.0)
+    with pytest.warns(pc.NominalPrivacyWarning, match="nominal"):
+        paper = federated_logistic(X, y, agents=3, bound=1.0, sensitivity="paper")
+    table = paper.solve(private, rounds=2, seed=1).privacy
+    assert all(label.startswith("nominal: Eq. (31)") for label in table["calibration"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pc.NominalPrivacyWarning)
+        default = federated_logistic(X, y, agents=3, bound=1.0)
+    assert default.info["sensitivity"] == "worst_case"
+    assert set(default.solve(private, rounds=2, seed=1).privacy["calibration"]) == {"valid"}
