@@ -107,8 +107,10 @@ def test_diagnostics_are_labelled_and_can_stay_inside_the_agents(tmp_path):
     assert kept.info["diagnostics"] == ["objective", "max_violation", "noise_magnitude", "eta"]
     private = problem.solve(rounds=3, rho=rho, eta=eta, diagnostics=False)
     assert private.info["diagnostics"] == []
+    # no timing either: step times depend on the private data (solver iterations)
     assert list(private.history.columns) == ["round", "consensus_residual", "primal_residual", "dual_residual",
-                                             "epsilon", "rho", "time_s"]
+                                             "epsilon", "rho"]
+    assert "time_s" in kept.history.columns
     assert private.transcript.same_as(kept.transcript)
     with_reference = problem.solve(rounds=3, rho=rho, eta=eta, reference=True)
     gap = with_reference.history["objective"] - with_reference.reference.value
