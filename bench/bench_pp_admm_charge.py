@@ -15,7 +15,7 @@ epsilon_1 = 2 sqrt(rho_1 ln(1/delta_1)), epsilon_3 = 0.99 epsilon_1, sigma_1 = S
 (epsilon_3, delta_1)); the ledger was charged rho_1 (= epsilon_1^2 / (4 ln(1/delta_1)), the thesis's Thm. 6) and
 rho_2, both as Gaussians of noise multiplier 1/sqrt(2 rho), with no Jacobian term and no delta_1.
 
-Three cases:
+Four cases:
 
 (a) exact quadratic case: f_i(x) = ||x - m_i||^2 / 2 with m_i the mean of n_i records of norm <= 1, so the
     gradient moves by a constant shift of norm <= S = 2/n_i and the Hessian does not depend on the data (h = 0):
@@ -28,6 +28,8 @@ Three cases:
 (c) the delta_1 that the old accounting dropped: the old objective steps as (epsilon_1, delta_1)-DP (Thm. 6 as
     printed), T = 30, composed by advanced composition (Dwork, Rothblum & Vadhan) and, tightly for generic
     (epsilon, delta)-DP steps, by dp-accounting's PLD; against the reported (epsilon, delta).
+(d) the PP-/IPP-ADMM rows docs/results.md published before the fix (examples/zcdp_admm.py, epsilon_ratio = 0.3):
+    the rigorous epsilon of the worst agent, from the noise drawn and the Jacobian terms the old code left out.
 
 The new calibration is run through the package (PPADMM) on the same problems; its reported numbers are read from
 the result, and the rigorous bound is recomputed here from the charges (each rho checked against the sigma drawn by
@@ -48,6 +50,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 import privcvx as pc
+from examples.zcdp_admm import EPSILONS, ETA, build_problem
 from privcvx.algorithms import PPADMM
 from privcvx.errors import ReproducibleNoiseWarning
 from privcvx.privacy.zcdp import dp_to_zcdp, zcdp_to_dp
@@ -68,12 +71,14 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     return brentq(excess, 0.0, 200.0) if excess(0.0) > 0 else 0.0
 
 
-def old_calibration(epsilon: float, releases: int) -> dict[str, float]:
-    """The pre-fix per-release budget (ddc9214 ``PPADMM.budget``), in units of S = 1 for sigma_1."""
-    rho = dp_to_zcdp(epsilon, DELTA) / releases
+def old_calibration(epsilon: float, releases: int, ratio: float = EPSILON_RATIO,
+                    svt_share: float = 0.0) -> dict[str, float]:
+    """The pre-fix per-release budget (ddc9214 ``PPADMM.budget``; IPP-ADMM kept ``svt_share`` of rho for the SVT), in
+    units of S = 1 for sigma_1."""
+    rho = (1.0 - svt_share) * dp_to_zcdp(epsilon, DELTA) / releases
     rho_1, rho_2 = rho * (1.0 - SPLITS), rho * SPLITS
     epsilon_1 = 2.0 * math.sqrt(rho_1 * math.log(1.0 / DELTA_1))
-    epsilon_3 = EPSILON_RATIO * epsilon_1
+    epsilon_3 = ratio * epsilon_1
     multiplier = float(dp_accounting.get_sigma_gaussian(epsilon_3, DELTA_1))  # sigma_1 / S
     charged_1 = epsilon_1 ** 2 / (4.0 * math.log(1.0 / DELTA_1))  # thesis_dp_to_zcdp(epsilon_1, delta_1) = rho_1
     return {"rho_1": charged_1, "rho_2": rho_2, "drawn_1": 1.0 / (2.0 * multiplier ** 2), "epsilon_1": epsilon_1,
@@ -201,6 +206,25 @@ def case_bc(eta: float = 1.0) -> None:
     print(f"    new: no delta_1; reported ({new['reported_zcdp']:.3f}, {DELTA:g}), the only delta")
 
 
+def case_d() -> None:
+    """The rows docs/results.md published before the fix: examples/zcdp_admm.py with epsilon_ratio = 0.3."""
+    problem = build_problem()
+    degrees = pc.Topology.random(edges=7, seed=1).bind(problem.names).degrees()
+    mu_f, change = problem.info["strong_convexity"], problem.info["hessian_change"]
+    print("(d) examples/zcdp_admm.py before the fix (epsilon_i3 / epsilon_i1 = 0.3, T = 40, c = 20, SVT 10%): "
+          "rigorous epsilon of the worst agent (its T xi_i never charged)")
+    for method, releases, svt_share in (("PP-ADMM", 40, 0.0), ("IPP-ADMM", 20, 0.1)):
+        for epsilon in EPSILONS:
+            old = old_calibration(epsilon, releases, ratio=0.3, svt_share=svt_share)
+            gaussian = releases * (old["drawn_1"] + old["rho_2"])
+            svt = svt_share * dp_to_zcdp(epsilon, DELTA)  # the SVT's pure-DP share, (e1 + e2)^2 / 2 (Lemma 3)
+            worst = max(releases * -2.0 * math.log1p(-change[n] / (mu_f + 2 * ETA * degrees[n])) for n in problem.names)
+            bound = (gdp_epsilon(math.sqrt(2.0 * gaussian), DELTA) + worst if not svt_share
+                     else zcdp_to_dp(gaussian + svt, DELTA, worst))
+            print(f"    {method} epsilon = {epsilon:g}: rho drawn / charged {old['drawn_1'] / old['rho_1']:.3f}, "
+                  f"T xi_i {worst:.3f}, rigorous {bound:.3f} ({'GDP + T xi' if not svt_share else 'Lemma 4 with xi'})")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--package-only", action="store_true",
@@ -212,6 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     case_a()
     case_bc()
+    case_d()
 
 
 if __name__ == "__main__":
