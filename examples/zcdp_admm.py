@@ -13,7 +13,8 @@ here), every method at the same total (epsilon, delta = 1e-4) in zCDP:
   term xi_i charged per release (docs/zcdp_admm.md). At |D_i| = 91 the Jacobian terms alone, T xi_i = 1.37-2.73,
   exceed epsilon = 1 and 2: the library refuses those runs (``PrivacyError``), and they are listed in ``refused.csv``;
 * IPP-ADMM: as PP-ADMM plus the SVT of Alg. 3 as printed (query "decrease", alpha = 1e-3, C_loss = 2,
-  c = T/2, epsilon_1 : epsilon_2 = 1 : (2c)^(2/3)), 10% of the zCDP budget for the SVT;
+  c = T/2, epsilon_1 : epsilon_2 = 1 : (2c)^(2/3)), 10% of the zCDP budget for the SVT; its c xi_i = 0.68-1.36
+  exceed epsilon = 1 (refused there);
 * Non-private: PRADMM() (the decentralized ADMM of Shi et al.).
 
 Output (``--out``): ``history.csv`` (per round: average training loss L_t of the agents' own releases, test
