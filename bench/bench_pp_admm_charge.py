@@ -5,7 +5,7 @@ The table of docs/zcdp_admm.md ("Old and new calibration, measured").
     nice -n 5 .venv/bin/python bench/bench_pp_admm_charge.py
 
     # cross-check against the old code itself (a copy outside the package, not restored in it):
-    git archive ddc9214 privcvx problems | tar -x -C /tmp/ppadmm_old
+    mkdir -p /tmp/ppadmm_old && git archive ddc9214 privcvx problems examples | tar -x -C /tmp/ppadmm_old
     PYTHONPATH=/tmp/ppadmm_old nice -n 5 .venv/bin/python bench/bench_pp_admm_charge.py --package-only
 
 The old calibration is reproduced here from its formulas (privcvx before the fix, commit ddc9214,
