@@ -9,16 +9,19 @@ here), every method at the same total (epsilon, delta = 1e-4) in zCDP:
 
 * PR-ADMM (Per): periodic decay R_P = 0.925, T_p = 1; PR-ADMM (Iter): iteration decay R_T = 0.015 (the
   thesis's tuned values);
-* PP-ADMM: splits = 0.001, beta = 10^-3.5 (``--beta``), delta_i1 = 1e-4 (the thesis's), epsilon_i3 / epsilon_i1 = 0.3
-  (the thesis's 0.99 fails the Jacobian condition of Thm. 6 at |D_i| = 91);
+* PP-ADMM: splits = 0.001, beta = 10^-3.5 (``--beta``); sigma_i1 drawn from the rho_i1 charged and the Jacobian
+  term xi_i charged per release (docs/zcdp_admm.md). At |D_i| = 91 the Jacobian terms alone, T xi_i = 1.37-2.73,
+  exceed epsilon = 1 and 2: the library refuses those runs (``PrivacyError``), and they are listed in ``refused.csv``;
 * IPP-ADMM: as PP-ADMM plus the SVT of Alg. 3 as printed (query "decrease", alpha = 1e-3, C_loss = 2,
-  c = T/2, epsilon_1 : epsilon_2 = 1 : (2c)^(2/3)), 10% of the zCDP budget for the SVT;
+  c = T/2, epsilon_1 : epsilon_2 = 1 : (2c)^(2/3)), 10% of the zCDP budget for the SVT; its c xi_i = 0.68-1.36
+  exceed epsilon = 1 (refused there);
 * Non-private: PRADMM() (the decentralized ADMM of Shi et al.).
 
 Output (``--out``): ``history.csv`` (per round: average training loss L_t of the agents' own releases, test
 error of the average release, broadcasts), ``summary.csv`` (per method and epsilon: final loss and test
 error, mean and std over runs, broadcasts), ``target.csv`` (the smallest epsilon of the grid at which each
-method's mean final test error reaches each target) and ``zcdp_admm.png``.
+method's mean final test error reaches each target), ``refused.csv`` (the (method, epsilon) pairs the library refuses,
+with its message) and ``zcdp_admm.png``.
 
     PYTHONPATH=. .venv/bin/python examples/zcdp_admm.py            # 4 epsilons x 5 runs, T = 40
     PYTHONPATH=. .venv/bin/python examples/zcdp_admm.py --quick    # smoke test: 2 epsilons x 1 run, T = 10
@@ -36,7 +39,7 @@ import pandas as pd
 import privcvx as pc
 from privcvx.algorithms import IPPADMM, PPADMM, PRADMM
 from privcvx.algorithms.pr_admm import IterationDecay, PeriodicDecay
-from privcvx.errors import ReproducibleNoiseWarning
+from privcvx.errors import PrivacyError, ReproducibleNoiseWarning
 from problems.datasets import load_breast_cancer
 from problems.l2_logistic import binary_labels, decentralized_logistic, thesis_preprocess
 
@@ -78,22 +81,28 @@ def algorithm(method: str, epsilon: float, rounds: int, problem: pc.DistributedP
     return IPPADMM(**common, max_broadcasts=rounds // 2, query="decrease", threshold=1e-3, clip=2.0)
 
 
-def run_all(epsilons: tuple[float, ...], runs: int, rounds: int, beta: float = THESIS_BETA) -> pd.DataFrame:
+def run_all(epsilons: tuple[float, ...], runs: int, rounds: int,
+            beta: float = THESIS_BETA) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-round history of every run, and the (method, epsilon) pairs the library refuses (with its message)."""
     problem = build_problem()
     topology = pc.Topology.random(edges=7, seed=1)
-    rows = []
+    rows, refused = [], []
     for method in METHODS:
         for epsilon in (epsilons if method != "Non-private" else (np.inf,)):
             for run in range(runs if method != "Non-private" else 1):
-                result = problem.solve(algorithm(method, epsilon, rounds, problem, beta), topology, rounds=rounds,
-                                       seed=1000 + run)
+                try:
+                    result = problem.solve(algorithm(method, epsilon, rounds, problem, beta), topology, rounds=rounds,
+                                           seed=1000 + run)
+                except PrivacyError as error:  # PP/IPP-ADMM: the Jacobian terms alone exceed epsilon
+                    refused.append({"method": method, "epsilon": epsilon, "reason": str(error)})
+                    break
                 history = result.history
                 for t, (objective, error, sent) in enumerate(zip(history["objective"], history["test_error"],
                                                                    history["broadcasts"], strict=True), start=1):
                     rows.append({"method": method, "epsilon": epsilon, "run": run, "round": t,
                                  "loss": objective / AGENTS, "test_error": error, "broadcasts": sent,
                                  "zcdp_epsilon": result.info.get("zcdp_epsilon", 0.0)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), pd.DataFrame(refused, columns=["method", "epsilon", "reason"])
 
 
 def summarize(history: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -146,10 +155,11 @@ def main(argv: list[str] | None = None) -> None:
 
     warnings.simplefilter("ignore", ReproducibleNoiseWarning)  # research runs, seeded on purpose
     start = time.perf_counter()
-    history = run_all(epsilons, runs, rounds, args.beta)
+    history, refused = run_all(epsilons, runs, rounds, args.beta)
     summary, targets = summarize(history)
     args.out.mkdir(parents=True, exist_ok=True)
     history.to_csv(args.out / "history.csv", index=False)
+    refused.to_csv(args.out / "refused.csv", index=False)
     summary.to_csv(args.out / "summary.csv", index=False)
     targets.to_csv(args.out / "target.csv", index=False)
     import matplotlib.pyplot as plt
@@ -161,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.to_string(index=False))
         print(targets.to_string(index=False))
+        print(refused.to_string(index=False))
     print(f"{time.perf_counter() - start:.0f} s")
 
 
