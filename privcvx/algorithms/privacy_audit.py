@@ -18,15 +18,21 @@ of two neighbouring datasets D and D' and bounds its epsilon from below:
    the attained sensitivity of each release against the one it was charged for.
 4. **The bound.** For each threshold of a grid fixed in advance (a fraction of the run's largest possible LLR for
    Laplace releases; z-scores of the LLR for Gaussian ones), the test "LLR >= tau" has a true positive rate TPR on
-   D' and a false positive rate FPR on D, and (epsilon, delta)-DP implies TPR <= e^epsilon FPR + delta. With
-   Clopper-Pearson bounds at ``confidence`` (Bonferroni over the thresholds and the two rates),
-   epsilon_lb = max_tau log((TPR_lb - delta) / FPR_ub) is a lower bound on the true epsilon at that confidence.
+   D' and a false positive rate FPR on D, with Clopper-Pearson bounds at ``confidence`` (Bonferroni over the
+   thresholds and the two rates). Laplace releases: (epsilon, delta)-DP implies TPR <= e^epsilon FPR + delta, so
+   epsilon_lb = max_tau log((TPR_lb - delta) / FPR_ub), against the ledger's epsilon at the method's delta.
+   Gaussian releases: mu-GDP (Dong, Roth & Su 2022) implies TPR <= Phi(Phi^-1(FPR) + mu), so
+   mu_lb = max_tau Phi^-1(TPR_lb) - Phi^-1(FPR_ub), against the mu = sqrt(sum 2 rho) of the charged releases
+   (exact for the Gaussian mechanism; the grid's discrete Gaussian, charged as rho-zCDP, approximates it within its
+   2^-10 inflation of the sensitivity). The (epsilon, delta) of a Gaussian at a small delta lives in tails that
+   thousands of runs cannot reach, so only the mu scale gives the audit power there.
 5. **Power.** The same audit on a variant whose drawn noise scale is ``under_noising`` times the release path's (the
    ledger unchanged, :attr:`AgentContext.audit_noise_factor`) must exceed the claim; otherwise it has no power.
 
-The claim is the agent's ledger's epsilon at the algorithm's ``accounting_delta`` (the tightest valid accountant).
-A release that has probability 0 under the other dataset (Mironov 2012's floating-point attack) gives an infinite
-LLR: the audit counts them (``impossible``) and fails on any.
+The claim is read from the audited agent's ledger over the audited rounds (its epsilon at the algorithm's
+``accounting_delta`` is the tightest valid accountant's). A release that has probability 0 under the other
+dataset (Mironov 2012's floating-point attack) gives an infinite LLR: the audit counts the runs that made one
+(``impossible``) and fails on any.
 """
 
 from __future__ import annotations
@@ -55,8 +61,8 @@ from privcvx.topology import SERVER, Topology
 LAPLACE_THRESHOLDS = (0.25, 0.5, 0.75, 0.9, 0.999)
 #: z-scores of the LLR under D' (Gaussian releases: LLR ~ N(mu^2/2, mu^2)) at which the test is made.
 GAUSSIAN_THRESHOLDS = (-0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5)
-#: A release's attained sensitivity may exceed its charged one by this relative amount (rounding) before the
-#: replay reports the charge as exceeded.
+#: A release's attained sensitivity may exceed its charged one by this relative amount, plus the rounding of its
+#: values (:func:`_rounding`), before the replay reports the charge as exceeded.
 ATTAINED_TOLERANCE = 1e-6
 
 
@@ -287,6 +293,13 @@ def _log_ratio(observed: np.ndarray, own: np.ndarray, other: np.ndarray, drawn: 
     return (own_sq - other_sq) / (2 * scale ** 2), float(np.sum((m - m_other) ** 2)) / scale ** 2
 
 
+def _rounding(value: np.ndarray) -> float:
+    """A bound on the float rounding of a change between two noise-free values of this size, in any norm: the
+    audit's replay cannot attribute a change below it to the data (late releases of geometric steps are that small).
+    """
+    return 16 * value.size * float(np.finfo(float).eps) * max(1.0, float(np.max(np.abs(value), initial=0.0)))
+
+
 @dataclass
 class _Sample:
     """The audited runs on one dataset: per run the LLR towards D', its normalizer, the kinds of noise."""
@@ -323,7 +336,7 @@ def _runs(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inbo
             ratio, scale = _log_ratio(observed[i], drawn.value, replay.values[i], drawn)
             norm = "l1" if drawn.kind == "laplace" else "l2"
             change = np.linalg.norm(drawn.value - replay.values[i], ord=1 if norm == "l1" else 2)
-            sample.attained = max(sample.attained, float(change / drawn.bound))
+            sample.attained = max(sample.attained, float(change / (drawn.bound + _rounding(drawn.value))))
             sample.kinds.add("laplace" if drawn.kind == "laplace" else "gaussian")
             llr += ratio
             normalizer += scale
