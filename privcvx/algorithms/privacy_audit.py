@@ -429,6 +429,11 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
                   seed: int | str = "secure") -> PrivacyAudit:
     """Audit ``algorithm``'s privacy claim empirically (module docstring); raise if the claim is refuted.
 
+    Returns the :class:`PrivacyAudit`. Raises :class:`PrivacyAuditFailure` (an ``AssertionError``) when the lower
+    bound exceeds the claim, when the under-noised variant is not caught ("no power"), when the replay finds a
+    release that changes by more than its charged sensitivity, or when a release is impossible under the other
+    dataset; a ``PrivacyError`` for a non-private algorithm or one for which no neighbouring pair can be built.
+
     Parameters
     ----------
     algorithm:
@@ -449,11 +454,6 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         The delta of the claim and of the bound; default ``algorithm.accounting_delta``.
     seed:
         The audited runs' noise: "secure" (default, the path users run) or an integer (the seeded float path).
-
-    Returns the :class:`PrivacyAudit`. Raises :class:`PrivacyAuditFailure` (an ``AssertionError``) when the lower
-    bound exceeds the claim, when the under-noised variant is not caught ("no power"), when the replay finds a
-    release that changes by more than its charged sensitivity, or when a release is impossible under the other
-    dataset; a ``PrivacyError`` for a non-private algorithm or one for which no neighbouring pair can be built.
     """
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm, got {algorithm!r}", argument="algorithm")
