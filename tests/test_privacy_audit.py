@@ -13,12 +13,14 @@ from privcvx.algorithms import check_privacy
 from privcvx.algorithms.privacy_audit import (
     PrivacyAuditFailure,
     epsilon_lower_bound,
+    float_reachable,
     mu_lower_bound,
     quadratic_pair,
 )
 from privcvx.errors import PrivacyError
 from privcvx.privacy import noise
 from privcvx.privacy.grid import integer_noise
+from privcvx.privacy.noise import SeededNoise
 
 BOX = {"set_kind": "box"}
 LINE = {"set_kind": "free", "n": 1}
@@ -93,6 +95,25 @@ def test_the_audit_fails_the_old_dpdg_calibration_on_an_affine_set(monkeypatch):
     print(report)
     assert report.attained == pytest.approx(4 / 3, rel=1e-3)
     assert report.lower_bound > report.claimed
+
+
+@pytest.mark.filterwarnings("ignore::privcvx.errors.ReproducibleNoiseWarning")
+def test_the_audit_fails_the_seeded_float_path_by_reachability():
+    """Mironov's attack: most float releases on D cannot be produced from D' (the grid's runs above had none)."""
+    with pytest.raises(PrivacyAuditFailure, match="impossible under the other dataset") as failure:
+        check_privacy(algorithms.LinearizedADMM(privacy=pc.OutputPerturbation(pc.Laplace(2.0))), runs=300, seed=1)
+    report = failure.value.report
+    print(report)
+    assert report.impossible > 0.5 * 2 * 300   # measured: 513 of 600 runs
+    assert report.lower_bound > report.claimed
+
+
+def test_float_reachability_finds_every_true_preimage():
+    source = SeededNoise(3)
+    for subtract in (False, True):
+        releases = source.perturb(np.full(200, 0.3), "laplace", 0.37, 1.0, subtract=subtract).value
+        assert all(float_reachable(y, 0.3, 0.37, subtract) for y in releases)
+        assert not all(float_reachable(y, 0.3 + 1e-3, 0.37, subtract) for y in releases)
 
 
 def test_the_bounds_on_exact_laplace_and_gaussian_samples():

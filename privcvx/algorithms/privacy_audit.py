@@ -166,13 +166,15 @@ class PrivacyAuditFailure(AssertionError):
 
 @dataclass(frozen=True)
 class _Drawn:
-    """One release as drawn: its noise-free value, the noise's kind and scale, the charged sensitivity, the grid."""
+    """One release as drawn: its noise-free value, the noise's kind and scale, the charged sensitivity, whether it
+    was on the grid, and whether the noise was subtracted."""
 
     value: np.ndarray
     kind: str
     scale: float
     bound: float
     secure: bool
+    subtract: bool
 
 
 class _RecordingContext(AgentContext):
@@ -187,7 +189,7 @@ class _RecordingContext(AgentContext):
         calibrated = self.noise.calibrated(mechanism)
         drawn = (calibrated.scale(sensitivity) if scale is None else scale) * self.audit_noise_factor
         self.drawn.append(_Drawn(np.array(value, dtype=float), calibrated.draws, drawn,
-                                 sensitivity.get(calibrated.norm), self.noise.path != _seeded_path()))
+                                 sensitivity.get(calibrated.norm), self.noise.path != _seeded_path(), subtract))
         return released
 
 
@@ -275,6 +277,38 @@ def public_inbox(algorithm: Algorithm, problem: DistributedProblem, topology: To
 
 # ---- the likelihood ratio of one run ----------------------------------------------------------------------------
 
+def _unit_laplace(u: float) -> float:
+    """numpy's random_laplace(0, 1) for the uniform u = k 2^-53: log(2u) below 1/2, -log(2 - 2u) above."""
+    return -math.log(2.0 - u - u) if u >= 0.5 else math.log(u + u)
+
+
+def float_reachable(release: float, value: float, scale: float, subtract: bool = False) -> bool:
+    """Mironov's test (CCS 2012): is there a double u = k 2^-53 in (0, 1) that the seeded float path maps to
+    ``release`` from the noise-free ``value``?
+
+    That path releases value + scale * unit(u) (``subtract``: value - scale * unit(u)) in IEEE double arithmetic
+    (:class:`~privcvx.privacy.noise.SeededNoise`, numpy's Laplace sampler), a monotone function of k (every
+    operation is a correctly rounded monotone map), so a binary search over k in [1, 2^53) finds the first k that
+    reaches ``release``, and the release is reachable iff that k maps to it exactly.
+    """
+    sign = -1.0 if subtract else 1.0
+
+    def forward(k: int) -> float:  # non-decreasing in k
+        return sign * (value + sign * (scale * _unit_laplace(k * 2.0 ** -53)))
+
+    target = sign * release
+    low, high = 1, 2 ** 53 - 1
+    if not forward(low) <= target <= forward(high):
+        return False
+    while low < high:
+        middle = (low + high) // 2
+        if forward(middle) >= target:
+            high = middle
+        else:
+            low = middle + 1
+    return forward(low) == target
+
+
 def _log_ratio(observed: np.ndarray, own: np.ndarray, other: np.ndarray, drawn: _Drawn) -> tuple[float, float]:
     """log p_other(y) - log p_own(y) for one release y, and its normalizer (the largest |LLR| for Laplace noise,
     mu^2 = ||shift||^2 / sigma^2 for Gaussian noise), in the units of the noise actually drawn."""
@@ -284,8 +318,11 @@ def _log_ratio(observed: np.ndarray, own: np.ndarray, other: np.ndarray, drawn: 
         grid = calibrate(drawn.kind, drawn.scale, drawn.bound, observed.size)
         y = np.rint(observed / grid.step)
         m, m_other, scale = to_grid(own, grid.step), to_grid(other, grid.step), grid.scale
-    else:  # the float path: the continuous densities (its low-order bits are ignored, a weaker attack)
+    else:  # the float path: the continuous densities, after Mironov's test on the coordinates that differ
         y, m, m_other, scale = observed, own, other, drawn.scale
+        if drawn.kind == "laplace" and not all(float_reachable(y[i], m_other[i], scale, drawn.subtract)
+                                               for i in np.flatnonzero(m != m_other)):
+            return -math.inf, float(np.abs(m - m_other).sum() / scale)
     if drawn.kind == "laplace":
         return float((np.abs(y - m).sum() - np.abs(y - m_other).sum()) / scale), float(np.abs(m - m_other).sum()
                                                                                         / scale)
