@@ -21,6 +21,7 @@ from privcvx.errors import PrivacyError
 from privcvx.privacy import noise
 from privcvx.privacy.grid import integer_noise
 from privcvx.privacy.noise import SeededNoise
+from privcvx.schedules import Geometric
 
 BOX = {"set_kind": "box"}
 LINE = {"set_kind": "free", "n": 1}
@@ -37,14 +38,15 @@ AUDITED = {
         (algorithms.LinearizedADMM(privacy=pc.OutputPerturbation(pc.Gaussian(2.0, 1e-2, analytic=True))), BOX,
          3000)],
     algorithms.DPDistributedGradient: [(algorithms.DPDistributedGradient(epsilon=2.0, q=0.05), BOX, 3000)],
-    # Unconstrained methods charging sqrt(n) l2 in l1: one coordinate (n = 1) attains it with the sharpest test.
+    # Unconstrained methods charging sqrt(n) l2 in l1: one coordinate (n = 1) attains it, with the sharpest test.
     algorithms.DPP2: [(algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9), LINE, 3000)],
     algorithms.DiaDSP: [(algorithms.DiaDSP(u_x=0.5, u_y=0.5, r=0.9), LINE, 3000)],
     algorithms.PPDC: [(algorithms.PPDC(u_x=0.028, u_v=0.028, r=0.9), LINE, 3000)],
-    # Not audited yet (the replay's attained/charged ratio on check_privacy's quadratic pairs in brackets): they need
-    # a worst-case pair of their own, or are being converted to the release path.
-    algorithms.RandomizedADMM: "needs its own worst-case pair (quadratic pairs attain 1/3 to 1/sqrt(3))",
-    algorithms.RandomizedDGD: "needs its own worst-case pair (quadratic pairs attain 1/3 to 1/sqrt(3))",
+    # The local-DP aggregators charge each coordinate for the l_inf bound B_inf: one coordinate attains it.
+    algorithms.RandomizedADMM: [(algorithms.RandomizedADMM(noise_rate=Geometric(8.0, 1.02)), LINE, 3000)],
+    algorithms.RandomizedDGD: [(algorithms.RandomizedDGD(noise_rate=2.0), LINE, 3000),
+                               (algorithms.RandomizedDGD(variant="2", noise_rate=2.0), LINE, 3000)],
+    # Not audited yet: they need a worst-case pair of their own, or are being converted to the release path.
     algorithms.PRADMM: "needs its own worst-case pair (quadratic pairs attain 2/3) and its zCDP claim",
     algorithms.PPADMM: "being converted to AgentContext.release, its charge being fixed",
     algorithms.IPPADMM: "being converted to AgentContext.release, its charge being fixed",
