@@ -54,6 +54,7 @@ from privcvx.messages import Message
 from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
 from privcvx.privacy.grid import calibrate, to_grid
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity
+from privcvx.privacy.noise import SEEDED_PATH
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import SERVER, Topology
 
@@ -189,7 +190,7 @@ class _RecordingContext(AgentContext):
         calibrated = self.noise.calibrated(mechanism)
         drawn = (calibrated.scale(sensitivity) if scale is None else scale) * self.audit_noise_factor
         self.drawn.append(_Drawn(np.array(value, dtype=float), calibrated.draws, drawn,
-                                 sensitivity.get(calibrated.norm), self.noise.path != _seeded_path(), subtract))
+                                 sensitivity.get(calibrated.norm), self.noise.path != SEEDED_PATH, subtract))
         return released
 
 
@@ -210,12 +211,6 @@ class _ReplayContext(AgentContext):
         self.values.append(np.array(value, dtype=float))
         self.releases.append(Release(self.observed[position].copy(), None, 0.0, dict(tags or {})))
         return self.observed[position].copy()
-
-
-def _seeded_path() -> str:
-    from privcvx.privacy.noise import SEEDED_PATH
-
-    return SEEDED_PATH
 
 
 class _Program:
@@ -351,7 +346,7 @@ class _Sample:
 
 
 def _runs(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping, rounds: int,
-          runs: int, factor: float, on_neighbour: bool, delta: float, seed: int | str) -> _Sample:
+          runs: int, factor: float, on_neighbour: bool, seed: int | str) -> _Sample:
     """``runs`` runs of the audited agent on D (or D', ``on_neighbour``), each replayed on the other dataset."""
     own, other = (pair.neighbour, pair.original) if on_neighbour else (pair.original, pair.neighbour)
     sign = -1.0 if on_neighbour else 1.0  # log p_other(y) / p_own(y), turned into log p_D'(y) / p_D(y)
@@ -371,8 +366,7 @@ def _runs(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inbo
         for i in charged:
             drawn = context.drawn[i]
             ratio, scale = _log_ratio(observed[i], drawn.value, replay.values[i], drawn)
-            norm = "l1" if drawn.kind == "laplace" else "l2"
-            change = np.linalg.norm(drawn.value - replay.values[i], ord=1 if norm == "l1" else 2)
+            change = np.linalg.norm(drawn.value - replay.values[i], ord=1 if drawn.kind == "laplace" else 2)
             sample.attained = max(sample.attained, float(change / (drawn.bound + _rounding(drawn.value))))
             sample.kinds.add("laplace" if drawn.kind == "laplace" else "gaussian")
             llr += ratio
@@ -446,8 +440,8 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
            seed: int | str) -> tuple[str, float, _Sample, _Sample]:
     """The empirical lower bound of one variant (noise factor ``factor``): its scale ("epsilon" for Laplace
     releases, "mu" for Gaussian ones), the bound, and the two samples."""
-    negatives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, False, delta, seed)
-    positives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, True, delta, seed)
+    negatives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, False, seed)
+    positives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, True, seed)
     kinds = negatives.kinds | positives.kinds
     if len(kinds) != 1:
         raise PrivacyError(f"the audited agent made releases with noise of kinds {sorted(kinds) or 'none'}: the audit "
