@@ -23,6 +23,7 @@ from scipy.special import logsumexp
 
 import privcvx as pc
 from privcvx.algorithms import AgentContext, DPDistributedGradient, LinearizedADMM
+from privcvx.algorithms.privacy_audit import float_reachable
 from privcvx.errors import PrivacyError
 from privcvx.privacy.accounting import PrivacyLedger, epsilon_report, tightest_epsilon
 from privcvx.privacy.grid import calibrate, default_grid_step, from_grid, integer_noise, to_grid
@@ -199,34 +200,6 @@ def _output_scale() -> tuple[pc.Sensitivity, float]:
     return output, OUTPERT.mechanism.scale(output)
 
 
-def _unit_laplace(u: float) -> float:
-    """numpy's random_laplace(0, 1) for the uniform u = k 2^-53: log(2u) below 1/2, -log(2 - 2u) above."""
-    return -math.log(2.0 - u - u) if u >= 0.5 else math.log(u + u)
-
-
-def _float_reachable(release: float, value: float, scale: float) -> bool:
-    """Mironov's test: is there a double u = k 2^-53 in (0, 1) that numpy's float pipeline maps to ``release``?
-
-    The release is value + scale * unit(u) in IEEE double arithmetic (the seeded path's ``z + xi``), a
-    non-decreasing function of k (every operation is a correctly rounded monotone map), so a binary search
-    over k in [1, 2^53) finds the smallest k reaching ``release`` and the release is reachable iff that k
-    maps to it exactly.
-    """
-    def forward(k: int) -> float:
-        return value + scale * _unit_laplace(k * 2.0 ** -53)
-
-    low, high = 1, 2 ** 53 - 1
-    if not forward(low) <= release <= forward(high):
-        return False
-    while low < high:
-        middle = (low + high) // 2
-        if forward(middle) >= release:
-            high = middle
-        else:
-            low = middle + 1
-    return forward(low) == release
-
-
 def test_reachability_attack_succeeds_on_the_seeded_float_path():
     """Most float releases of dataset 0 cannot be produced from dataset 0.2: one release tells them apart."""
     v, v_other = _noise_free_releases()
@@ -236,8 +209,8 @@ def test_reachability_attack_succeeds_on_the_seeded_float_path():
         warnings.simplefilter("ignore")
         releases = [_release(role) for _ in range(2000)]
     assert role.context.noise.path == SEEDED_PATH
-    assert all(_float_reachable(r, v, scale) for r in releases)     # the check finds every true preimage
-    unreachable = np.mean([not _float_reachable(r, v_other, scale) for r in releases])
+    assert all(float_reachable(r, v, scale) for r in releases)     # the check finds every true preimage
+    unreachable = np.mean([not float_reachable(r, v_other, scale) for r in releases])
     assert unreachable > 0.5                                         # measured: 0.82 (2000 releases)
 
 

@@ -9,7 +9,8 @@
 * :class:`DPP2`: double privacy protection for nonconvex problems, Ou, Wang, Liu & Lu (paper 003), with its
   baselines :class:`DiaDSP` and :class:`PPDC`.
 
-:func:`check_algorithm` runs the conformance checks every algorithm must pass.
+:func:`check_algorithm` runs the conformance checks every algorithm must pass; :func:`check_privacy` audits a private
+algorithm's privacy claim empirically (:mod:`privcvx.algorithms.privacy_audit`).
 """
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
@@ -23,10 +24,11 @@ from privcvx.algorithms.linearized_admm import LinearizedADMM
 from privcvx.algorithms.pp_admm import PPADMM
 from privcvx.algorithms.ppdc import PPDC
 from privcvx.algorithms.pr_admm import PRADMM
+from privcvx.algorithms.privacy_audit import check_privacy
 from privcvx.algorithms.qdpsgd import QDPSGD
 from privcvx.algorithms.randomized_admm import RandomizedADMM
 from privcvx.algorithms.randomized_dgd import RandomizedDGD
 
 __all__ = ["AgentContext", "AgentProgram", "Algorithm", "Coordinator", "DPDistributedGradient", "DPP2", "DiaDSP",
            "ExactADMM", "IPPADMM", "LinearizedADMM", "Monitor", "PPADMM", "PPDC", "PRADMM", "QDPSGD",
-           "RandomizedADMM", "RandomizedDGD", "check_algorithm"]
+           "RandomizedADMM", "RandomizedDGD", "check_algorithm", "check_privacy"]

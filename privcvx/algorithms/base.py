@@ -22,7 +22,7 @@ import copy
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -85,6 +85,10 @@ class AgentContext:
     rounds: int
     diagnostics: bool = True
     releases: list[Release] = field(default_factory=list)
+    #: Multiplies the noise scale drawn by :meth:`release`, never the charge: set only by
+    #: :func:`~privcvx.algorithms.privacy_audit.check_privacy` (0.75 for its under-noised variant, which a sound audit
+    #: must catch). Any other value than 1 makes the ledger false.
+    audit_noise_factor: float = 1.0
 
     @classmethod
     def for_agent(cls, problem: DistributedProblem, index: int = 0, *, seed: int | str | None = 0,
@@ -142,12 +146,16 @@ class AgentContext:
         if mechanism.draws is None:
             raise PrivacyError(f"{mechanism!r} is a ledger entry, not noise to draw", agent=self.name,
                                argument="mechanism")
+        drawn = scale * self.audit_noise_factor
         if mechanism.draws == "discrete_gaussian":  # integer noise on integer codes, OpenDP's sampler when secure
-            noise = discrete_gaussian(self.noise, scale, np.size(value))
+            noise = discrete_gaussian(self.noise, drawn, np.size(value))
             perturbed = Perturbed(np.asarray(value, dtype=float) + noise, float(np.abs(noise).sum()), None)
         else:
-            perturbed = self.noise.perturb(np.asarray(value, dtype=float), mechanism.draws, scale, bound,
+            perturbed = self.noise.perturb(np.asarray(value, dtype=float), mechanism.draws, drawn, bound,
                                            subtract=subtract)
+        if perturbed.grid is not None and self.audit_noise_factor != 1.0:  # charge the grid's noise as if not scaled
+            perturbed = replace(perturbed, grid=replace(perturbed.grid, scale=perturbed.grid.scale
+                                                        / self.audit_noise_factor))
         event = perturbed.accounted(mechanism) if bound > 0 and charge else None
         if event is not None:
             self.ledger.record(event, nominal=sensitivity.nominal)
