@@ -144,6 +144,33 @@ def test_every_private_method_releases_only_through_the_path_and_the_ledger_hold
     # the driver's ledgers (composed into result.privacy) hold exactly the charged releases, no more, no fewer
     assert int(result.privacy["steps"].sum()) == counts["charged"]
     assert set(result.privacy["calibration"]) == {"valid"}
+    return counts
+
+
+#: The methods whose releases are sent verbatim (payload-tagged, checked by every host after every step).
+VERBATIM = {algorithms.DPDistributedGradient: "y", algorithms.PRADMM: "x", algorithms.PPADMM: "x",
+            algorithms.DPP2: "y", algorithms.DiaDSP: "x", algorithms.PPDC: "x"}
+
+
+@pytest.mark.filterwarnings("ignore::privcvx.errors.ReproducibleNoiseWarning")
+@pytest.mark.parametrize("cls", list(VERBATIM), ids=lambda cls: cls.__name__)
+def test_a_tampered_verbatim_release_fails_the_run(cls, monkeypatch):
+    """Every host checks a payload-tagged release against the step's messages: a program that sends something
+    other than what it released (here: the release plus 1e-9) makes the run fail with a PrivacyError."""
+    algorithm, build = next(case.values for case in CASES if isinstance(case.values[0], cls))
+    problem = build() if build is not None else supported_problem(algorithm)
+    message = Message.__init__
+    key = VERBATIM[cls]
+
+    def tampered(self, round, sender, receiver, payload, phase=0):
+        if key in payload and isinstance(payload[key], np.ndarray) and payload[key].dtype == float:
+            payload = {**payload, key: payload[key] + 1e-9}
+        message(self, round, sender, receiver, payload, phase)
+
+    monkeypatch.setattr(Message, "__init__", tampered)
+    with pytest.raises((PrivacyError, pc.errors.RunFailed)) as failure:  # RunFailed with the history after round 0
+        problem.solve(algorithm, rounds=2, seed=1, diagnostics=False)
+    assert "not what its ledger charged" in str(failure.value)
 
 
 def _programs(seed: int = 1):

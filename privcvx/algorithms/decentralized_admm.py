@@ -391,7 +391,8 @@ class ConsensusADMMAgent(AgentProgram, ABC):
                  scale: float) -> np.ndarray:
         """``value`` released through the agent's release path (l2 ``sensitivity``, noise ``scale``), its event
         also in the agent's zCDP view ((xi, rho) of the event the ledger recorded: the grid's on the secure path)."""
-        value = self.context.release(value, mechanism, Sensitivity(l2=sensitivity), scale=scale, tags={"label": label})
+        value = self.context.release(value, mechanism, Sensitivity(l2=sensitivity), scale=scale,
+                                     tags={"label": label, "payload": "x"})
         event = self.context.last_release.event
         if event is not None:
             self.zcdp.record(t, mechanism_rho(event), label, mechanism_xi(event))

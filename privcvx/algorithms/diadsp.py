@@ -87,8 +87,9 @@ class DiaDSPAgent(GradientAgent):
         s = self.settings
         decay = 0.0 if s.r is None else s.r ** self.k
         root = math.sqrt(self.dim) * self.delta
-        self.xt = self.release(self.x, 0.0 if s.u_x is None else s.u_x * decay, 0.0)
-        self.yt = self.release(self.y, 0.0 if s.u_y is None else s.u_y * decay, root if self.k == 0 else 2 * root)
+        self.xt = self.release(self.x, 0.0 if s.u_x is None else s.u_x * decay, 0.0, "x")
+        self.yt = self.release(self.y, 0.0 if s.u_y is None else s.u_y * decay, root if self.k == 0 else 2 * root,
+                               "y")
         return [self.context.message(self.k + 1, {"x": self.xt, "y": self.yt})]
 
     def start(self) -> list[Message]:

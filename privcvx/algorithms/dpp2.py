@@ -216,7 +216,7 @@ class DPP2Agent(GradientAgent):
         self.eta = self.etas.next()
         clean = self.x + (1.0 - self.eta) * self.d
         sensitivity = 0.0 if self.privacy is None or self.k == 0 else self.privacy.sensitivity_w
-        self.y = self.release(clean, self._scale(self.settings.u_w), sensitivity)
+        self.y = self.release(clean, self._scale(self.settings.u_w), sensitivity, "y")
         self.w = self.y - clean
         return [self.context.message(self.k + 1, {"y": self.y}, phase=0)]
 
@@ -230,7 +230,7 @@ class DPP2Agent(GradientAgent):
             sensitivity = 0.0
             if self.privacy is not None:
                 sensitivity = self.privacy.sensitivity_e0 if self.k == 0 else self.privacy.sensitivity_e
-            self.z = self.release(self.inner, self._scale(self.settings.u_e), sensitivity)
+            self.z = self.release(self.inner, self._scale(self.settings.u_e), sensitivity, "z")
             self.d = self.eta * self.d + self.y
             self.q = self.eta * self.q + a
             return [self.context.message(t, {"z": self.z}, phase=1)]

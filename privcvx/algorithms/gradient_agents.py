@@ -186,11 +186,12 @@ class GradientAgent(AgentProgram):
             self.trace_x.append(x.copy())
             self.trace_gradient.append(self.gradient(x) if g is None else g.copy())
 
-    def release(self, value: np.ndarray, scale: float, sensitivity: float) -> np.ndarray:
+    def release(self, value: np.ndarray, scale: float, sensitivity: float, payload: str | None = None) -> np.ndarray:
         """``value`` + Lap(scale) per coordinate, released through the agent's release path as a Laplace release
         of l1 sensitivity ``sensitivity`` (a data-independent value, ``sensitivity = 0``, is charged nothing).
 
-        ``scale = 0`` (no privacy) returns a copy.
+        ``scale = 0`` (no privacy) returns a copy. ``payload``: the message key that sends the release verbatim
+        (the host checks that it does).
         """
         if scale == 0.0:
             return np.array(value, dtype=float)
@@ -206,7 +207,8 @@ class GradientAgent(AgentProgram):
             mechanism: Mechanism = LaplaceBeyondFloat()
         else:
             mechanism = Laplace(sensitivity / scale) if sensitivity > 0.0 else Laplace(1.0)
-        return self.context.release(value, mechanism, Sensitivity(l1=sensitivity), scale=scale)
+        return self.context.release(value, mechanism, Sensitivity(l1=sensitivity), scale=scale,
+                                    tags={} if payload is None else {"payload": payload})
 
     def mix(self, inbox: list[Message], key: str, own: np.ndarray, round_: int, phase: int) -> np.ndarray:
         """sum_j weights_ij v_j over the node and its neighbours, from the messages of (round_, phase)."""

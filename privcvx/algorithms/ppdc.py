@@ -96,7 +96,7 @@ class PPDCAgent(GradientAgent):
     def _send(self) -> list[Message]:
         s = self.settings
         sensitivity = 0.0 if self.k == 0 else math.sqrt(self.dim) * s.eta * self.delta
-        self.xt = self.release(self.x, 0.0 if s.u_x is None else s.u_x * self._decay(), sensitivity)
+        self.xt = self.release(self.x, 0.0 if s.u_x is None else s.u_x * self._decay(), sensitivity, "x")
         return [self.context.message(self.k + 1, {"x": self.xt})]
 
     def start(self) -> list[Message]:
