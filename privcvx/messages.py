@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privcvx.errors import ParameterError
+from privcvx.errors import ParameterError, PrivcvxError
+from privcvx.topology import SERVER, Topology
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,54 @@ class Transcript:
     def __repr__(self) -> str:
         rounds = max((m.round for m in self._messages), default=0)
         return f"Transcript(messages={len(self)}, rounds={rounds})"
+
+
+class Router:
+    """Delivers messages: each to its receiver, broadcasts to the sender's neighbours in the message's round."""
+
+    def __init__(self, topology: Topology, names: list[str]) -> None:
+        self.topology = topology
+        self.names = names
+        self.inboxes: dict[str, list[Message]] = {name: [] for name in [*names, SERVER]}
+        self._round: int | None = None  # the round whose neighbour lists are cached
+        self._neighbours: dict[str, list[str]] = {}
+
+    def neighbours(self, name: str, t: int) -> list[str]:
+        """``topology.neighbours(name, t)``, asked once per sender and round (a server sends to every agent)."""
+        if t != self._round:
+            self._round, self._neighbours = t, {}
+        found = self._neighbours.get(name)
+        if found is None:
+            found = self._neighbours[name] = self.topology.neighbours(name, t)
+        return found
+
+    def post(self, messages: list[Message], t: int) -> None:
+        """Deliver messages sent in round ``t`` to their receivers' inboxes (broadcasts to the sender's neighbours);
+        a message to a non-neighbour or stamped in the past is refused."""
+        for message in messages:
+            if message.round < t:
+                raise PrivcvxError(f"a message sent in round {t} is stamped with round {message.round}",
+                                   agent=message.sender, argument="messages")
+            neighbours = self.neighbours(message.sender, message.round)
+            if message.receiver is None:
+                receivers = neighbours
+            elif message.receiver in neighbours:
+                receivers = [message.receiver]
+            else:
+                raise PrivcvxError(f"{message.receiver!r} is not a neighbour in round {message.round}'s graph",
+                                   agent=message.sender, argument="messages")
+            for receiver in receivers:
+                self.inboxes[receiver].append(message)
+
+    def take(self, name: str) -> list[Message]:
+        """Empty and return ``name``'s inbox."""
+        inbox, self.inboxes[name] = self.inboxes[name], []
+        return inbox
+
+    def state_dict(self) -> dict[str, list[Message]]:
+        """The undelivered messages, per receiver."""
+        return {name: list(inbox) for name, inbox in self.inboxes.items()}
+
+    def load_state_dict(self, state: dict[str, list[Message]]) -> None:
+        """Restore the undelivered messages."""
+        self.inboxes = {name: list(inbox) for name, inbox in state.items()}

@@ -91,12 +91,15 @@ def test_the_audit_fails_the_old_dpdg_calibration_on_an_affine_set(monkeypatch):
     """X = {sum x = 1}, n = 3, d = e_1: the projected change has l1 norm 4/3 per unit l1; the old rule charged 1."""
     monkeypatch.setattr(algorithms.DPDistributedGradient, "release_sensitivity", _old_dpdg_rule)
     pair = quadratic_pair("affine", direction=np.eye(3)[0])
-    with pytest.raises(PrivacyAuditFailure, match="exceeds the claimed epsilon") as failure:
+    with pytest.raises(PrivacyAuditFailure) as failure:
         check_privacy(algorithms.DPDistributedGradient(epsilon=2.0, q=0.05), neighbours=pair, runs=3000)
     report = failure.value.report
     print(report)
+    # The replay catches it in every run: each release moves by 4/3 of its charge. The statistical bound (2.04
+    # against 1.861 at 3000 and 10^4 runs, docs/privacy.md) is above the claim in expectation, but a secure run is
+    # not reproducible and the margin at 3000 runs is a few hundredths, so the test does not require it.
     assert report.attained == pytest.approx(4 / 3, rel=1e-3)
-    assert report.lower_bound > report.claimed
+    assert "times the sensitivity it was charged for" in str(failure.value)
 
 
 @pytest.mark.filterwarnings("ignore::privcvx.errors.ReproducibleNoiseWarning")

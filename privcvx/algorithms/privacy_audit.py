@@ -50,7 +50,7 @@ from scipy.stats import norm
 
 from privcvx.algorithms.base import AgentContext, Algorithm, Release
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
-from privcvx.messages import Message
+from privcvx.messages import Message, Router
 from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
 from privcvx.privacy.grid import calibrate, to_grid
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity
@@ -244,8 +244,6 @@ def public_inbox(algorithm: Algorithm, problem: DistributedProblem, topology: To
                  index: int) -> dict[tuple[int, int], list[Message]]:
     """The messages agent ``index`` receives in each (round, phase) of one run on ``problem`` (integer seed 0):
     the public inbox every audited run is then given, the same under both datasets."""
-    from privcvx.runtime.loop import Router
-
     contexts = [AgentContext.for_agent(problem, i, seed=0, topology=topology, rounds=rounds)
                 for i in range(len(problem.agents))]
     for context in contexts:
