@@ -29,10 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_privacy_audit import AUDITED, _old_dpdg_rule  # noqa: E402
 
 
-def _row(label: str, algorithm: algorithms.Algorithm, pair: NeighbouringPair, runs: int, rounds: int = 1) -> str:
+def _row(label: str, algorithm: algorithms.Algorithm, pair: NeighbouringPair, runs: int, rounds: int = 1,
+         statistic: str = "llr") -> str:
     started = time.perf_counter()
     try:
-        report, verdict = check_privacy(algorithm, neighbours=pair, runs=runs, rounds=rounds), "pass"
+        report, verdict = check_privacy(algorithm, neighbours=pair, runs=runs, rounds=rounds,
+                                        statistic=statistic), "pass"
     except PrivacyAuditFailure as failure:
         report, verdict = failure.report, "FAIL: " + "; ".join(failure.report.failures)
     return (f"| {label} | {report.scale} | {report.claimed:.3f} | {report.lower_bound:.3f} | "
@@ -50,8 +52,9 @@ def main() -> None:
     for entry in AUDITED.values():
         if isinstance(entry, str):
             continue
-        for algorithm, pair, _ in entry:
-            print(_row(f"`{algorithm!r}`, {_describe(pair)}", algorithm, quadratic_pair(**pair), runs), flush=True)
+        for algorithm, pair, _, *statistic in entry:
+            print(_row(f"`{algorithm!r}`, {_describe(pair)}" + (", projection" if statistic else ""), algorithm,
+                       quadratic_pair(**pair), runs, statistic=statistic[0] if statistic else "llr"), flush=True)
     ones = {"set_kind": "free", "direction": np.ones(3)}
     for algorithm in (algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5 * 3 ** 0.5, r=0.9),
                       algorithms.DiaDSP(u_x=0.5, u_y=0.5 * 3 ** 0.5, r=0.9)):
