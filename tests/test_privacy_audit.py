@@ -37,8 +37,9 @@ BOX = {"set_kind": "box"}
 LINE = {"set_kind": "free", "n": 1}
 
 #: Per private algorithm class: its audited configurations (algorithm, neighbouring pair, runs per dataset, and
-#: optionally the statistic), or the reason it is not audited yet. A private method without an entry fails the walk below. The configurations use a
-#: large per-release epsilon and one round: what gives the audit its power (docs/privacy.md, "Empirical audit").
+#: optionally the statistic), or the reason it is not audited yet. A private method without an entry fails the walk
+#: below. The configurations use a large per-release epsilon and one round: what gives the audit its power
+#: (docs/privacy.md, "Empirical audit").
 AUDITED = {
     algorithms.LinearizedADMM: [
         (algorithms.LinearizedADMM(privacy=pc.ObjectivePerturbation(pc.Laplace(2.0))), BOX, 3000),
