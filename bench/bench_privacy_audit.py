@@ -1,13 +1,14 @@
 """The empirical privacy audit (``pc.algorithms.check_privacy``) of every audited method and mode, at a larger N.
 
-    .venv/bin/python bench/bench_privacy_audit.py [--runs 10000]
+    .venv/bin/python bench/bench_privacy_audit.py [--runs 10000] [--only PRADMM PPADMM]
 
 One row per configuration: the method, the scale of the claim (epsilon at the method's delta for Laplace releases,
 mu for Gaussian ones), the ledger's claim, the empirical lower bound at 95% confidence, the lower bound of the
 0.75x under-noised variant (the power: it must exceed the claim), the replay's attained/charged sensitivity ratio,
 and N (runs per dataset and variant), on the secure path (``seed="secure"``, not reproducible by design: the bounds
 move by a few hundredths between runs). The last row is DPDG's calibration before issue 26 on the affine set
-{sum x = 1}, n = 3 (the declared l1 taken through the projection): the audit must fail it. The table is written as
+{sum x = 1}, n = 3 (the declared l1 taken through the projection): the audit must fail it. ``--only`` runs the rows
+of the named classes (with PPADMM, also its calibration before issue 26, which must fail). The table is written as
 markdown (paste into docs/privacy.md, "Empirical audit of every method").
 """
 
@@ -26,13 +27,15 @@ from privcvx.algorithms import check_privacy
 from privcvx.algorithms.privacy_audit import NeighbouringPair, PrivacyAuditFailure, quadratic_pair
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_privacy_audit import AUDITED, _old_dpdg_rule  # noqa: E402
+from test_privacy_audit import AUDITED, _old_dpdg_rule, _OldPPADMM  # noqa: E402
 
 
-def _row(label: str, algorithm: algorithms.Algorithm, pair: NeighbouringPair, runs: int, rounds: int = 1) -> str:
+def _row(label: str, algorithm: algorithms.Algorithm, pair: NeighbouringPair, runs: int, rounds: int = 1,
+         statistic: str = "llr") -> str:
     started = time.perf_counter()
     try:
-        report, verdict = check_privacy(algorithm, neighbours=pair, runs=runs, rounds=rounds), "pass"
+        report, verdict = check_privacy(algorithm, neighbours=pair, runs=runs, rounds=rounds,
+                                        statistic=statistic), "pass"
     except PrivacyAuditFailure as failure:
         report, verdict = failure.report, "FAIL: " + "; ".join(failure.report.failures)
     return (f"| {label} | {report.scale} | {report.claimed:.3f} | {report.lower_bound:.3f} | "
@@ -43,15 +46,24 @@ def _row(label: str, algorithm: algorithms.Algorithm, pair: NeighbouringPair, ru
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
-    runs = parser.parse_args().runs
+    parser.add_argument("--only", nargs="*", help="class names of the rows to run (default: every row)")
+    arguments = parser.parse_args()
+    runs, only = arguments.runs, arguments.only
     print("| method and mode | scale | claimed | lower bound | under-noised lower bound | attained | N | verdict "
           "| time |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for entry in AUDITED.values():
-        if isinstance(entry, str):
+    for cls, entry in AUDITED.items():
+        if isinstance(entry, str) or (only and cls.__name__ not in only):
             continue
-        for algorithm, pair, _ in entry:
-            print(_row(f"`{algorithm!r}`, {_describe(pair)}", algorithm, quadratic_pair(**pair), runs), flush=True)
+        for algorithm, pair, _, *statistic in entry:
+            print(_row(f"`{algorithm!r}`, {_describe(pair)}" + (", projection" if statistic else ""), algorithm,
+                       quadratic_pair(**pair), runs, statistic=statistic[0] if statistic else "llr"), flush=True)
+    if only:
+        if "PPADMM" in only:  # PP-ADMM's calibration before issue 26 (tests/test_privacy_audit.py), epsilon = 4
+            old = _OldPPADMM(epsilon=4.0, beta=1e-6, hessian_change=0.0)
+            print(_row(f"`{old!r}`, free set, n = 1, d = e_1, projection, the calibration before issue 26", old,
+                       quadratic_pair("free", n=1), runs, statistic="projection"), flush=True)
+        return
     ones = {"set_kind": "free", "direction": np.ones(3)}
     for algorithm in (algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5 * 3 ** 0.5, r=0.9),
                       algorithms.DiaDSP(u_x=0.5, u_y=0.5 * 3 ** 0.5, r=0.9)):

@@ -181,17 +181,22 @@ class _Drawn:
 class _RecordingContext(AgentContext):
     """An agent context that also keeps, for each release, what the replay's likelihood needs."""
 
-    drawn: list[_Drawn]
+    drawn: list[_Drawn | None]
 
     def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
-                tags: Mapping[str, Any] | None = None, scale: float | None = None,
-                subtract: bool = False) -> np.ndarray:
-        released = super().release(value, mechanism, sensitivity, tags=tags, scale=scale, subtract=subtract)
+                tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
+                charge: bool = True) -> np.ndarray:
+        released = super().release(value, mechanism, sensitivity, tags=tags, scale=scale, subtract=subtract,
+                                   charge=charge)
         calibrated = self.noise.calibrated(mechanism)
         drawn = (calibrated.scale(sensitivity) if scale is None else scale) * self.audit_noise_factor
         self.drawn.append(_Drawn(np.array(value, dtype=float), calibrated.draws, drawn,
                                  sensitivity.get(calibrated.norm), self.noise.path != SEEDED_PATH, subtract))
         return released
+
+    def charge(self, event: Mechanism, *, tags: Mapping[str, Any] | None = None, nominal: str | None = None) -> None:
+        super().charge(event, tags=tags, nominal=nominal)
+        self.drawn.append(None)  # a charge for noise drawn earlier: no likelihood of its own (objective perturbation)
 
 
 class _ReplayContext(AgentContext):
@@ -201,8 +206,8 @@ class _ReplayContext(AgentContext):
     values: list[np.ndarray]
 
     def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
-                tags: Mapping[str, Any] | None = None, scale: float | None = None,
-                subtract: bool = False) -> np.ndarray:
+                tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
+                charge: bool = True) -> np.ndarray:
         position = len(self.values)
         if position >= len(self.observed) or np.shape(self.observed[position]) != np.shape(value):
             raise PrivcvxError("the replay on the neighbouring dataset makes other releases than the run: the audit "
@@ -211,6 +216,16 @@ class _ReplayContext(AgentContext):
         self.values.append(np.array(value, dtype=float))
         self.releases.append(Release(self.observed[position].copy(), None, 0.0, dict(tags or {})))
         return self.observed[position].copy()
+
+
+class _NoiseFreeContext(AgentContext):
+    """An agent context whose releases add no noise: one run gives the noise-free values (the projection's centres)."""
+
+    def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
+                tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
+                charge: bool = True) -> np.ndarray:
+        self.releases.append(Release(np.array(value, dtype=float), None, 0.0, dict(tags or {})))
+        return np.array(value, dtype=float)
 
 
 class _Program:
@@ -363,6 +378,10 @@ def _runs(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inbo
         llr = normalizer = 0.0
         for i in charged:
             drawn = context.drawn[i]
+            if drawn is None:
+                raise PrivacyError("the audited agent charges for noise it drew earlier (objective perturbation): the "
+                                   "likelihood of its releases is not the replay's; pass statistic='projection'",
+                                   agent=context.name, argument="statistic")
             ratio, scale = _log_ratio(observed[i], drawn.value, replay.values[i], drawn)
             change = np.linalg.norm(drawn.value - replay.values[i], ord=1 if drawn.kind == "laplace" else 2)
             sample.attained = max(sample.attained, float(change / (drawn.bound + _rounding(drawn.value))))
@@ -376,6 +395,47 @@ def _runs(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inbo
         if sample.ledger is None:
             sample.ledger = PrivacyLedger.from_dict(context.ledger.to_dict())
             sample.releases = len(charged)
+    return sample
+
+
+def _noise_free(algorithm: Algorithm, problem: DistributedProblem, index: int, topology: Topology,
+                inboxes: Mapping, rounds: int) -> list[np.ndarray]:
+    """The values of agent ``index``'s releases in one run without noise on ``problem`` (the public inbox)."""
+    program = _Program(_NoiseFreeContext, algorithm, problem, index, topology, rounds, 0, 1.0)
+    return [release.value for release in program.run(inboxes, rounds).releases]
+
+
+def _projections(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping, rounds: int,
+                 runs: int, factor: float, on_neighbour: bool, seed: int | str,
+                 centres: tuple[list[np.ndarray], list[np.ndarray]]) -> _Sample:
+    """``runs`` runs on D (or D'), each reduced to the projection of its releases on the noise-free change:
+    sum_k <y_k - c_k(D), c_k(D') - c_k(D)> / ||c(D') - c(D)||, a statistic fixed before any run (black box)."""
+    original, neighbour = centres
+    change = [other - own for own, other in zip(original, neighbour, strict=True)]
+    length = math.sqrt(sum(float(np.sum(c ** 2)) for c in change))
+    if not length > 0:
+        raise PrivacyError("the noise-free releases do not differ between the two datasets: nothing to project on",
+                           agent=pair.original.names[pair.index], argument="neighbours")
+    sample = _Sample()
+    recording = _Program(_RecordingContext, algorithm, pair.neighbour if on_neighbour else pair.original,
+                         pair.index, topology, rounds, seed, factor)
+    for _ in range(runs):
+        context = recording.context
+        context.drawn = []
+        recording.run(inboxes, rounds)
+        observed = [release.value for release in context.releases]
+        if [np.shape(y) for y in observed] != [np.shape(c) for c in original]:
+            raise PrivcvxError("a run makes other releases than the noise-free run: the projection needs a program "
+                               "whose releases do not depend on the noise in number or shape", agent=context.name,
+                               argument="neighbours")
+        sample.llr.append(sum(float(np.dot(y - c, d)) for y, c, d in zip(observed, original, change, strict=True))
+                          / length)
+        sample.kinds |= {"laplace" if drawn.kind == "laplace" else "gaussian" for drawn in context.drawn
+                         if drawn is not None and drawn.bound > 0}
+        if sample.ledger is None:
+            sample.ledger = PrivacyLedger.from_dict(context.ledger.to_dict())
+            sample.releases = sum(release.event is not None for release in context.releases)
+    sample.attained = math.nan  # the objective's sensitivity is not a release's: no replay measures it here
     return sample
 
 
@@ -413,9 +473,14 @@ def mu_lower_bound(negatives: np.ndarray, positives: np.ndarray, thresholds: np.
 
 def claimed_mu(ledger: PrivacyLedger) -> float:
     """The mu of a ledger of Gaussian releases: sqrt(sum 2 rho), rho = 1 / (2 multiplier^2) per release (the
-    continuous Gaussian's mu-GDP, composed exactly; for the grid's discrete Gaussian, the mu of its charged rho)."""
+    continuous Gaussian's mu-GDP, composed exactly; for the grid's discrete Gaussian, the mu of its charged rho; for
+    a ``ZCDPRelease`` with xi = 0, PP-ADMM's objective perturbation of a loss whose Hessian no record moves, its
+    rho)."""
     total = 0.0
     for mechanism, count in ledger.entries:
+        if mechanism.kind == "zcdp" and mechanism.xi == 0:  # a Gaussian's rho-zCDP (objective perturbation, h = 0)
+            total += count * 2.0 * mechanism.rho
+            continue
         if mechanism.kind not in ("gaussian", "discrete_gaussian") or mechanism.budget is not None:
             raise PrivacyError(f"a mu claim needs Gaussian releases of a fixed multiplier, got {mechanism!r}",
                                argument="ledger")
@@ -434,10 +499,12 @@ def _statistic(sample: _Sample, kind: str) -> np.ndarray:
 
 
 def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping, rounds: int,
-           runs: int, factor: float, delta: float, confidence: float,
-           seed: int | str) -> tuple[str, float, _Sample, _Sample]:
+           runs: int, factor: float, delta: float, confidence: float, seed: int | str,
+           statistic: str) -> tuple[str, float, _Sample, _Sample]:
     """The empirical lower bound of one variant (noise factor ``factor``): its scale ("epsilon" for Laplace
     releases, "mu" for Gaussian ones), the bound, and the two samples."""
+    if statistic == "projection":
+        return _projection_audit(algorithm, pair, topology, inboxes, rounds, runs, factor, confidence, seed)
     negatives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, False, seed)
     positives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, True, seed)
     kinds = negatives.kinds | positives.kinds
@@ -453,9 +520,32 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
                                 np.array(GAUSSIAN_THRESHOLDS), confidence), negatives, positives
 
 
+def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping,
+                      rounds: int, runs: int, factor: float, confidence: float,
+                      seed: int | str) -> tuple[str, float, _Sample, _Sample]:
+    """The black-box variant of :func:`_audit` (Gaussian releases only): the projection of the releases on their
+    noise-free change, z-scored with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4``
+    runs per dataset that the bound does not use, so that the thresholds (GAUSSIAN_THRESHOLDS) are fixed before the
+    audited runs. For releases y = c(D) + N(0, s^2 I) with a data-independent s this is the LLR's z-score."""
+    centres = (_noise_free(algorithm, pair.original, pair.index, topology, inboxes, rounds),
+               _noise_free(algorithm, pair.neighbour, pair.index, topology, inboxes, rounds))
+    pilot = max(50, runs // 4)
+    samples = [_projections(algorithm, pair, topology, inboxes, rounds, size, factor, on_neighbour, seed, centres)
+               for size in (pilot, runs) for on_neighbour in (False, True)]
+    if any(kinds != {"gaussian"} for kinds in (sample.kinds for sample in samples)):
+        raise PrivacyError("the projection audit needs Gaussian releases (a mu claim)",
+                           agent=pair.original.names[pair.index], argument="statistic")
+    (pilot_negatives, pilot_positives), (negatives, positives) = samples[:2], samples[2:]
+    spread = math.sqrt(0.5 * (np.var(pilot_negatives.llr, ddof=1) + np.var(pilot_positives.llr, ddof=1)))
+    centre = float(np.mean(pilot_positives.llr))
+    lower = mu_lower_bound((np.asarray(negatives.llr) - centre) / spread, (np.asarray(positives.llr) - centre) / spread,
+                           np.array(GAUSSIAN_THRESHOLDS), confidence)
+    return "mu", lower, negatives, positives
+
+
 def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None = None, runs: int = 1000,
                   rounds: int = 1, confidence: float = 0.95, under_noising: float = 0.75, delta: float | None = None,
-                  seed: int | str = "secure") -> PrivacyAudit:
+                  seed: int | str = "secure", statistic: str = "llr") -> PrivacyAudit:
     """Audit ``algorithm``'s privacy claim empirically (module docstring); raise if the claim is refuted.
 
     Returns the :class:`PrivacyAudit`. Raises :class:`PrivacyAuditFailure` (an ``AssertionError``) when the lower
@@ -483,6 +573,11 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         The delta of the claim and of the bound; default ``algorithm.accounting_delta``.
     seed:
         The audited runs' noise: "secure" (default, the path users run) or an integer (the seeded float path).
+    statistic:
+        "llr" (default): the exact log-likelihood ratio by replay. "projection": a black-box statistic, the
+        projection of the releases on their noise-free change (:func:`_projection_audit`), for releases whose
+        likelihood the replay cannot compute: PP-ADMM's objective perturbation, whose noise is drawn before a solve
+        and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN).
     """
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm, got {algorithm!r}", argument="algorithm")
@@ -494,6 +589,8 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         raise ParameterError(f"must lie in (0, 1), got {under_noising!r}", argument="under_noising")
     if not 0 < confidence < 1:
         raise ParameterError(f"must lie in (0, 1), got {confidence!r}", argument="confidence")
+    if statistic not in ("llr", "projection"):
+        raise ParameterError(f'must be "llr" or "projection", got {statistic!r}', argument="statistic")
     pair = neighbours if neighbours is not None else _default_pair(algorithm)
     topology = (pair.topology or algorithm.topology_for(pair.original)).bind(pair.original.names)
     algorithm.require_convexity(pair.original)
@@ -501,8 +598,9 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
     delta = prepared.accounting_delta if delta is None else delta
     inboxes = public_inbox(prepared, pair.original, topology, rounds, pair.index)
     scale, lower, negatives, positives = _audit(prepared, pair, topology, inboxes, rounds, runs, 1.0, delta,
-                                                confidence, seed)
-    _, under, *_ = _audit(prepared, pair, topology, inboxes, rounds, runs, under_noising, delta, confidence, seed)
+                                                confidence, seed, statistic)
+    _, under, *_ = _audit(prepared, pair, topology, inboxes, rounds, runs, under_noising, delta, confidence, seed,
+                          statistic)
     ledger = negatives.ledger
     claimed_epsilon = tightest_epsilon(ledger, delta)
     claimed = claimed_epsilon if scale == "epsilon" else claimed_mu(ledger)
