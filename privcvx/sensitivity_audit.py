@@ -116,17 +116,21 @@ class _Tightest:
             for norm, (agent, size, bound) in sorted(self.best.items())))
 
 
-def _bounds(declared: Sensitivity, coordinate: float | None) -> dict[str, float | None]:
-    return {"l1": declared.l1, "l2": declared.l2, "linf": coordinate}
+def _bounds(declared: Sensitivity, coordinate: float | None, factor: float) -> dict[str, float | None]:
+    """The bound of each norm, times ``factor``."""
+    return {norm: None if bound is None else bound * factor
+            for norm, bound in (("l1", declared.l1), ("l2", declared.l2), ("linf", coordinate))}
 
 
 def check_release(builder: str, relation: str, changes: Iterable[tuple[str, np.ndarray, np.ndarray]],
-                  declared: Sensitivity, *, coordinate: float | None = None) -> BuilderAudit:
+                  declared: Sensitivity, *, coordinate: float | None = None, factor: float = 1.0) -> BuilderAudit:
     """Replay released vectors ``(agent, on D, on D')`` against the constant ``declared`` bound (and a declared
-    linf ``coordinate`` bound). Raises :class:`SensitivityExceeded` on a change above a bound."""
+    linf ``coordinate`` bound), times ``factor`` (below 1: a deliberately wrong bound, which must fail). Raises
+    :class:`SensitivityExceeded` on a change above a bound."""
     tightest = _Tightest(builder, relation)
+    bounds = _bounds(declared, coordinate, factor)
     for agent, original, neighbour in changes:
-        tightest.add(agent, np.asarray(neighbour, float) - np.asarray(original, float), _bounds(declared, coordinate))
+        tightest.add(agent, np.asarray(neighbour, float) - np.asarray(original, float), bounds)
     return tightest.audit()
 
 
@@ -170,12 +174,13 @@ def clipped_record_sum(clip: float) -> Release:
 
 def check_builder(builder: str, pairs: Iterable[NeighbouringPair], *, relation: str,
                   points: Sequence[np.ndarray] | None = None, declared: Declared | None = None,
-                  coordinate: float | None = None, release: Release = gradient) -> BuilderAudit:
+                  coordinate: float | None = None, release: Release = gradient, factor: float = 1.0) -> BuilderAudit:
     """Replay agent ``pair.index``'s release (default its gradient) on D and D' of every pair at ``points``
     (default :func:`audit_points`).
 
     The bound is the original agent's declared ``sensitivity`` (a callable evaluated at the point) unless
-    ``declared`` overrides it (to show that a wrong bound fails); ``coordinate`` is a declared linf bound. Raises
+    ``declared`` overrides it; ``coordinate`` is a declared linf bound; every bound is multiplied by ``factor``
+    (below 1: a deliberately wrong bound, to show that the audit fails it). Raises
     :class:`SensitivityExceeded` when a change exceeds a bound, and returns the :class:`BuilderAudit`.
     """
     tightest = _Tightest(builder, relation)
@@ -187,5 +192,5 @@ def check_builder(builder: str, pairs: Iterable[NeighbouringPair], *, relation: 
             raise SensitivityExceeded(f"builder {builder}, agent {agent.name}: declares no sensitivity to replay")
         before, after = release(agent, layout), release(moved, pair.neighbour.layouts[pair.index])
         for z in audit_points(agent, layout) if points is None else points:
-            tightest.add(agent.name, after(z) - before(z), _bounds(_declared_at(bound, layout, z), coordinate))
+            tightest.add(agent.name, after(z) - before(z), _bounds(_declared_at(bound, layout, z), coordinate, factor))
     return tightest.audit()
