@@ -42,6 +42,8 @@ rendezvous = importlib.import_module("problems.rendezvous")
 
 #: Q-DPSGD's per-record clipping norm in the audit of binary_logistic (below the records' largest gradient norm).
 CLIP = 0.5
+#: The relation of federated_logistic's default (``relation="replace_one"``, docs/problems.md).
+RELATION_LOGISTIC = "replace_one: one sample of one agent replaced, ||x|| <= 1"
 #: The dimension of the fair-logistic audit: UCI Adult's 14 attributes without the protected one (``load_fair_adult``).
 FAIR_DIMENSION = 13
 
@@ -58,9 +60,8 @@ def _zonal(factor: float = 1.0, sensitivity: str = "exact") -> BuilderAudit:
 
 def _federated(factor: float = 1.0, sensitivity: str = "worst_case") -> BuilderAudit:
     X, y = _data()
-    return check_builder(f"federated_logistic ({sensitivity})",
-                         logistic.worst_case_pairs(X, y, agents=3, sensitivity=sensitivity), relation="replace_one",
-                         factor=factor)
+    pairs = logistic.worst_case_pairs(X, y, agents=3, sensitivity=sensitivity)
+    return check_builder(f"federated_logistic ({sensitivity})", pairs, relation=RELATION_LOGISTIC, factor=factor)
 
 
 def _binary(factor: float = 1.0) -> BuilderAudit:
