@@ -16,6 +16,7 @@ the bound on L'' of the logistic loss), which PP-ADMM's objective perturbation n
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import cvxpy as cp
@@ -91,8 +92,10 @@ def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[
     ``builder``: the other arguments of :func:`decentralized_logistic`; the split is kept.
     """
     X, y = np.array(X, dtype=float), np.array(y, dtype=float)
-    row = split_indices(np.zeros(X.shape[0], dtype=int), builder.get("agents", 5), "iid",
-                        seed=builder.get("seed", 0))[agent][0]
+    options = inspect.signature(decentralized_logistic).bind_partial(X, y, **builder)
+    options.apply_defaults()
+    row = split_indices(np.zeros(X.shape[0], dtype=int), options.arguments["agents"], "iid",
+                        seed=options.arguments["seed"])[agent][0]  # decentralized_logistic's split
     unit = np.eye(X.shape[1])[:2]
     problems = []
     for features, label in ((unit[0], 1.0), (unit[1], -1.0), (unit[0], -1.0)):

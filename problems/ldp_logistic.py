@@ -101,11 +101,11 @@ def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[
     ``builder``: the other arguments of :func:`ldp_logistic`; the rows each agent draws are kept.
     """
     X, y = np.array(X, dtype=float), np.array(y, dtype=float)
-    samples, seed = builder.get("samples", 100), builder.get("seed", 0)
-    labels = np.asarray(builder.get("labels", (-1.0, 1.0)), dtype=float)
-    low, high = builder.get("feature_range", (0.0, 1.0))
-    picks = np.random.default_rng(seed).choice(len(y), size=builder.get("agents", 10) * samples, replace=False)
-    row = picks[agent * samples]
+    options = {**ldp_logistic.__kwdefaults__, **builder}
+    samples, labels = options["samples"], np.asarray(options["labels"], dtype=float)
+    low, high = options["feature_range"]
+    row = np.random.default_rng(options["seed"]).choice(len(y), size=options["agents"] * samples,
+                                                        replace=False)[agent * samples]  # ldp_logistic's draw
     corner = [np.where(np.arange(X.shape[1]) == k, float(high), float(low)) for k in (0, 1)]
     problems = []
     for features, label in ((corner[0], labels.min()), (corner[1], labels.max()), (corner[0], labels.max())):
