@@ -166,6 +166,8 @@ def worst_case_coefficients(d: int, tuples: int = 3) -> list[tuple[np.ndarray, n
     """
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
         raise ParameterError(f"must be an integer >= 2, got {d!r}", argument="d")
+    if isinstance(tuples, bool) or not isinstance(tuples, (int, np.integer)) or tuples < 2:
+        raise ParameterError(f"must be an integer >= 2, got {tuples!r}", argument="tuples")
     vectors = [np.zeros(d), np.eye(d)[0], np.eye(d)[1], np.full(d, 1.0 / math.sqrt(d))]
     extreme = [(x, y, z) for x in vectors for y in (0.0, 1.0) for z in (0.0, 1.0)]
     pairs = []
