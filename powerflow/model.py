@@ -236,10 +236,15 @@ class SocModel:
             np.add.at(count, _positions(self.own, mine), 1.0)
         return float(2 * np.max(count + d.gs[self.own] ** 2 + d.bs[self.own] ** 2))
 
+    def mismatch_row_norms(self) -> tuple[np.ndarray, np.ndarray]:
+        """The l1 and l2 norms of every mismatch row a_i of Eq. (28) (row i multiplies load entry i of (pd, qd))."""
+        a = abs(self.mismatch_matrix)
+        return np.asarray(a.sum(axis=1)).ravel(), np.sqrt(np.asarray(a.multiply(a).sum(axis=1)).ravel())
+
     def row_norms(self) -> tuple[float, float]:
         """Largest l1 and l2 norms of a mismatch row a_i of Eq. (28)."""
-        a = abs(self.mismatch_matrix)
-        return float(a.sum(axis=1).max()), float(np.sqrt(a.multiply(a).sum(axis=1).max()))
+        l1, l2 = self.mismatch_row_norms()
+        return float(l1.max()), float(l2.max())
 
 
 @dataclass(frozen=True)

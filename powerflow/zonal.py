@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import cvxpy as cp
@@ -12,6 +13,7 @@ import numpy as np
 import pandapower as pp
 
 import privcvx as pc
+from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.errors import PrivacyError, require_positive
 
 from .data import NetworkData, network_data
@@ -134,3 +136,33 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
             "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name,
             "relation": RELATION}
     return pc.DistributedProblem(agents, info=info)
+
+
+@contextlib.contextmanager
+def moved_load(model: SocModel, entry: int, beta: float) -> Iterator[None]:
+    """Load entry ``entry`` of (pd, qd) moved by +``beta`` (:data:`RELATION`) inside the block, restored after."""
+    parameter, index = (model.pd, entry) if entry < model.pd.size else (model.qd, entry - model.pd.size)
+    original = parameter.value.copy()
+    moved = original.copy()
+    moved[index] += beta
+    parameter.value = moved
+    try:
+        yield
+    finally:
+        parameter.value = original
+
+
+def worst_case_pairs(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int, Hashable] = 3, *,
+                     beta: float = 0.01, sensitivity: str = "exact", seed: int = 0) -> Iterator[NeighbouringPair]:
+    """The neighbours of :data:`RELATION` that attain :func:`gradient_sensitivity` (``privcvx.sensitivity_audit``).
+
+    For each zone, the load entry whose mismatch row a_i has the largest l1 norm, and the one with the largest l2
+    norm, moved by +beta: the zone's Eq. (28) gradient changes by 2 beta a_i at every point, the "exact" bound.
+    Yields one pair per entry; the neighbour's loads are moved only until the next pair is asked for.
+    """
+    original = zonal_problem(net_or_name, zones, beta=beta, sensitivity=sensitivity, seed=seed)
+    neighbour = zonal_problem(net_or_name, original.info["zones"], beta=beta, sensitivity=sensitivity)
+    for k, model in enumerate(neighbour.info["models"]):
+        for entry in sorted({int(np.argmax(norms)) for norms in model.mismatch_row_norms()}):
+            with moved_load(model, entry, beta):
+                yield NeighbouringPair(original, neighbour, k)

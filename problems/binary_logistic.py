@@ -20,6 +20,7 @@ import numpy as np
 from scipy.special import expit
 
 import privcvx as pc
+from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.algorithms.qdpsgd import SampledAgent
 from privcvx.errors import ParameterError, require_positive
 from problems.logistic import scale_to_unit_ball, split_indices
@@ -67,11 +68,36 @@ def binary_logistic(X: Any, y: Any, agents: int = 5, lam: float = 0.1, seed: int
     lam = require_positive(lam, argument="lam")
     signs = np.where(labels == classes[1], 1.0, -1.0)
     X = scale_to_unit_ball(X)
-    declared = []
-    for share in split_indices((signs > 0).astype(int), agents, seed=seed):
-        loss = RecordLoss(X[share], signs[share], lam)
-        w = cp.Variable(X.shape[1])
-        box = [] if bound is None else [w >= -bound, w <= bound]
-        declared.append(SampledAgent(loss.expression(w), box, shared=w, samples=loss, record_count=loss.count,
-                                     smoothness=0.25 + lam, record_smoothness=0.25 + lam))
-    return pc.DistributedProblem(declared)
+    shares = split_indices((signs > 0).astype(int), agents, seed=seed)
+    return pc.DistributedProblem([_agent(RecordLoss(X[share], signs[share], lam), bound) for share in shares])
+
+
+def _agent(loss: RecordLoss, bound: float | None) -> SampledAgent:
+    """The agent of one share: f_i as a mean of records, the box |w| <= bound if given, smoothness 1/4 + lam."""
+    w = cp.Variable(loss.X.shape[1])
+    box = [] if bound is None else [w >= -bound, w <= bound]
+    return SampledAgent(loss.expression(w), box, shared=w, samples=loss, record_count=loss.count,
+                        smoothness=0.25 + loss.lam, record_smoothness=0.25 + loss.lam)
+
+
+#: Q-DPSGD's relation for this builder: one record added to (or removed from) one agent's share.
+RELATION = "add_remove: one record added to one agent"
+
+
+def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:
+    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s records in D, and in D'
+    one more record (e_1, +1), (e_1, -1) or (-e_1, +1), a unit feature vector, whose gradient -y sigmoid(-y x^T w) x
+    + lam w has norm up to 1 + lam ||w||: at least the clipping norm wherever the clip binds.
+
+    ``builder``: the other arguments of :func:`binary_logistic`.
+    """
+    original = binary_logistic(X, y, **builder)
+    records: RecordLoss = original.agents[agent].samples
+    bound, unit = builder.get("bound"), np.eye(records.X.shape[1])[0]
+    pairs = []
+    for features, label in ((unit, 1.0), (unit, -1.0), (-unit, 1.0)):
+        added = RecordLoss(np.vstack([records.X, features]), np.append(records.y, label), records.lam)
+        agents = list(original.agents)
+        agents[agent] = _agent(added, bound)
+        pairs.append(NeighbouringPair(original, pc.DistributedProblem(agents), agent))
+    return pairs

@@ -50,6 +50,7 @@ PSD matrix in Frobenius norm), so the perturbed objective is convex; it reads on
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -149,6 +150,33 @@ def attribute_mask(d: int, attribute: int) -> np.ndarray:
     mask.a[attribute] = mask.c[attribute] = True
     mask.M[attribute, :] = mask.M[:, attribute] = True
     return mask.flat()
+
+
+#: The relation of :func:`coefficient_sensitivity`: one tuple (x, y, z) replaced, n fixed, x >= 0 with ||x|| <= 1.
+RELATION = "replace_one: one tuple (x, y, z) replaced, x >= 0, ||x|| <= 1"
+
+
+def worst_case_coefficients(d: int, tuples: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
+    """theta = (a, M, c) flattened on neighbouring datasets under :data:`RELATION` (``privcvx.sensitivity_audit``).
+
+    Every dataset of ``tuples`` tuples whose first tuple is any of the extreme tuples and whose other tuples are all
+    one extreme tuple, paired with every replacement of its first tuple. The extreme tuples: x in {0, e_1, e_2,
+    1/sqrt(d)} (the orthogonal unit vectors at distance sqrt(2) of c's bound, the vector of the largest l1 norm of
+    Lemmas 21-22), y and z in {0, 1}.
+    """
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
+        raise ParameterError(f"must be an integer >= 2, got {d!r}", argument="d")
+    if isinstance(tuples, bool) or not isinstance(tuples, (int, np.integer)) or tuples < 2:
+        raise ParameterError(f"must be an integer >= 2, got {tuples!r}", argument="tuples")
+    vectors = [np.zeros(d), np.eye(d)[0], np.eye(d)[1], np.full(d, 1.0 / math.sqrt(d))]
+    extreme = [(x, y, z) for x in vectors for y in (0.0, 1.0) for z in (0.0, 1.0)]
+    pairs = []
+    for first, other, replacement in itertools.product(extreme, repeat=3):
+        original = [first] + [other] * (tuples - 1)
+        thetas = [Coefficients.of(*(np.array(column) for column in zip(*data, strict=True))).flat()
+                  for data in (original, [replacement, *original[1:]])]
+        pairs.append((thetas[0], thetas[1]))
+    return pairs
 
 
 @dataclass(frozen=True)

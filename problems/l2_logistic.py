@@ -16,12 +16,14 @@ the bound on L'' of the logistic loss), which PP-ADMM's objective perturbation n
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import cvxpy as cp
 import numpy as np
 
 import privcvx as pc
+from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.errors import ParameterError, require_positive
 from problems.logistic import scale_to_unit_ball, split_indices
 
@@ -76,3 +78,27 @@ def decentralized_logistic(X: Any, y: Any, agents: int = 5, lam: float = 1e-2, s
         metrics["test_error"] = lambda w: float(np.mean(np.sign(X_test @ w) != y_test))
     info = {"strong_convexity": lam / agents, "hessian_change": curvature, "shares": shares, "lam": lam}
     return pc.DistributedProblem(declared, metrics=metrics, info=info)
+
+
+#: The relation of the declared bounds: one sample of one agent replaced by any (z, y) with ||z|| <= 1.
+RELATION = "replace_one: one sample of one agent replaced, ||z|| <= 1"
+
+
+def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:
+    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s first sample (e_1, +1) in
+    D, replaced in D' by (e_2, -1) or (e_1, -1): the loss gradient -(1/|D_i|) y sigmoid(-y x^T z) z moves by up to
+    sqrt(2) / |D_i| or 1 / |D_i|, against the declared 2 / |D_i|.
+
+    ``builder``: the other arguments of :func:`decentralized_logistic`; the split is kept.
+    """
+    X, y = np.array(X, dtype=float), np.array(y, dtype=float)
+    options = inspect.signature(decentralized_logistic).bind_partial(X, y, **builder)
+    options.apply_defaults()
+    row = split_indices(np.zeros(X.shape[0], dtype=int), options.arguments["agents"], "iid",
+                        seed=options.arguments["seed"])[agent][0]  # decentralized_logistic's split
+    unit = np.eye(X.shape[1])[:2]
+    problems = []
+    for features, label in ((unit[0], 1.0), (unit[1], -1.0), (unit[0], -1.0)):
+        X[row], y[row] = features, label
+        problems.append(decentralized_logistic(X, y, **builder))
+    return [NeighbouringPair(problems[0], neighbour, agent) for neighbour in problems[1:]]

@@ -27,6 +27,7 @@ import cvxpy as cp
 import numpy as np
 
 import privcvx as pc
+from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.errors import ParameterError, check_int, require_positive
 
 #: sup L'' of the logistic loss: the declared smoothness of f_i is this times row_norm^2, plus 1 (the regularizer).
@@ -85,3 +86,29 @@ def ldp_logistic(X: Any, y: Any, *, agents: int = 10, samples: int = 100, seed: 
     info = {"b_inf": b_inf, "labels": [float(v) for v in labels], "feature_range": (float(low), float(high)),
             "row_norm": row_norm}
     return pc.DistributedProblem(declared, info=info)
+
+
+#: The neighbouring relation of B_inf (Theorem 2.2): one sample of one agent replaced by any sample of the domain.
+RELATION = "replace_one: one sample of one agent replaced within the declared domain"
+
+
+def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:
+    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s first sample set to
+    (high e_1, smallest label) in D and replaced in D' by (high e_2, largest label) or (high e_1, largest label),
+    features ``low`` elsewhere (``feature_range`` = (low, high)). Its gradient term -(1/b) L sigmoid(-L x^T z) z then
+    moves between the extremes of the products of the module docstring.
+
+    ``builder``: the other arguments of :func:`ldp_logistic`; the rows each agent draws are kept.
+    """
+    X, y = np.array(X, dtype=float), np.array(y, dtype=float)
+    options = {**ldp_logistic.__kwdefaults__, **builder}
+    samples, labels = options["samples"], np.asarray(options["labels"], dtype=float)
+    low, high = options["feature_range"]
+    row = np.random.default_rng(options["seed"]).choice(len(y), size=options["agents"] * samples,
+                                                        replace=False)[agent * samples]  # ldp_logistic's draw
+    corner = [np.where(np.arange(X.shape[1]) == k, float(high), float(low)) for k in (0, 1)]
+    problems = []
+    for features, label in ((corner[0], labels.min()), (corner[1], labels.max()), (corner[0], labels.max())):
+        X[row], y[row] = features, label
+        problems.append(ldp_logistic(X, y, **builder))
+    return [NeighbouringPair(problems[0], neighbour, agent) for neighbour in problems[1:]]

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.special import expit, logsumexp
 
 import privcvx as pc
+from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.errors import DeclarationError, ParameterError, require_positive
 
 Split = Literal["iid", "dirichlet"]
@@ -357,3 +358,36 @@ def _test_error(test: tuple[Any, Any], classes: np.ndarray, shape: tuple[int, in
         return float(np.mean(np.argmax(X_test @ W, axis=1) != codes))
 
     return test_error
+
+
+def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:
+    """Neighbours under the builder's ``relation`` (``privcvx.sensitivity_audit``): agent ``agent``'s first sample
+    set to (e_1, first class) in D (add/remove: every sample of its share, so that the mean per-sample gradient
+    g_bar of the bound's derivation is as large as one sample's); in D' it is replaced by (-e_1, first class),
+    (e_1, last class) or (-e_1, last class) (replace-one), or that sample is added to the agent's share (add/remove;
+    the pair read backwards removes it).
+
+    ``builder``: the other arguments of :func:`federated_logistic`; the split is kept. A per-sample gradient
+    x (s - e_k)^T then flips its sign or its class: the samples that come closest to the two-sample bound of
+    :meth:`LogisticLoss.worst_case_sensitivity`.
+    """
+    X, y = _check_data(X, y, "X")
+    first = federated_logistic(X, y, **builder)
+    shares, classes, unit = first.info["shares"], first.info["classes"], np.eye(X.shape[1])[0]
+    builder = {**builder, "shares": shares, "classes": classes}
+    row = shares[agent] if first.info["relation"] == "add_remove" else shares[agent][0]
+    original_X, original_y = X.copy(), y.astype(classes.dtype, copy=True)
+    original_X[row], original_y[row] = unit, classes[0]
+    original = federated_logistic(original_X, original_y, **builder)
+    pairs = []
+    for features, label in ((-unit, classes[0]), (unit, classes[-1]), (-unit, classes[-1])):
+        if first.info["relation"] == "add_remove":
+            moved_X, moved_y = np.vstack([original_X, features]), np.append(original_y, label)
+            grown = [np.append(share, len(original_y)) if p == agent else share for p, share in enumerate(shares)]
+            neighbour = federated_logistic(moved_X, moved_y, **{**builder, "shares": grown})
+        else:
+            moved_X, moved_y = original_X.copy(), original_y.copy()
+            moved_X[row], moved_y[row] = features, label
+            neighbour = federated_logistic(moved_X, moved_y, **builder)
+        pairs.append(NeighbouringPair(original, neighbour, agent))
+    return pairs

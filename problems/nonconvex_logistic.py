@@ -27,6 +27,7 @@ import numpy as np
 from scipy.special import expit
 
 import privcvx as pc
+from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.errors import ParameterError, require_positive
 
 #: The paper's Mbar.
@@ -85,3 +86,24 @@ def paper_data(nodes: int = 50, samples: int = 200, dim: int = 10, *, smoothness
     scale = np.sqrt((smoothness - 2.0 * lam * omega) / raw)
     scaled = [scale * z for z in features]
     return [z / np.maximum(1.0, np.linalg.norm(z, axis=1) / feature_bound)[:, None] for z in scaled], labels
+
+
+#: The delta-adjacency of the DPP^2 paper: one sample of one node replaced by any sample with feature norm <= B.
+RELATION = "replace_one: one sample of one node replaced, feature norm <= feature_bound"
+
+
+def worst_case_pairs(features: Sequence[np.ndarray], labels: Sequence[np.ndarray], *, feature_bound: float,
+                     agent: int = 0, **builder: float) -> list[NeighbouringPair]:
+    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): node ``agent``'s first sample (B e_1, +1)
+    in D, replaced in D' by (B e_2, -1) or (B e_1, -1). The loss gradient -(1/m) y sigmoid(-y x^T z) z then moves by
+    up to sqrt(2) B / m (orthogonal y z) or B / m (opposite y z), against the declared 2 B / m.
+
+    ``builder``: ``lam`` and ``omega`` of :func:`nonconvex_logistic`.
+    """
+    unit = np.eye(np.asarray(features[agent]).shape[1])[:2] * feature_bound
+    problems = []
+    for row, label in ((unit[0], 1.0), (unit[1], -1.0), (unit[0], -1.0)):
+        z, y = [np.array(f, dtype=float) for f in features], [np.array(v, dtype=float) for v in labels]
+        z[agent][0], y[agent][0] = row, label
+        problems.append(nonconvex_logistic(z, y, feature_bound=feature_bound, **builder))
+    return [NeighbouringPair(problems[0], neighbour, agent) for neighbour in problems[1:]]

@@ -14,6 +14,7 @@ import cvxpy as cp
 import numpy as np
 
 import privcvx as pc
+from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.errors import DeclarationError
 
 
@@ -83,3 +84,17 @@ def _gradient(address: np.ndarray) -> Any:
 
 def _squared_distance_gradient(address: np.ndarray, x: np.ndarray) -> np.ndarray:
     return 2.0 * (x - address)
+
+
+def worst_case_pairs(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None, *,
+                     agent: int = 0) -> list[NeighbouringPair]:
+    """The neighbours of :data:`RELATION` that attain the declared sensitivity (for ``privcvx.sensitivity_audit``).
+
+    Agent ``agent``'s address at the box's corner lo in D and at hi in D': its gradient 2 (x - a) changes by
+    2 (hi - lo) at every x, exactly the declared l1 and l2 bounds.
+    """
+    points = np.array(points, dtype=float)
+    lo, hi = _box(box, points.shape[1], "box")
+    original, neighbour = points.copy(), points.copy()
+    original[agent], neighbour[agent] = lo, hi
+    return [NeighbouringPair(rendezvous(original, box, meeting), rendezvous(neighbour, box, meeting), agent)]

@@ -19,6 +19,7 @@ import pytest
 
 import powerflow
 import privcvx as pc
+from powerflow.zonal import moved_load
 from privcvx.cli import make_parser, powerflow_experiment
 from privcvx.experiments import perturbation
 from privcvx.localstep import PROJECTION_ERROR
@@ -42,14 +43,9 @@ def _cvxpy_gradient(agent: pc.Agent, model: powerflow.SocModel, x: np.ndarray) -
 
 def _moved_loads(model: powerflow.SocModel):
     """Each load entry of the zone moved by +beta, in turn (restored afterwards)."""
-    for parameter in (model.pd, model.qd):
-        for i in range(parameter.size):
-            original = parameter.value.copy()
-            moved = original.copy()
-            moved[i] += BETA
-            parameter.value = moved
+    for entry in range(model.pd.size + model.qd.size):
+        with moved_load(model, entry, BETA):
             yield
-            parameter.value = original
 
 
 def _onto_flow_equalities(model: powerflow.SocModel) -> Callable[[np.ndarray], np.ndarray]:
