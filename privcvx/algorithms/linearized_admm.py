@@ -40,7 +40,7 @@ from privcvx.privacy.perturbation import Perturbation
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
 from privcvx.schedules import PerKeyBalancing, ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
 from privcvx.topology import SERVER, Topology
-from privcvx.tuning import SmoothStep, is_smooth, smoothness_of
+from privcvx.tuning import SmoothStep, is_smooth, smoothness_of, update_epsilon
 
 #: step_rule's marker for an agent with L_p = 0 and no per-update epsilon (no proximal term).
 _NO_PROXIMAL_TERM = object()
@@ -322,8 +322,7 @@ class ADMMAgent(AgentProgram):
         """
         if self._step is None:
             lipschitz = self.smoothness
-            epsilon = self.privacy.mechanism.epsilon if self.privacy is not None else math.inf
-            epsilon = epsilon if math.isfinite(epsilon) else math.inf
+            epsilon = update_epsilon(self.privacy.mechanism if self.privacy is not None else None)
             if not math.isfinite(lipschitz) or (lipschitz <= 0 and math.isinf(epsilon)):
                 self._step = inverse_sqrt() if not math.isfinite(lipschitz) else _NO_PROXIMAL_TERM
             else:
