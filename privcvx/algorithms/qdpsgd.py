@@ -51,9 +51,13 @@ not cover. The release is then saturated to the s-bit range (post-processing). N
 CKS sampler otherwise.
 
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
-discrete Gaussian on a fine grid and is recorded, conservatively, without the amplification; with ``epsilon`` the
-agent then calibrates its multiplier for that account (:meth:`QDPSGD.multiplier_for`), so the budget holds as
-reported (with more noise than on the seeded path).
+discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same source (``SecureNoise.uniform``,
+the operating system's entropy). The release is recorded as
+:class:`~privcvx.privacy.mechanisms.PoissonSampledDiscreteGaussian`, whose RDP keeps the subsampling amplification
+(Zhu & Wang 2019's general bound on the discrete Gaussian's zCDP curve,
+:func:`~privcvx.privacy.mechanisms.poisson_zcdp_rdp`); with ``epsilon`` the agent calibrates its multiplier for
+that account (:meth:`QDPSGD.multiplier_for`), within 1% of the seeded path's at q <= 0.1 (until issue 31 the
+secure path dropped the amplification: a multiplier of 90.5 against 2.02 at q = 0.02).
 
 With ``epsilon`` the noise multiplier s is calibrated in :meth:`QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.
@@ -62,6 +66,7 @@ With ``epsilon`` the noise multiplier s is calibrated in :meth:`QDPSGD.prepare` 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -69,13 +74,21 @@ import dp_accounting
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import DeclarationError, ParameterError, PrivacyError, PrivcvxError, require_positive
+from privcvx.errors import (
+    DeclarationError,
+    ModelingWarning,
+    ParameterError,
+    PrivacyError,
+    PrivcvxError,
+    require_positive,
+)
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import (
     DiscreteGaussian,
     GridRdpAccountant,
+    PoissonSampledDiscreteGaussian,
     PoissonSampledGaussian,
     Sensitivity,
     check_delta,
@@ -287,13 +300,28 @@ class QDPSGD(Algorithm):
             ready._c = 1.0 / max(finite) if finite else 1.0
         if self._epsilon is not None:
             ready._multiplier = self.calibrate(rounds)
+        if self.variant == 2 and self.private and self._rate < 1.0:
+            ready._warn_sampled_state(problem, rounds)
         return ready
+
+    def _warn_sampled_state(self, problem: DistributedProblem, rounds: int) -> None:
+        """Q-DPSGD-2 with q < 1: the state's sensitivity D_t grows by up to 1 + alpha_t eps L_rec / q per round (module
+        docstring; no amplification is claimed), so the noise grows with it: a ``ModelingWarning`` with the bound."""
+        smoothness = max(agent.record_smoothness for agent in problem.agents)
+        step, eps = self.schedule(), self._averaging
+        log_growth = sum(math.log1p(step(t) * eps * smoothness / self._rate) for t in range(1, rounds + 1))
+        warnings.warn(f"Q-DPSGD-2 with sampling_rate={self._rate!r} < 1: subsampling is not amplified for the "
+                      f"state's release, and it divides the per-round growth of the state's sensitivity D_t by q "
+                      f"(1 + alpha_t eps L_rec / q): over {rounds} rounds D_t may grow by a factor of up to "
+                      f"10^{log_growth / math.log(10):.1f}, and "
+                      "the noise with it. Use sampling_rate=1 (or a smaller step) with variant=2", ModelingWarning,
+                      stacklevel=4)
 
     def calibrate(self, rounds: int, *, grid: bool = False) -> float:
         """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant).
 
-        ``grid=True``: for variant 1 on the secure path, whose releases the ledger records as discrete Gaussians
-        without the subsampling amplification (1/(2 s^2)-zCDP each), so the budget holds as reported.
+        ``grid=True``: for the secure path, whose releases the ledger records as discrete Gaussians (1/(2 s^2)-zCDP
+        each; variant 1's Poisson-subsampled: :class:`~privcvx.privacy.mechanisms.PoissonSampledDiscreteGaussian`).
         """
         if self._epsilon is None:
             raise PrivacyError("calibration needs epsilon", argument="epsilon")
@@ -305,6 +333,8 @@ class QDPSGD(Algorithm):
         """One round's release as a dp-accounting event at noise multiplier s > 0 (``grid``: see calibrate)."""
         if self.variant == 1 and not grid:
             return PoissonSampledGaussian(self._rate, multiplier).dp_event()
+        if self.variant == 1:
+            return PoissonSampledDiscreteGaussian(self._rate, multiplier, 1.0).dp_event()
         return dp_accounting.ZCDpEvent(rho=0.5 / multiplier ** 2)
 
     def multiplier_for(self, noise: NoiseSource, rounds: int) -> float | None:

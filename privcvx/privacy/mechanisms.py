@@ -33,7 +33,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 from dp_accounting.dp_event import DiscreteLaplaceDpEvent
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from privcvx.errors import ParameterError, PrivacyError, require_positive
 
@@ -119,6 +119,11 @@ class GridRdpAccountant(rdp.RdpAccountant):
                 self._rdp += count * _poisson_gaussian_rdp(event.sampling_probability,
                                                            event.event.noise_multiplier, tuple(self._orders))
             return None
+        if _is_poisson_zcdp(event):
+            if do_compose:  # the discrete Gaussian of the secure path, Poisson-subsampled (Q-DPSGD-1)
+                self._rdp += count * poisson_zcdp_rdp(event.sampling_probability, event.event.rho,
+                                                      tuple(self._orders))
+            return None
         if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 2:
             if do_compose:  # symmetric, so its replace-one curve bounds any relation under which it is epsilon-DP
                 self._rdp += count * _randomized_response_rdp(event.noise_parameter, tuple(self._orders))
@@ -133,6 +138,45 @@ class GridRdpAccountant(rdp.RdpAccountant):
 def _is_poisson_gaussian(event: dp_accounting.DpEvent) -> bool:
     return isinstance(event, dp_accounting.PoissonSampledDpEvent) and isinstance(event.event,
                                                                                   dp_accounting.GaussianDpEvent)
+
+
+def _is_poisson_zcdp(event: dp_accounting.DpEvent) -> bool:
+    return (isinstance(event, dp_accounting.PoissonSampledDpEvent) and isinstance(event.event, dp_accounting.ZCDpEvent)
+            and event.event.xi == 0)
+
+
+@lru_cache(maxsize=256)
+def poisson_zcdp_rdp(rate: float, rho: float, orders: tuple[float, ...]) -> np.ndarray:
+    """An RDP curve of a rho-zCDP mechanism (epsilon(l) = rho l) run on a Poisson sample of rate q.
+
+    Zhu & Wang 2019 ("Poisson subsampled Renyi differential privacy", Thm. 6, the general upper bound, valid for
+    any mechanism with that RDP curve), at an integer order alpha >= 2:
+
+        (alpha - 1) epsilon'(alpha) <= log[ (1-q)^(alpha-1) (alpha q - q + 1)
+                                           + C(alpha, 2) q^2 (1-q)^(alpha-2) e^(2 rho)
+                                           + 3 sum_{l=3}^{alpha} C(alpha, l) q^l (1-q)^(alpha-l) e^((l-1) l rho) ],
+
+    and never more than the unsampled rho alpha (joint quasi-convexity; the only bound at a fractional order).
+    For the Gaussian curve it is the exact sampled-Gaussian sum with the terms l >= 3 tripled: O(q^3) for a small q.
+    """
+    alphas = np.asarray(orders, dtype=np.float64)
+    curve = rho * alphas
+    if rate >= 1.0:
+        curve.setflags(write=False)
+        return curve
+    log_q, log_keep = math.log(rate), math.log1p(-rate)
+    for index, alpha in enumerate(alphas):
+        if alpha < 2 or alpha != math.floor(alpha) or alpha > 10_000:
+            continue
+        a = int(alpha)
+        ells = np.arange(2, a + 1, dtype=np.float64)
+        log_binomial = gammaln(a + 1) - gammaln(ells + 1) - gammaln(a - ells + 1)
+        terms = log_binomial + ells * log_q + (a - ells) * log_keep + (ells - 1) * ells * rho
+        terms[1:] += math.log(3.0)
+        head = (a - 1) * log_keep + math.log1p((a - 1) * rate)
+        curve[index] = min(curve[index], float(logsumexp(np.append(terms, head))) / (a - 1))
+    curve.setflags(write=False)
+    return curve
 
 
 @lru_cache(maxsize=256)
@@ -516,6 +560,32 @@ class PoissonSampledGaussian(Mechanism):
             self.sampling_rate, dp_accounting.GaussianDpEvent(accounted_multiplier(self.noise_multiplier)))
 
 
+class PoissonSampledDiscreteGaussian(_GridMechanism):
+    """The secure path's :class:`PoissonSampledGaussian`: a discrete Gaussian (the grid's,
+    :class:`DiscreteGaussian`) on the sum over a Poisson sample of rate ``sampling_rate``, drawn from the operating
+    system's entropy. Its RDP is the amplified curve of :func:`poisson_zcdp_rdp` on the discrete Gaussian's
+    rho = D^2 / (2 sigma^2) (``PoissonSampledDpEvent(q, ZCDpEvent(rho))``, :class:`GridRdpAccountant`); no PLD.
+    """
+
+    kind = "poisson_discrete_gaussian"
+    norm = "l2"
+    pure = False
+
+    def __init__(self, sampling_rate: float, grid_scale: float, grid_sensitivity: float) -> None:
+        self.sampling_rate = PoissonSampledGaussian(sampling_rate, 1.0).sampling_rate
+        super().__init__(grid_scale, float(grid_sensitivity), epsilon=math.nan, delta=math.nan)
+
+    def signature(self) -> tuple:
+        return (*super().signature(), self.sampling_rate)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "sampling_rate": self.sampling_rate}
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        rho = 0.5 * (self.grid_sensitivity / self.grid_scale) ** 2
+        return dp_accounting.PoissonSampledDpEvent(self.sampling_rate, dp_accounting.ZCDpEvent(rho=rho))
+
+
 class LaplaceBeyondFloat(Mechanism):
     """A Laplace release whose epsilon lies beyond floating point (a noise scale decayed to below
     ``sensitivity / 1e100``, as in the DPP^2 paper's own regime): charged as no privacy at all.
@@ -614,6 +684,9 @@ def mechanism_from_dict(data: dict) -> Mechanism:
             return DiscreteGaussian(float(data["grid_scale"]), float(data["grid_sensitivity"]))
         if data["kind"] == "laplace_beyond_float":
             return LaplaceBeyondFloat()
+        if data["kind"] == "poisson_discrete_gaussian":
+            return PoissonSampledDiscreteGaussian(float(data["sampling_rate"]), float(data["grid_scale"]),
+                                                  float(data["grid_sensitivity"]))
         if data["kind"] == "poisson_gaussian":
             return PoissonSampledGaussian(float(data["sampling_rate"]), float(data["noise_multiplier"]))
         if data["kind"] == "pure_dp":

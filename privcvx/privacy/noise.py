@@ -31,7 +31,7 @@ import numpy as np
 
 from privcvx.errors import ParameterError, PrivacyError
 from privcvx.privacy.grid import GridCalibration, calibrate, from_grid, integer_noise, to_grid
-from privcvx.privacy.mechanisms import Mechanism, check_size
+from privcvx.privacy.mechanisms import Mechanism, PoissonSampledDiscreteGaussian, PoissonSampledGaussian, check_size
 
 #: ``SeededNoise.path``: the reproducible research path.
 SEEDED_PATH = "seeded-float (reproducible, not floating-point safe)"
@@ -67,10 +67,14 @@ class Perturbed:
 
         Float path: ``mechanism``. Grid: the grid release's own mechanism (``DiscreteLaplace`` or
         ``DiscreteGaussian`` with the inflated sensitivity and the noise actually drawn), except for a
-        data-independent release (sensitivity 0), which keeps ``mechanism``: a valid, conservative entry.
+        data-independent release (sensitivity 0), which keeps ``mechanism``: a valid, conservative entry. A
+        ``PoissonSampledGaussian`` keeps its amplification: ``PoissonSampledDiscreteGaussian`` (its sample is drawn
+        from the same source, e.g. ``SecureNoise.uniform``).
         """
         if self.grid is None or self.grid.sensitivity == 0.0:
             return mechanism
+        if isinstance(mechanism, PoissonSampledGaussian) and self.grid.kind == "gaussian":
+            return PoissonSampledDiscreteGaussian(mechanism.sampling_rate, self.grid.scale, self.grid.sensitivity)
         return self.grid.mechanism()
 
 
