@@ -18,6 +18,10 @@ are made unrated by :func:`load_case`.
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,9 +169,26 @@ def _gencost(ppc: dict, rows: np.ndarray, base: float) -> np.ndarray | None:
     return coef * np.array([base**2, base, 1.0])
 
 
+@contextmanager
+def quiet_pandapower() -> Iterator[None]:
+    """Within the block, pandapower's console noise is not shown: its log records below ERROR (e.g. "numba cannot
+    be imported", "gen vm_pu > bus max_vm_pu ... Setting bus limit", which ``to_ppc`` applies to its copy only)
+    and its Python warnings. Errors still raise; privcvx reports what matters itself (e.g. ``ac_check``)."""
+    logger = logging.getLogger("pandapower")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"pandapower(\.|$)")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def network_data(net: pp.pandapowerNet) -> NetworkData:
     """Extract :class:`NetworkData` from ``net`` with pandapower's ``to_ppc``."""
-    ppc = to_ppc(net, init="flat")
+    with quiet_pandapower():
+        ppc = to_ppc(net, init="flat")
     base = float(ppc["baseMVA"])
     bus = np.asarray(ppc["bus"], float)
     nb = len(bus)

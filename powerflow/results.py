@@ -28,7 +28,7 @@ import privcvx as pc
 from privcvx.errors import DeclarationError, SolverError
 from privcvx.problem import CentralizedSolution
 
-from .data import NetworkData, load_case, network_data
+from .data import NetworkData, load_case, network_data, quiet_pandapower
 from .model import BLOCKS, SocModel, SocopfResult
 
 _TOLERANCE = 1e-6
@@ -331,7 +331,8 @@ def ac_check(net_with_results: pp.pandapowerNet, **runpp_options: Any) -> AcChec
     runpp_options.setdefault("init", "results")
     runpp_options.setdefault("calculate_voltage_angles", True)
     try:
-        pp.runpp(check, **runpp_options)
+        with quiet_pandapower():
+            pp.runpp(check, **runpp_options)
     except pp.powerflow.LoadflowNotConverged:
         nan = float("nan")
         return AcCheck(False, nan, nan, nan, nan, False, False)

@@ -46,6 +46,7 @@ from cvxpy.reductions.solvers.conic_solvers.conic_solver import ConicSolver
 
 from privcvx.errors import SolverError
 from privcvx.problem import Agent, AgentLayout, agent_vector
+from privcvx.solver_warnings import quiet_inaccurate
 
 #: Solver settings of the conic projection: accurate enough that a projected point matches
 #: a fresh solve to about 1e-7, and Clarabel's qdldl (its multithreaded default is slower on 2 cores).
@@ -288,8 +289,9 @@ class Projection:
         for attempt, solver in enumerate(self.solvers):
             start = time.perf_counter()
             try:
-                self.problem.solve(solver=solver, warm_start=warm_start, enforce_dpp=True,
-                                   **SOLVER_SETTINGS.get(solver, {}))
+                with quiet_inaccurate():  # counted in stats.inaccurate, reported once per run
+                    self.problem.solve(solver=solver, warm_start=warm_start, enforce_dpp=True,
+                                       **SOLVER_SETTINGS.get(solver, {}))
             except cp.error.SolverError as exc:
                 errors.append(f"{solver}: {exc}")
                 continue
@@ -363,7 +365,8 @@ class ExactStep:
         # fails at them (power-flow zones of case24_ieee_rts and larger), its default settings.
         for settings in (SOLVER_SETTINGS[cp.CLARABEL], {}):
             try:
-                self.problem.solve(solver=cp.CLARABEL, warm_start=False, accept_unknown=True, **settings)
+                with quiet_inaccurate():  # counted in self.inaccurate, reported once per run
+                    self.problem.solve(solver=cp.CLARABEL, warm_start=False, accept_unknown=True, **settings)
             except cp.error.SolverError as exc:
                 failure = f"failed: {exc}"
                 continue

@@ -38,6 +38,7 @@ from privcvx.errors import (
     require_positive,
 )
 from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.solver_warnings import quiet_inaccurate, reference_status_warning
 
 if TYPE_CHECKING:
     from privcvx.algorithms.base import Algorithm
@@ -621,9 +622,11 @@ class DistributedProblem:
         solver_options = solver_options or dict(REFERENCE_SOLVER)
         problem, globals_, substitute = self._consensus_model(self.agents, objective=True)
         try:
-            problem.solve(**solver_options)
+            with quiet_inaccurate():  # one privcvx warning below instead
+                problem.solve(**solver_options)
         except (cp.error.SolverError, cp.error.DCPError, TypeError, ValueError) as exc:
             raise CentralizedSolveError(f"the centralized solve failed: {exc}", argument="solver_options") from exc
+        reference_status_warning(problem.status)
         if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise DeclarationError(f"the centralized problem is {problem.status}", argument="agents")
         w = np.concatenate([np.asarray(globals_[k].value, dtype=float).reshape(-1, order="F")
@@ -693,7 +696,8 @@ def _substituted(expr: Any, substitute: dict[int, cp.Variable]) -> Any:
 
 def _feasible(problem: cp.Problem) -> bool:
     """Whether a feasibility problem has a point; a solver failure raises SolverError."""
-    problem.solve()
+    with quiet_inaccurate():  # an inaccurate feasible point is still a point
+        problem.solve()
     return problem.status not in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
 
 

@@ -50,6 +50,7 @@ from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho, mechanism_xi
 from privcvx.problem import Agent, AgentLayout, DistributedProblem, agent_vector
+from privcvx.solver_warnings import quiet_inaccurate
 from privcvx.topology import Topology
 
 #: The thesis's penalty (Secs. 3.3.2 and 3.5.2).
@@ -97,13 +98,15 @@ class LocalADMMSolve:
                     return z
             for solver in (cp.CLARABEL, cp.SCS):
                 try:
-                    self.problem.solve(solver=solver, enforce_dpp=True, **SOLVER_SETTINGS[solver])
+                    with quiet_inaccurate():  # counted in stats.inaccurate (a diagnostic)
+                        self.problem.solve(solver=solver, enforce_dpp=True, **SOLVER_SETTINGS[solver])
                 except cp.error.SolverError as exc:
                     errors.append(f"{solver}: {exc}")
                     continue
                 if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and self.z.value is not None:
                     self.stats.solves += 1
                     self.stats.fallbacks += 1
+                    self.stats.inaccurate += self.problem.status == cp.OPTIMAL_INACCURATE
                     return np.asarray(self.z.value, dtype=float).reshape(-1)
                 errors.append(f"{solver}: status {self.problem.status}")
         finally:
@@ -452,7 +455,8 @@ class ConsensusADMMAgent(AgentProgram, ABC):
     def report(self) -> dict[str, Any]:
         return {"agent": self.context.name, "broadcasts": self.broadcasts, "zcdp": self.zcdp.to_dict(),
                 "solves": self.solver.stats.solves,  # fallbacks depend on the private data: diagnostics only
-                **({"solver_fallbacks": self.solver.stats.fallbacks} if self.context.diagnostics else {})}
+                **({"solver_fallbacks": self.solver.stats.fallbacks, "inaccurate": self.solver.stats.inaccurate}
+                   if self.context.diagnostics else {})}
 
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),

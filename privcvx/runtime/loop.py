@@ -42,6 +42,7 @@ from privcvx.problem import DistributedProblem
 from privcvx.results import TIMING_COLUMNS, Result
 from privcvx.runtime import checkpoint as checkpoints
 from privcvx.runtime.backends import Ray, make_backend
+from privcvx.solver_warnings import inaccurate_solves
 from privcvx.topology import SERVER, Topology
 
 
@@ -238,6 +239,7 @@ class Run:
         reports = backend.call("reports")
         result = self._result(stop, reports, backend.call("outputs", self.released_only))
         result.info.update(self.algorithm.summarize(reports))
+        result.info.update(inaccurate_solves(result.agents, reports))  # one warning naming the agents
         result.info["hosts"] = backend.call("usage")
         if not self.released_only:  # the whole local vectors: write them back, as cp.Problem.solve does
             self.problem.write_back(result.z)

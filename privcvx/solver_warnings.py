@@ -1,0 +1,49 @@
+"""CVXPY's solver warnings kept inside a run: counted per agent and reported once, by name.
+
+CVXPY warns "Solution may be inaccurate" (a ``UserWarning``, no agent, no round) on every solve that ends
+"optimal_inaccurate". The local steps (:mod:`privcvx.localstep`) and the reference solve silence it
+(:func:`quiet_inaccurate`) and count such solves instead; at the end of a run :func:`inaccurate_solves` collects the
+counts from the agents' reports into ``result.info["inaccurate_solves"]`` and raises one
+:class:`~privcvx.errors.SolverAccuracyWarning` that names the agents. Under privacy the counts depend on the private
+data: they are diagnostics, reported only by runs that keep diagnostics.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from privcvx.errors import SolverAccuracyWarning
+
+#: The start of CVXPY's warning on an "optimal_inaccurate" status (cvxpy/problems/problem.py).
+INACCURATE_MESSAGE = "Solution may be inaccurate"
+
+
+@contextmanager
+def quiet_inaccurate() -> Iterator[None]:
+    """Within the block, CVXPY's "Solution may be inaccurate" warning is not shown (the caller counts the status)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=INACCURATE_MESSAGE, category=UserWarning)
+        yield
+
+
+def inaccurate_solves(agents: Sequence[str], reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``{"inaccurate_solves": {agent: count}}`` for the agents whose report counts inaccurate solves (none: {}), and
+    one :class:`~privcvx.errors.SolverAccuracyWarning` naming them."""
+    counts = {name: int(report.get("inaccurate", 0)) for name, report in zip(agents, reports, strict=False)
+              if isinstance(report, dict) and report.get("inaccurate")}
+    if not counts:
+        return {}
+    listed = ", ".join(f"{name} ({count})" for name, count in counts.items())
+    warnings.warn(f"the solver reported inaccurate solutions (optimal_inaccurate) for the local steps of: {listed}; "
+                  'result.info["inaccurate_solves"] has the counts', SolverAccuracyWarning, stacklevel=4)
+    return {"inaccurate_solves": counts}
+
+
+def reference_status_warning(status: str) -> None:
+    """A :class:`~privcvx.errors.SolverAccuracyWarning` when the reference solve ended "optimal_inaccurate"."""
+    if status == "optimal_inaccurate":
+        warnings.warn("the centralized reference solve is optimal_inaccurate: the gaps measured against it are only "
+                      "as accurate as the solver's tolerance", SolverAccuracyWarning, stacklevel=3)
