@@ -42,11 +42,16 @@ UNLIMITED_ANGLE_DEG = 90.0
 PEGASE_PLACEHOLDER_SN_MVA = 99.999
 
 
+#: Transmission networks of ``pandapower.networks`` whose names do not start with "case" (they work here too).
+OTHER_TRANSMISSION_CASES = ("GBnetwork", "GBreducednetwork", "iceland")
+
+
 def _case_names() -> list[str]:
-    return sorted(name for name in dir(pn) if name.startswith("case") and callable(getattr(pn, name)))
+    cases = [name for name in dir(pn) if name.startswith("case") and callable(getattr(pn, name))]
+    return sorted(cases) + [name for name in OTHER_TRANSMISSION_CASES if callable(getattr(pn, name, None))]
 
 
-def load_case(name: str) -> pp.pandapowerNet:
+def load_case(name: str, *, argument: str = "name") -> pp.pandapowerNet:
     """Return the pandapower network ``pandapower.networks.<name>()``.
 
     Any ``pandapower.networks`` function that builds a network without arguments is
@@ -57,6 +62,9 @@ def load_case(name: str) -> pp.pandapowerNet:
     module; as shipped their 99.999 MVA ratings make the SOC relaxation of Appendix D
     infeasible (case145: a zone's local set is empty).
 
+    ``argument``: the name of the caller's argument that an error names (``zonal_problem``'s ``net_or_name``, the
+    command line's ``case``).
+
     Raises
     ------
     DeclarationError
@@ -64,14 +72,15 @@ def load_case(name: str) -> pp.pandapowerNet:
     """
     builder = getattr(pn, name, None) if isinstance(name, str) and not name.startswith("_") else None
     if builder is None or not callable(builder):
-        raise DeclarationError(f"unknown pandapower.networks case {name!r}; known cases: "
-                               f"{', '.join(_case_names())}", argument="name")
+        raise DeclarationError(f"unknown pandapower.networks case {name!r}; the transmission cases: "
+                               f"{', '.join(_case_names())} (any other pandapower.networks function without "
+                               "required arguments is accepted too)", argument=argument)
     try:
         net = builder()
     except TypeError as exc:
-        raise DeclarationError(f"pandapower.networks.{name} needs arguments ({exc})", argument="name") from exc
+        raise DeclarationError(f"pandapower.networks.{name} needs arguments ({exc})", argument=argument) from exc
     if not isinstance(net, pp.pandapowerNet):
-        raise DeclarationError(f"pandapower.networks.{name}() is not a network", argument="name")
+        raise DeclarationError(f"pandapower.networks.{name}() is not a network", argument=argument)
     fixes = []
     if len(net.trafo):
         placeholder = np.isclose(net.trafo.sn_mva.to_numpy(float), PEGASE_PLACEHOLDER_SN_MVA)

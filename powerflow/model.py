@@ -32,13 +32,13 @@ from .data import NetworkData, load_case, network_data
 BLOCKS = ("w", "wr", "wi", "pf", "qf", "pt", "qt", "pg", "qg")
 
 
-def as_net(net_or_name: pp.pandapowerNet | str) -> pp.pandapowerNet:
-    """Return ``net_or_name`` itself, or :func:`load_case` of it when it is a name."""
+def as_net(net_or_name: pp.pandapowerNet | str, *, argument: str = "net") -> pp.pandapowerNet:
+    """Return ``net_or_name`` itself, or :func:`load_case` of it when it is a name (errors name ``argument``)."""
     if isinstance(net_or_name, str):
-        return load_case(net_or_name)
+        return load_case(net_or_name, argument=argument)
     if not isinstance(net_or_name, pp.pandapowerNet):
         raise DeclarationError(f"expected a pandapower net or a case name, got {type(net_or_name).__name__}",
-                               argument="net")
+                               argument=argument)
     return net_or_name
 
 

@@ -433,8 +433,10 @@ def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Ha
     ``nets`` maps a label (e.g. "centralized", "non-private ADMM", "ObjG ...") to a net with results; ``ax``
     is a pair of axes. Colours follow :mod:`privcvx.plotting` (a label naming a method or a reference gets its
     colour). The shed is the sum over a zone's buses of ``|p_shed_mw|`` on a log axis; a zone that sheds
-    nothing has no bar and is marked "0" (without ``zones``, one bar per answer). The lines carry the
-    labels and no legend is drawn on the data: call ``plotting.figure_legend`` or ``ax.legend``.
+    nothing has no bar and is marked "0" (without ``zones``, one bar per answer). Two labels that would get the
+    same colour (e.g. two references, both black) are told apart: the later one takes matplotlib's ``C<k>``.
+    With ``ax`` given the lines carry the labels and no legend is drawn on the data (call
+    ``plotting.figure_legend`` or ``ax.legend``); without it the voltage panel gets a legend.
     Returns the axes.
     """
     from privcvx import plotting
@@ -444,8 +446,11 @@ def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Ha
     markers = "os^dvx"
     groups = sorted(set(zones.values()), key=lambda z: (str(type(z)), z)) if zones else ["all"]
     width = 0.8 / max(len(nets), 1)
+    used: set[str] = set()
     for k, (label, net) in enumerate(nets.items()):
         color = plotting.color_of(label, k)
+        color = f"C{k % 10}" if color in used else color
+        used.add(color)
         res = net.res_bus
         volt.plot(res.index, res.vm_pu, marker=markers[k % len(markers)], markersize=4, linewidth=0.8,
                   label=label, alpha=0.8, color=color)
@@ -466,6 +471,8 @@ def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Ha
     shed.set_ylabel("sum |p_shed_mw| (MW)")
     shed.set_yscale("log")
     shed.set_title("load shed per zone (colours as left)", fontsize=9)
+    if ax is None:
+        volt.legend(fontsize=7)
     return axes
 
 

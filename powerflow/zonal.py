@@ -113,7 +113,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
         warnings.warn(f'sensitivity="paper" is nominal, not a valid bound: {NOMINAL_GRADIENT}; '
                       'its epsilons must not be published as guarantees (use "exact")',
                       pc.NominalPrivacyWarning, stacklevel=2)
-    net = as_net(net_or_name)
+    net = as_net(net_or_name, argument="net_or_name")
     data = network_data(net)
     mapping = check_zones(data, partition_data(data, zones, seed) if not isinstance(zones, Mapping) else zones)
     names = sorted(set(mapping.values()), key=lambda z: (str(type(z)), z))

@@ -135,6 +135,11 @@ def make_settings(methods: Sequence[str], epsilons: Sequence[float], local_updat
     for e in local_updates:
         if isinstance(e, bool) or not isinstance(e, int) or e < 1:
             raise ParameterError(f"must be integers >= 1, got {e!r}", argument="local_updates")
+    gaussian = [text for text in methods if METHODS[parse_method(text)[0]][1] == "gaussian"]
+    if gaussian and max(epsilons) > 1.0:
+        raise ParameterError(f"{', '.join(gaussian)} use the classic Gaussian calibration of Thm. 4.8(ii), valid "
+                             f"only for a per-update epsilon <= 1, got {max(epsilons)!r}: keep the epsilons <= 1, "
+                             "or compare only the Laplace methods (ObjL, OutL) at larger ones", argument="epsilons")
     settings = []
     for text in methods:
         name, calibration = parse_method(text)

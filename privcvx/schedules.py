@@ -208,6 +208,15 @@ class ResidualBalancing:
         """Restore a state written by :meth:`state_dict`."""
         self.value, self.observed, self.peak = state["value"], int(state["observed"]), float(state["peak"])
 
+    def __repr__(self) -> str:
+        settings = {"tau": self.tau, "mu": self.mu, "mode": self.mode, "relative": self.relative,
+                    "warmup": self.warmup, "until": self.until, **self._repr_extra()}
+        shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+        return f"{type(self).__name__}({self.value!r}, {shown})"
+
+    def _repr_extra(self) -> dict[str, Any]:
+        return {}
+
 
 def adaptive(initial: float | None = None, *, tau: float = 1.5, mu: float = 20.0, mode: str = "free",
              maximum: float = 1e6) -> ResidualBalancing:
@@ -267,3 +276,6 @@ class PerKeyBalancing(ResidualBalancing):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.vector = state["vector"]
+
+    def _repr_extra(self) -> dict[str, Any]:
+        return {"groups": self.groups}

@@ -380,7 +380,10 @@ def _ring_graph(names: Sequence[str]) -> nx.Graph:
 def _random_connected(names: Sequence[str], *, edges: int | None, seed: int) -> nx.Graph:
     """A uniformly random spanning tree (random attachment order) plus random extra edges, seeded."""
     n = len(names)
-    target = 2 * n if edges is None else check_int(edges, argument="edges", minimum=max(n - 1, 0))
+    if edges is not None and check_int(edges, argument="edges", minimum=0) < n - 1:
+        raise ParameterError(f"{n} agents need at least {n - 1} edges to be connected (edges counts every edge, "
+                             f"the spanning tree's {n - 1} included), got {edges!r}", argument="edges")
+    target = 2 * n if edges is None else int(edges)
     target = min(target, n * (n - 1) // 2)
     rng = np.random.default_rng(check_int(seed, argument="seed", minimum=0))
     order = list(rng.permutation(n))

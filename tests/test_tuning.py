@@ -218,3 +218,11 @@ def test_gaussian_budget_keeps_eq_25a():
         return float(np.mean(gaps)) / abs(optimum)
 
     assert gap("auto") <= 1.02 * gap(hand_set)
+
+
+def test_residual_balancing_prints_its_settings():
+    from privcvx.schedules import PerKeyBalancing
+
+    assert repr(PerKeyBalancing(groups="entry")) == ("PerKeyBalancing(None, tau=2.0, mu=10.0, mode='free', "
+                                                     "relative=False, warmup=0, until=100, groups='entry')")
+    assert repr(ResidualBalancing(3.0)).startswith("ResidualBalancing(3.0, tau=2.0")
