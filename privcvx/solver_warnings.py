@@ -10,12 +10,17 @@ data: they are diagnostics, reported only by runs that keep diagnostics.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from privcvx.errors import SolverAccuracyWarning
+
+#: privcvx's own source folder: a warning points at the first frame outside it (the user's call).
+PACKAGE_FOLDER = os.path.dirname(os.path.abspath(__file__))
 
 #: The start of CVXPY's warning on an "optimal_inaccurate" status (cvxpy/problems/problem.py).
 INACCURATE_MESSAGE = "Solution may be inaccurate"
@@ -37,13 +42,22 @@ def inaccurate_solves(agents: Sequence[str], reports: Sequence[dict[str, Any]]) 
     if not counts:
         return {}
     listed = ", ".join(f"{name} ({count})" for name, count in counts.items())
-    warnings.warn(f"the solver reported inaccurate solutions (optimal_inaccurate) for the local steps of: {listed}; "
-                  'result.info["inaccurate_solves"] has the counts', SolverAccuracyWarning, stacklevel=4)
+    warn_at_caller(f"the solver reported inaccurate solutions (optimal_inaccurate) for the local steps of: {listed}; "
+                   'result.info["inaccurate_solves"] has the counts')
     return {"inaccurate_solves": counts}
 
 
 def reference_status_warning(status: str) -> None:
     """A :class:`~privcvx.errors.SolverAccuracyWarning` when the reference solve ended "optimal_inaccurate"."""
     if status == "optimal_inaccurate":
-        warnings.warn("the centralized reference solve is optimal_inaccurate: the gaps measured against it are only "
-                      "as accurate as the solver's tolerance", SolverAccuracyWarning, stacklevel=3)
+        warn_at_caller("the centralized reference solve is optimal_inaccurate: the gaps measured against it are only "
+                       "as accurate as the solver's tolerance")
+
+
+def warn_at_caller(message: str) -> None:
+    """A :class:`~privcvx.errors.SolverAccuracyWarning` attributed to the first frame outside privcvx (the user's
+    ``solve()`` or ``solve_centralized()`` call), not to a line of privcvx."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(PACKAGE_FOLDER + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, SolverAccuracyWarning, stacklevel=level)

@@ -88,3 +88,10 @@ def test_pandapower_stays_quiet(case, caplog, capfd):
     assert not caught and not caplog.records
     captured = capfd.readouterr()
     assert "pandapower" not in captured.err + captured.out and "vm_pu" not in captured.err + captured.out
+
+
+def test_the_warning_points_at_the_users_call(inaccurate_solver):
+    problem, _, _ = box_l1_least_squares(agents=2)
+    _, caught = _caught(lambda: problem.solve(LinearizedADMM(local_updates="exact"), rounds=1, progress=False))
+    ours = [w for w in caught if issubclass(w.category, SolverAccuracyWarning)]
+    assert len(ours) == 1 and ours[0].filename == __file__
