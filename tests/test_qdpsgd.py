@@ -254,6 +254,7 @@ def test_secure_path_keeps_the_subsampling_amplification():
     grid = calibrate("gaussian", 2.0, 1.0, 3)
     entry = Perturbed(np.zeros(3), 0.0, grid).accounted(PoissonSampledGaussian(0.02, 2.0))
     assert isinstance(entry, PoissonSampledDiscreteGaussian) and entry.sampling_rate == 0.02
+    assert pc.privacy.mechanism_from_dict(entry.to_dict()) == entry
     algorithm = QDPSGD(variant=1, epsilon=1.0, clip=1.0, sampling_rate=0.02)
     seeded, secure = algorithm.calibrate(200), algorithm.calibrate(200, grid=True)
     unamplified = dp_accounting.calibrate_dp_mechanism(
