@@ -22,6 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("privcvx", "problems", "powerflow")
+#: The project's line length (ruff): a converted line never exceeds it.
+LINE_LENGTH = 120
 ROLE = re.compile(r":(?:py:)?(class|func|meth|mod|data|attr|exc|obj|const):`(~?)([^`<]*?)(?:\s*<([^`>]+)>)?`")
 
 
@@ -63,15 +65,42 @@ def anchor(path: str, documented: set[str]) -> str | None:
     return None
 
 
-def convert_text(text: str, documented: set[str]) -> str:
-    def replace(match: re.Match) -> str:
-        _, tilde, title, target = match.groups()
-        path = (target or title).strip()
-        shown = title.strip() if target else (path.split(".")[-1] if tilde else path)
-        ref = anchor(path, documented)
-        return f"[`{shown}`][{ref}]" if ref else f"`{shown}`"
+def _parts(match: re.Match, documented: set[str]) -> tuple[str, str | None]:
+    """The text shown and the autorefs identifier (None: a code span only) of one role."""
+    _, tilde, title, target = match.groups()
+    path = " ".join((target or title).split())
+    shown = " ".join(title.split()) if target else (path.split(".")[-1] if tilde else path)
+    return shown, anchor(path, documented)
 
-    return ROLE.sub(replace, text)
+
+def convert_text(text: str, documented: set[str], *, offset: int = 0) -> str:
+    """``text`` with its roles converted; ``offset``: the column ``text`` starts at in its first line.
+
+    A cross-reference is used only where its line stays within LINE_LENGTH (else the shorter code span), and a role
+    that spans two lines keeps the line break, so no line grows past the limit."""
+
+    def split_role(match: re.Match) -> str:  # a role broken over two lines: code span, then the break
+        shown, _ = _parts(match, documented)
+        indent = re.search(r"\n([ \t]*)", match.group(0)).group(1)
+        return f"`{shown}`\n{indent}"
+
+    text = ROLE.sub(lambda m: split_role(m) if "\n" in m.group(0) else m.group(0), text)
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        start = offset if number == 0 else 0
+        position = 0
+        while (match := ROLE.search(line, position)) is not None:
+            shown, ref = _parts(match, documented)
+            span = f"`{shown}`"
+            linked = f"[{span}][{ref}]" if ref else span
+            candidate = line[:match.start()] + linked + line[match.end():]
+            if start + len(candidate) > LINE_LENGTH:
+                candidate = line[:match.start()] + span + line[match.end():]
+                linked = span
+            line = candidate
+            position = match.start() + len(linked)
+        lines[number] = line
+    return "\n".join(lines)
 
 
 def convert_source(source: str, documented: set[str]) -> str:
@@ -87,7 +116,7 @@ def convert_source(source: str, documented: set[str]) -> str:
         if (docstring or doc_comment) and ROLE.search(token.string):
             start = offsets[token.start[0] - 1] + token.start[1]
             end = offsets[token.end[0] - 1] + token.end[1]
-            edits.append((start, end, convert_text(token.string, documented)))
+            edits.append((start, end, convert_text(token.string, documented, offset=token.start[1])))
     for start, end, text in reversed(edits):
         source = source[:start] + text + source[end:]
     return source
