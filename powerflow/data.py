@@ -8,12 +8,12 @@ pandapower itself uses in ``runpp`` and ``runopp``.
 Thermal-rating policy (constraint (71j))
 ----------------------------------------
 A branch is *unrated*, and gets no (71j) constraint, when its rating in the ppc is
-zero, not finite, or at least :data:`UNRATED_MVA`. pandapower's MATPOWER importer
+zero, not finite, or at least `UNRATED_MVA`. pandapower's MATPOWER importer
 turns MATPOWER's ``RATE_A = 0`` ("unlimited", e.g. every branch of case14 and
 case118) into 9900 MVA, and the PEGASE lines with the placeholder
 ``max_i_ka = 99999`` give ratings of about 4e7 MVA; both are unlimited by intent.
 Transformers whose ``sn_mva`` is the placeholder 99.999 (PEGASE cases and case145)
-are made unrated by :func:`load_case`.
+are made unrated by `load_case`.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def quiet_pandapower() -> Iterator[None]:
 
 
 def network_data(net: pp.pandapowerNet) -> NetworkData:
-    """Extract :class:`NetworkData` from ``net`` with pandapower's ``to_ppc``."""
+    """Extract `NetworkData` from ``net`` with pandapower's ``to_ppc``."""
     with quiet_pandapower():
         ppc = to_ppc(net, init="flat")
     base = float(ppc["baseMVA"])

@@ -39,8 +39,8 @@ def figures(out: Path, *, case: str, zones: str, beta: float, sensitivity: str, 
             delta: float, rounds: int, rho: float) -> list[Path]:
     """The power-flow pictures of ``privcvx compare powerflow`` (entry-point group ``privcvx.figures``).
 
-    ``zones.png``: the zone map (:func:`powerflow.plot_zones`). ``powerflow.png``: voltage per bus and load
-    shed per zone (:func:`powerflow.plot_comparison`) for the centralized zonal reference, the non-private
+    ``zones.png``: the zone map (`powerflow.plot_zones`). ``powerflow.png``: voltage per bus and load
+    shed per zone (`powerflow.plot_comparison`) for the centralized zonal reference, the non-private
     distributed run with the library's defaults (``problem.solve(rounds=...)``: what a user gets), the non-private
     run with the command's rho and eta^t = 1/sqrt(t) (the paper's settings, slower), and ObjPert and OutPert
     (derived sensitivity) with the Gaussian mechanism at ``epsilon`` per update, with the command's rounds, rho

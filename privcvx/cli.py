@@ -7,9 +7,9 @@
     privcvx run CONFIG.toml
 
 Each comparison writes runs.csv, summary.csv and figure.png to its output folder (see
-:mod:`privcvx.experiments`). Dependency direction: ``powerflow`` and ``problems`` import
+[`privcvx.experiments`][privcvx.experiments]). Dependency direction: ``powerflow`` and ``problems`` import
 privcvx, never the reverse: their problem builders are found through the entry-point group
-``privcvx.builders`` (:func:`problem_builder`).
+``privcvx.builders`` (`problem_builder`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """CVXPY's solver warnings kept inside a run: counted per agent and reported once, by name.
 
 CVXPY warns "Solution may be inaccurate" (a ``UserWarning``, no agent, no round) on every solve that ends
-"optimal_inaccurate". The local steps (:mod:`privcvx.localstep`) and the reference solve silence it
-(:func:`quiet_inaccurate`) and count such solves instead; at the end of a run :func:`inaccurate_solves` collects the
+"optimal_inaccurate". The local steps ([`privcvx.localstep`][privcvx.localstep]) and the reference solve silence it
+(`quiet_inaccurate`) and count such solves instead; at the end of a run `inaccurate_solves` collects the
 counts from the agents' reports into ``result.info["inaccurate_solves"]`` and raises one
-:class:`~privcvx.errors.SolverAccuracyWarning` that names the agents. Under privacy the counts depend on the private
+`SolverAccuracyWarning` that names the agents. Under privacy the counts depend on the private
 data: they are diagnostics, reported only by runs that keep diagnostics.
 """
 
@@ -36,7 +36,7 @@ def quiet_inaccurate() -> Iterator[None]:
 
 def inaccurate_solves(agents: Sequence[str], reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """``{"inaccurate_solves": {agent: count}}`` for the agents whose report counts inaccurate solves (none: {}), and
-    one :class:`~privcvx.errors.SolverAccuracyWarning` naming them."""
+    one [`SolverAccuracyWarning`][privcvx.errors.SolverAccuracyWarning] naming them."""
     counts = {name: int(report.get("inaccurate", 0)) for name, report in zip(agents, reports, strict=False)
               if isinstance(report, dict) and report.get("inaccurate")}
     if not counts:
@@ -48,14 +48,14 @@ def inaccurate_solves(agents: Sequence[str], reports: Sequence[dict[str, Any]]) 
 
 
 def reference_status_warning(status: str) -> None:
-    """A :class:`~privcvx.errors.SolverAccuracyWarning` when the reference solve ended "optimal_inaccurate"."""
+    """A `SolverAccuracyWarning` when the reference solve ended "optimal_inaccurate"."""
     if status == "optimal_inaccurate":
         warn_at_caller("the centralized reference solve is optimal_inaccurate: the gaps measured against it are only "
                        "as accurate as the solver's tolerance")
 
 
 def warn_at_caller(message: str) -> None:
-    """A :class:`~privcvx.errors.SolverAccuracyWarning` attributed to the first frame outside privcvx (the user's
+    """A `SolverAccuracyWarning` attributed to the first frame outside privcvx (the user's
     ``solve()`` or ``solve_centralized()`` call), not to a line of privcvx."""
     frame, level = sys._getframe(0), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(PACKAGE_FOLDER + os.sep):

@@ -6,11 +6,11 @@ f_p by its linearization plus ||z - z^{t,e}||^2 / (2 eta), which needs 1/eta >= 
 
 * smooth f_p, no privacy: eta_p = 1/L_p, constant;
 * smooth f_p under privacy: Eq. (25a), eta_p^t = 1/(L_p + sqrt(t)/epsilon-bar), epsilon-bar the per-update
-  epsilon (:func:`update_epsilon`: for a ``pc.Budget``, derived from its public noise multiplier);
+  epsilon (`update_epsilon`: for a ``pc.Budget``, derived from its public noise multiplier);
 * nonsmooth f_p (abs, norms, max, ...): Eq. (26a), eta^t = 1/sqrt(t).
 
 L_p comes from, in order: the declaration ``pc.Agent(smoothness=...)`` (made by builders,
-e.g. the logistic-loss bound of :mod:`problems` or the closed form of :mod:`powerflow`);
+e.g. the logistic-loss bound of `problems` or the closed form of `powerflow`);
 otherwise the largest eigenvalue of the Hessian, by Lanczos (``scipy.sparse.linalg.eigsh``)
 on Hessian-vector products taken as central differences of the gradient. For a quadratic
 f_p the gradient is affine, so these differences are exact and the estimate is the closed
@@ -40,7 +40,7 @@ NONSMOOTH_ATOMS = frozenset({"abs", "norm1", "norm_inf", "PnormApprox", "Pnorm",
 
 
 def is_smooth(expr: cp.Expression) -> bool:
-    """Whether no atom of ``expr`` is in :data:`NONSMOOTH_ATOMS` (only affine atoms are above them)."""
+    """Whether no atom of ``expr`` is in `NONSMOOTH_ATOMS` (only affine atoms are above them)."""
     if type(expr).__name__ in NONSMOOTH_ATOMS and expr.variables():
         return False
     return all(is_smooth(arg) for arg in expr.args)

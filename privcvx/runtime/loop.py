@@ -12,7 +12,7 @@ For every algorithm the same loop runs, for t = 1..T and for each of the algorit
 After the round the monitor computes the public metrics from the round's messages, the
 diagnostics (private, for research runs) are gathered if kept, and the history row is
 appended; then the checkpoint is written and the stopping rules are checked. A failure raises
-:class:`~privcvx.errors.RunFailed` whose ``.result`` keeps every finished round.
+[`RunFailed`][privcvx.errors.RunFailed] whose ``.result`` keeps every finished round.
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ class Run:
         return int(state["next_round"]), float(state["elapsed"])
 
     def result(self, backend: Any, stop: str) -> Result:
-        """The :class:`~privcvx.results.Result` of the run so far (also for a run that failed part-way)."""
+        """The [`Result`][privcvx.results.Result] of the run so far (also for a run that failed part-way)."""
         reports = backend.call("reports")
         result = self._result(stop, reports, backend.call("outputs", self.released_only))
         result.info.update(self.algorithm.summarize(reports))
@@ -280,7 +280,7 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         seed: int | str | None = None, backend: str | Ray = "serial", progress: bool = False,
         callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: str | os.PathLike | None = None,
         resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True) -> Result:
-    """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see :meth:`privcvx.DistributedProblem.solve`."""
+    """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see `privcvx.DistributedProblem.solve`."""
     rounds = check_int(rounds, argument="rounds")
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm (pc.algorithms.*), got {algorithm!r}", argument="algorithm")
