@@ -8,16 +8,20 @@ pandapower itself uses in ``runpp`` and ``runopp``.
 Thermal-rating policy (constraint (71j))
 ----------------------------------------
 A branch is *unrated*, and gets no (71j) constraint, when its rating in the ppc is
-zero, not finite, or at least :data:`UNRATED_MVA`. pandapower's MATPOWER importer
+zero, not finite, or at least `UNRATED_MVA`. pandapower's MATPOWER importer
 turns MATPOWER's ``RATE_A = 0`` ("unlimited", e.g. every branch of case14 and
 case118) into 9900 MVA, and the PEGASE lines with the placeholder
 ``max_i_ka = 99999`` give ratings of about 4e7 MVA; both are unlimited by intent.
 Transformers whose ``sn_mva`` is the placeholder 99.999 (PEGASE cases and case145)
-are made unrated by :func:`load_case`.
+are made unrated by `load_case`.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,11 +42,16 @@ UNLIMITED_ANGLE_DEG = 90.0
 PEGASE_PLACEHOLDER_SN_MVA = 99.999
 
 
+#: Transmission networks of ``pandapower.networks`` whose names do not start with "case" (they work here too).
+OTHER_TRANSMISSION_CASES = ("GBnetwork", "GBreducednetwork", "iceland")
+
+
 def _case_names() -> list[str]:
-    return sorted(name for name in dir(pn) if name.startswith("case") and callable(getattr(pn, name)))
+    cases = [name for name in dir(pn) if name.startswith("case") and callable(getattr(pn, name))]
+    return sorted(cases) + [name for name in OTHER_TRANSMISSION_CASES if callable(getattr(pn, name, None))]
 
 
-def load_case(name: str) -> pp.pandapowerNet:
+def load_case(name: str, *, argument: str = "name") -> pp.pandapowerNet:
     """Return the pandapower network ``pandapower.networks.<name>()``.
 
     Any ``pandapower.networks`` function that builds a network without arguments is
@@ -53,6 +62,9 @@ def load_case(name: str) -> pp.pandapowerNet:
     module; as shipped their 99.999 MVA ratings make the SOC relaxation of Appendix D
     infeasible (case145: a zone's local set is empty).
 
+    ``argument``: the name of the caller's argument that an error names (``zonal_problem``'s ``net_or_name``, the
+    command line's ``case``).
+
     Raises
     ------
     DeclarationError
@@ -60,14 +72,15 @@ def load_case(name: str) -> pp.pandapowerNet:
     """
     builder = getattr(pn, name, None) if isinstance(name, str) and not name.startswith("_") else None
     if builder is None or not callable(builder):
-        raise DeclarationError(f"unknown pandapower.networks case {name!r}; known cases: "
-                               f"{', '.join(_case_names())}", argument="name")
+        raise DeclarationError(f"unknown pandapower.networks case {name!r}; the transmission cases: "
+                               f"{', '.join(_case_names())} (any other pandapower.networks function without "
+                               "required arguments is accepted too)", argument=argument)
     try:
         net = builder()
     except TypeError as exc:
-        raise DeclarationError(f"pandapower.networks.{name} needs arguments ({exc})", argument="name") from exc
+        raise DeclarationError(f"pandapower.networks.{name} needs arguments ({exc})", argument=argument) from exc
     if not isinstance(net, pp.pandapowerNet):
-        raise DeclarationError(f"pandapower.networks.{name}() is not a network", argument="name")
+        raise DeclarationError(f"pandapower.networks.{name}() is not a network", argument=argument)
     fixes = []
     if len(net.trafo):
         placeholder = np.isclose(net.trafo.sn_mva.to_numpy(float), PEGASE_PLACEHOLDER_SN_MVA)
@@ -165,9 +178,26 @@ def _gencost(ppc: dict, rows: np.ndarray, base: float) -> np.ndarray | None:
     return coef * np.array([base**2, base, 1.0])
 
 
+@contextmanager
+def quiet_pandapower() -> Iterator[None]:
+    """Within the block, pandapower's console noise is not shown: its log records below ERROR (e.g. "numba cannot
+    be imported", "gen vm_pu > bus max_vm_pu ... Setting bus limit", which ``to_ppc`` applies to its copy only)
+    and its Python warnings. Errors still raise; privcvx reports what matters itself (e.g. ``ac_check``)."""
+    logger = logging.getLogger("pandapower")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"pandapower(\.|$)")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def network_data(net: pp.pandapowerNet) -> NetworkData:
-    """Extract :class:`NetworkData` from ``net`` with pandapower's ``to_ppc``."""
-    ppc = to_ppc(net, init="flat")
+    """Extract `NetworkData` from ``net`` with pandapower's ``to_ppc``."""
+    with quiet_pandapower():
+        ppc = to_ppc(net, init="flat")
     base = float(ppc["baseMVA"])
     bus = np.asarray(ppc["bus"], float)
     nb = len(bus)

@@ -12,6 +12,7 @@ from typing import Any
 import privcvx as pc
 from privcvx.errors import ParameterError
 
+from .data import load_case
 from .zonal import zonal_problem
 from .zones import case118_zones
 
@@ -24,7 +25,7 @@ def build(case: str, zones: str, beta: float, sensitivity: str, zone_seed: int) 
         mapping: Any = case118_zones()
     else:
         mapping = _integer(zones, "zones")
-    return zonal_problem(case, mapping, beta=beta, sensitivity=sensitivity, seed=zone_seed)
+    return zonal_problem(load_case(case, argument="case"), mapping, beta=beta, sensitivity=sensitivity, seed=zone_seed)
 
 
 def _integer(value: Any, argument: str) -> int:
@@ -38,11 +39,13 @@ def figures(out: Path, *, case: str, zones: str, beta: float, sensitivity: str, 
             delta: float, rounds: int, rho: float) -> list[Path]:
     """The power-flow pictures of ``privcvx compare powerflow`` (entry-point group ``privcvx.figures``).
 
-    ``zones.png``: the zone map (:func:`powerflow.plot_zones`). ``powerflow.png``: voltage per bus and load
-    shed per zone (:func:`powerflow.plot_comparison`) for the centralized zonal reference, the non-private
-    distributed run, and ObjPert and OutPert (derived sensitivity) with the Gaussian mechanism at ``epsilon``
-    per update, all with the command's rounds, rho and eta^t = 1/sqrt(t). The private runs are research runs
-    (seed 0, diagnostics kept: the zones' internal variables are drawn).
+    ``zones.png``: the zone map (`powerflow.plot_zones`). ``powerflow.png``: voltage per bus and load
+    shed per zone (`powerflow.plot_comparison`) for the centralized zonal reference, the non-private
+    distributed run with the library's defaults (``problem.solve(rounds=...)``: what a user gets), the non-private
+    run with the command's rho and eta^t = 1/sqrt(t) (the paper's settings, slower), and ObjPert and OutPert
+    (derived sensitivity) with the Gaussian mechanism at ``epsilon`` per update, with the command's rounds, rho
+    and eta. The private runs are research runs (seed 0, diagnostics kept: the zones' internal variables are
+    drawn).
     """
     import warnings
 
@@ -56,7 +59,8 @@ def figures(out: Path, *, case: str, zones: str, beta: float, sensitivity: str, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.errors.ReproducibleNoiseWarning)
         runs = {"centralized (zonal reference)": problem.solve_centralized(),
-                "non-private ADMM": problem.solve(**settings),
+                "non-private ADMM, defaults": problem.solve(rounds=rounds),
+                f"non-private ADMM, rho={rho:g}, eta=1/sqrt(t)": problem.solve(**settings),
                 f"ObjG, eps={epsilon:g} per update": problem.solve(privacy=pc.ObjectivePerturbation(mechanism),
                                                                    **settings),
                 f"OutG (derived), eps={epsilon:g} per update": problem.solve(

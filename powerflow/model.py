@@ -1,6 +1,6 @@
 """The SOC relaxation of Appendix D, Eq. (71), in Jabr's W-variables, and ``socopf``.
 
-One :class:`SocModel` is the model of a set of *own* buses: the whole network for
+One `SocModel` is the model of a set of *own* buses: the whole network for
 the centralized problem (71), or one zone's feasible set F_z of Eq. (72) with its
 line set L_z (every branch that touches an own bus) and its extended node set V_z
 (the own buses and their neighbours). All of a model's variables are stacked in one
@@ -32,13 +32,13 @@ from .data import NetworkData, load_case, network_data
 BLOCKS = ("w", "wr", "wi", "pf", "qf", "pt", "qt", "pg", "qg")
 
 
-def as_net(net_or_name: pp.pandapowerNet | str) -> pp.pandapowerNet:
-    """Return ``net_or_name`` itself, or :func:`load_case` of it when it is a name."""
+def as_net(net_or_name: pp.pandapowerNet | str, *, argument: str = "net") -> pp.pandapowerNet:
+    """Return ``net_or_name`` itself, or `load_case` of it when it is a name (errors name ``argument``)."""
     if isinstance(net_or_name, str):
-        return load_case(net_or_name)
+        return load_case(net_or_name, argument=argument)
     if not isinstance(net_or_name, pp.pandapowerNet):
         raise DeclarationError(f"expected a pandapower net or a case name, got {type(net_or_name).__name__}",
-                               argument="net")
+                               argument=argument)
     return net_or_name
 
 
@@ -54,7 +54,7 @@ class SocModel:
     Attributes
     ----------
     x:
-        The stacked variable; ``block(name)`` gives its slice for one of :data:`BLOCKS`.
+        The stacked variable; ``block(name)`` gives its slice for one of `BLOCKS`.
     pd, qd:
         ``cp.Parameter`` loads (p.u.) of the own buses: the private data d_i of Eq. (28).
     mismatch_matrix:
@@ -92,7 +92,7 @@ class SocModel:
 
     # ----------------------------------------------------------------- layout
     def block(self, name: str) -> slice:
-        """Slice of ``x`` holding the block ``name`` (one of :data:`BLOCKS`)."""
+        """Slice of ``x`` holding the block ``name`` (one of `BLOCKS`)."""
         return self._slices[name]
 
     def index(self, name: str, local: np.ndarray | int) -> np.ndarray:
@@ -249,7 +249,7 @@ class SocModel:
 
 @dataclass(frozen=True)
 class SocopfResult:
-    """Result of :func:`socopf`: the optimum, the solution by block, and the model."""
+    """Result of `socopf`: the optimum, the solution by block, and the model."""
 
     value: float
     status: str

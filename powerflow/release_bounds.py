@@ -1,15 +1,15 @@
-"""The release bounds of the zonal problem for PR-ADMM in general form (:class:`privcvx.algorithms.PRADMM`).
+"""The release bounds of the zonal problem for PR-ADMM in general form (`privcvx.algorithms.PRADMM`).
 
 A zone releases only its shared entries z_S (tie-line flows, boundary voltages); its private entries z_P
 (interior buses, generators) are minimized out in its local step. Neighbouring datasets differ in one own
-load d_k by |delta| <= beta (:data:`powerflow.zonal.RELATION`), and the zone's objective is Eq. (28),
+load d_k by |delta| <= beta (`powerflow.zonal.RELATION`), and the zone's objective is Eq. (28),
 f(z; d) = ||A z + d||^2. So
 
 * f is curved along A: f(y) - f(z) - <grad f(z), y - z> = ||A (y - z)||^2 exactly (curvature 1);
 * r(z) = f(z; d + delta e_k) - f(z; d) = 2 delta (a_k^T z + d_k) + delta^2 changes by
   |r(z) - r(z')| = 2 |delta| |a_k^T (z - z')| <= 2 beta ||A (z - z')|| (a_k^T (z - z') is an entry of A (z - z')).
 
-That is the :class:`~privcvx.algorithms.pr_admm.CurvatureBound` (change 2 beta, curvature 1), from which the
+That is the [`CurvatureBound`][privcvx.algorithms.pr_admm.CurvatureBound] (change 2 beta, curvature 1), from which the
 released shared part of the exact local step moves by at most beta / sqrt(2 mu_i), mu_i = 2 eta min_k |V_i(k)|
 (docs/zcdp_admm.md, "General form"). It needs no bound on the private variables.
 """
@@ -21,6 +21,6 @@ from privcvx.algorithms.pr_admm import CurvatureBound
 
 
 def release_bounds(problem: pc.DistributedProblem) -> dict[str, CurvatureBound]:
-    """``{zone name: CurvatureBound(2 beta, 1)}`` for a problem of :func:`powerflow.zonal_problem` (its ``beta``)."""
+    """``{zone name: CurvatureBound(2 beta, 1)}`` for a problem of `powerflow.zonal_problem` (its ``beta``)."""
     bound = CurvatureBound(change=2.0 * float(problem.info["beta"]), curvature=1.0)
     return dict.fromkeys(problem.names, bound)

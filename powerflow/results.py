@@ -1,9 +1,9 @@
 """Power-flow answers in pandapower's own terms: result tables, an AC check, and figures.
 
-* :func:`to_net` - a copy of the pandapower net whose ``res_*`` tables hold an SOC solution
-  (centralized :func:`powerflow.socopf`, or a zonal problem's ``solve_centralized()`` / ``pc.Result``);
-* :func:`ac_check` - pandapower's ``runpp`` started from that operating point, and how far it moved;
-* :func:`plot_zones`, :func:`plot_comparison` - a zone map and a voltage / load-shed comparison.
+* `to_net` - a copy of the pandapower net whose ``res_*`` tables hold an SOC solution
+  (centralized `powerflow.socopf`, or a zonal problem's ``solve_centralized()`` / ``pc.Result``);
+* `ac_check` - pandapower's ``runpp`` started from that operating point, and how far it moved;
+* `plot_zones`, `plot_comparison` - a zone map and a voltage / load-shed comparison.
 
 Sign conventions are pandapower's: bus ``p_mw``/``q_mvar`` are consumption minus generation
 (load positive), generator powers are positive when injected, branch flows are positive into
@@ -28,7 +28,7 @@ import privcvx as pc
 from privcvx.errors import DeclarationError, SolverError
 from privcvx.problem import CentralizedSolution
 
-from .data import NetworkData, load_case, network_data
+from .data import NetworkData, load_case, network_data, quiet_pandapower
 from .model import BLOCKS, SocModel, SocopfResult
 
 _TOLERANCE = 1e-6
@@ -168,7 +168,7 @@ def to_net(net: pp.pandapowerNet, solution: Any, problem: pc.DistributedProblem 
     """A deep copy of ``net`` with ``res_bus``, ``res_gen``, ``res_ext_grid``, ``res_line`` and ``res_trafo``
     filled from an SOC solution.
 
-    ``solution`` is a :class:`~powerflow.SocopfResult`, or (with ``problem=`` the zonal problem) its
+    ``solution`` is a [`SocopfResult`][powerflow.model.SocopfResult], or (with ``problem=`` the zonal problem) its
     ``solve_centralized()`` or a distributed ``pc.Result``; then each bus's values come from the zone
     that owns it, and ``res_bus["tie_disagreement"]`` is the largest spread among the zones' copies of
     the shared variables at the bus (0 at interior buses). A ``pc.Result`` of ``solve(diagnostics=False)``
@@ -180,7 +180,7 @@ def to_net(net: pp.pandapowerNet, solution: Any, problem: pc.DistributedProblem 
     ``q_shed_mvar`` = the mismatch of (71b)-(71c) (load not served; the ``ppc`` load of a bus is its
     loads net of static generators). ``res_line`` / ``res_trafo``: flows at both ends, ``pl_mw``,
     ``ql_mvar``, and ``loading_percent = 100 max(|S_from|, |S_to|) / rating`` for rated branches, NaN
-    for unrated ones (the thermal policy of :mod:`powerflow.data`: every branch of case14 and case118).
+    for unrated ones (the thermal policy of [`powerflow.data`][powerflow.data]: every branch of case14 and case118).
     Only ``ext_grid`` and ``gen`` generators are mapped (controllable sgens/storage are not).
     """
     if not isinstance(net, pp.pandapowerNet):
@@ -299,13 +299,13 @@ def _max_abs(a: Any, b: Any) -> float:
 
 
 def ac_check(net_with_results: pp.pandapowerNet, **runpp_options: Any) -> AcCheck:
-    """Run ``pandapower.runpp`` from the operating point in ``net_with_results`` (from :func:`to_net`).
+    """Run ``pandapower.runpp`` from the operating point in ``net_with_results`` (from `to_net`).
 
     Generators get ``p_mw`` and ``vm_pu`` from the relaxed solution (``ext_grid`` its ``vm_pu``), the
     shed load (``res_bus.p_shed_mw``, ``q_shed_mvar``) is taken off the bus's demand, and the Newton
     iteration starts from the relaxed voltages (``init="results"``). A power flow that does not
     converge gives ``converged=False`` and NaN differences; any other pandapower failure raises
-    :class:`~privcvx.errors.SolverError`. ``runpp_options`` go to ``runpp``.
+    [`SolverError`][privcvx.errors.SolverError]. ``runpp_options`` go to ``runpp``.
     """
     net = net_with_results
     if not isinstance(net, pp.pandapowerNet):
@@ -331,7 +331,8 @@ def ac_check(net_with_results: pp.pandapowerNet, **runpp_options: Any) -> AcChec
     runpp_options.setdefault("init", "results")
     runpp_options.setdefault("calculate_voltage_angles", True)
     try:
-        pp.runpp(check, **runpp_options)
+        with quiet_pandapower():
+            pp.runpp(check, **runpp_options)
     except pp.powerflow.LoadflowNotConverged:
         nan = float("nan")
         return AcCheck(False, nan, nan, nan, nan, False, False)
@@ -427,13 +428,15 @@ def plot_zones(net: pp.pandapowerNet, zones: Mapping[int, Hashable], ax: Any = N
 
 def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Hashable] | None = None,
                     ax: Any = None) -> Any:
-    """Voltage profile per bus (left) and load shed per zone (right) of several :func:`to_net` answers.
+    """Voltage profile per bus (left) and load shed per zone (right) of several `to_net` answers.
 
     ``nets`` maps a label (e.g. "centralized", "non-private ADMM", "ObjG ...") to a net with results; ``ax``
-    is a pair of axes. Colours follow :mod:`privcvx.plotting` (a label naming a method or a reference gets its
+    is a pair of axes. Colours follow `privcvx.plotting` (a label naming a method or a reference gets its
     colour). The shed is the sum over a zone's buses of ``|p_shed_mw|`` on a log axis; a zone that sheds
-    nothing has no bar and is marked "0" (without ``zones``, one bar per answer). The lines carry the
-    labels and no legend is drawn on the data: call ``plotting.figure_legend`` or ``ax.legend``.
+    nothing has no bar and is marked "0" (without ``zones``, one bar per answer). Two labels that would get the
+    same colour (e.g. two references, both black) are told apart: the later one takes matplotlib's ``C<k>``.
+    With ``ax`` given the lines carry the labels and no legend is drawn on the data (call
+    ``plotting.figure_legend`` or ``ax.legend``); without it the voltage panel gets a legend.
     Returns the axes.
     """
     from privcvx import plotting
@@ -443,8 +446,11 @@ def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Ha
     markers = "os^dvx"
     groups = sorted(set(zones.values()), key=lambda z: (str(type(z)), z)) if zones else ["all"]
     width = 0.8 / max(len(nets), 1)
+    used: set[str] = set()
     for k, (label, net) in enumerate(nets.items()):
         color = plotting.color_of(label, k)
+        color = f"C{k % 10}" if color in used else color
+        used.add(color)
         res = net.res_bus
         volt.plot(res.index, res.vm_pu, marker=markers[k % len(markers)], markersize=4, linewidth=0.8,
                   label=label, alpha=0.8, color=color)
@@ -465,12 +471,14 @@ def plot_comparison(nets: Mapping[str, pp.pandapowerNet], zones: Mapping[int, Ha
     shed.set_ylabel("sum |p_shed_mw| (MW)")
     shed.set_yscale("log")
     shed.set_title("load shed per zone (colours as left)", fontsize=9)
+    if ax is None:
+        volt.legend(fontsize=7)
     return axes
 
 
 def write_figures(net: pp.pandapowerNet, zones: Mapping[int, Hashable], nets: Mapping[str, pp.pandapowerNet],
                   paths: tuple[Path, Path], title: str) -> list[Path]:
-    """Save the zone map (``paths[0]``) and :func:`plot_comparison` of ``nets`` (``paths[1]``) at 150 dpi."""
+    """Save the zone map (``paths[0]``) and `plot_comparison` of ``nets`` (``paths[1]``) at 150 dpi."""
     from privcvx import plotting
 
     fig, ax = plotting.new_figure(1, 1, panel=(7.5, 5.0))

@@ -20,7 +20,7 @@ from .data import NetworkData, network_data
 from .model import SocModel, as_net
 from .zones import check_zones, partition_data
 
-#: The gradient sensitivities of :func:`zonal_problem`: ``"exact"`` (valid, the default) and ``"paper"`` (nominal).
+#: The gradient sensitivities of `zonal_problem`: ``"exact"`` (valid, the default) and ``"paper"`` (nominal).
 SENSITIVITIES = ("exact", "paper")
 
 #: Why Sec. 6.1.1's gradient sensitivity is nominal (``pc.Sensitivity.nominal``).
@@ -57,7 +57,7 @@ def gradient_sensitivity(model: SocModel, beta: float, kind: str) -> pc.Sensitiv
     mismatch row a_i of the zone, Eqs. (18) and (21). The bound is attained, so it is the exact sensitivity
     of the gradient, which ObjPert releases (the projection onto W_p that follows is post-processing).
     ``"paper"`` is Sec. 6.1.1's ``Delta_1 = Delta_2 = 2 beta``, which equals ``2 beta ||a_i||`` only for a row
-    with a single unit entry: it is *nominal* (``Sensitivity.nominal`` is :data:`NOMINAL_GRADIENT`).
+    with a single unit entry: it is *nominal* (``Sensitivity.nominal`` is `NOMINAL_GRADIENT`).
     """
     if kind == "paper":
         return pc.Sensitivity(l1=2 * beta, l2=2 * beta, nominal=NOMINAL_GRADIENT)
@@ -96,16 +96,16 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
     buses in more than one V_z (``"w:<bus>"``) are shared; bus labels are pandapower bus
     indices and branch labels ``line<i>`` / ``trafo<i>``.
 
-    ``zones`` is a number (see :func:`powerflow.partition`, with ``seed``) or a mapping
+    ``zones`` is a number (see [`powerflow.partition`][powerflow.zones.partition], with ``seed``) or a mapping
     ``{pandapower bus index: zone}``. ``beta`` (p.u.) is the adjacency of Sec. 6.1.1 and
     ``sensitivity`` is ``"exact"`` (the default, a valid bound) or ``"paper"`` (Sec. 6.1.1's
-    2 beta, nominal: only on request, with a ``pc.NominalPrivacyWarning``; see :func:`gradient_sensitivity`).
+    2 beta, nominal: only on request, with a ``pc.NominalPrivacyWarning``; see `gradient_sensitivity`).
 
     ``problem.info`` holds ``"zones"``, ``"output_sensitivity"`` (the paper's OutPert
-    sensitivity beta, nominal: :data:`NOMINAL_OUTPUT`; the valid OutPert calibration is
+    sensitivity beta, nominal: `NOMINAL_OUTPUT`; the valid OutPert calibration is
     ``pc.OutputPerturbation(mechanism, sensitivity="derived")``), ``"smoothness"`` (L_p per agent, see
-    :meth:`SocModel.smoothness`),
-    ``"models"`` (the :class:`SocModel` of each zone), ``"cut_branches"``, ``"beta"``,
+    `SocModel.smoothness`),
+    ``"models"`` (the `SocModel` of each zone), ``"cut_branches"``, ``"beta"``,
     ``"sensitivity"`` and ``"case"``.
     """
     beta = require_positive(beta, argument="beta", error=PrivacyError)
@@ -115,7 +115,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
         warnings.warn(f'sensitivity="paper" is nominal, not a valid bound: {NOMINAL_GRADIENT}; '
                       'its epsilons must not be published as guarantees (use "exact")',
                       pc.NominalPrivacyWarning, stacklevel=2)
-    net = as_net(net_or_name)
+    net = as_net(net_or_name, argument="net_or_name")
     data = network_data(net)
     mapping = check_zones(data, partition_data(data, zones, seed) if not isinstance(zones, Mapping) else zones)
     names = sorted(set(mapping.values()), key=lambda z: (str(type(z)), z))

@@ -77,7 +77,7 @@ def partition(net: pp.pandapowerNet | str, zones: int, seed: int = 0) -> dict[in
 
 
 def partition_data(data: NetworkData, zones: int, seed: int = 0) -> dict[int, int]:
-    """:func:`partition` of already extracted network data."""
+    """`partition` of already extracted network data."""
     target = _number_of_zones(zones, data.nb)
     graph = bus_graph(data)
     resolution = 1.0
@@ -92,7 +92,7 @@ def partition_data(data: NetworkData, zones: int, seed: int = 0) -> dict[int, in
 
 
 def case118_zones(net: pp.pandapowerNet | None = None) -> dict[int, int]:
-    """The stand-in 3-zone partition of case118 (:data:`CASE118_STANDIN_ZONES`); NOT the paper's.
+    """The stand-in 3-zone partition of case118 (`CASE118_STANDIN_ZONES`); NOT the paper's.
 
     The MATPOWER bus numbers are mapped to pandapower bus indices through
     ``net.bus.name``, which pandapower's MATPOWER importer sets to the MATPOWER number

@@ -4,12 +4,12 @@ Both act on the server of Algorithm 1 of Ryu & Kim (*Differentially Private Dist
 i.e. on the global vector w and the duals lambda_p, which the server computes from the agents' released
 messages and its own state alone. They are post-processing of the releases (docs/privacy.md).
 
-* :class:`OverRelaxation`: Boyd, Parikh, Chu, Peleato & Eckstein, *Distributed Optimization and Statistical
+* `OverRelaxation`: Boyd, Parikh, Chu, Peleato & Eckstein, *Distributed Optimization and Statistical
   Learning via the Alternating Direction Method of Multipliers* (Foundations and Trends in ML, 2011), Sec. 3.4.3.
   In Algorithm 1 the server's averaging (line 5) is ADMM's first block, the agents' step the second; so the
   relaxed quantity is the server's output: agent p is sent alpha A_p w^{t+1} + (1 - alpha) z_p^t (its own last
   release) in place of A_p w^{t+1}, and uses it in its step and its dual update, as the server does in line 8.
-* :class:`Anderson`: type-II Anderson acceleration of the server's fixed-point map (w, lambda / rho) ->
+* `Anderson`: type-II Anderson acceleration of the server's fixed-point map (w, lambda / rho) ->
   (w', lambda' / rho), with memory m and a safeguard in the spirit of Zhang, O'Donoghue & Boyd, *Globally
   Convergent Type-I Anderson Acceleration for Nonsmooth Fixed-Point Iterations* (SIAM J. Optim., 2020) and
   Fu, Zhang & Boyd, *Anderson Accelerated Douglas-Rachford Splitting* (SIAM J. Sci. Comput., 2020): an
@@ -46,7 +46,7 @@ class OverRelaxation:
 
 
 def as_relaxation(value: float | OverRelaxation) -> OverRelaxation:
-    """``relaxation=``: a number alpha in [1, 2) or an :class:`OverRelaxation`."""
+    """``relaxation=``: a number alpha in [1, 2) or an `OverRelaxation`."""
     return value if isinstance(value, OverRelaxation) else OverRelaxation(value)
 
 
@@ -78,14 +78,14 @@ class Anderson:
 
 
 def as_anderson(value: int | Anderson | None) -> Anderson | None:
-    """``anderson=``: None (off), a memory m, or an :class:`Anderson`."""
+    """``anderson=``: None (off), a memory m, or an `Anderson`."""
     return value if value is None or isinstance(value, Anderson) else Anderson(value)
 
 
 class AndersonMixer:
-    """The run state of :class:`Anderson`: past points x_i and images g_i = G(x_i), and the safeguard.
+    """The run state of `Anderson`: past points x_i and images g_i = G(x_i), and the safeguard.
 
-    :meth:`step` takes the point the server sent (x) and the plain step computed from the agents' answers
+    `step` takes the point the server sent (x) and the plain step computed from the agents' answers
     (g = G(x)), and returns the next point to send.
     """
 
@@ -140,7 +140,7 @@ class AndersonMixer:
                 "fallbacks": self.fallbacks}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by :meth:`state_dict`."""
+        """Restore a state written by `state_dict`."""
         self.points, self.images = list(state["points"]), list(state["images"])
         self.candidate, self.reference, self.fallback = bool(state["candidate"]), state["reference"], state["fallback"]
         self.accepted, self.fallbacks = int(state["accepted"]), int(state["fallbacks"])

@@ -7,9 +7,9 @@
     privcvx run CONFIG.toml
 
 Each comparison writes runs.csv, summary.csv and figure.png to its output folder (see
-:mod:`privcvx.experiments`). Dependency direction: ``powerflow`` and ``problems`` import
+[`privcvx.experiments`][privcvx.experiments]). Dependency direction: ``powerflow`` and ``problems`` import
 privcvx, never the reverse: their problem builders are found through the entry-point group
-``privcvx.builders`` (:func:`problem_builder`).
+``privcvx.builders`` (`problem_builder`).
 """
 
 from __future__ import annotations
@@ -53,6 +53,16 @@ def figure_hook(kind: str) -> Callable[..., list[Path]] | None:
     return found[0].load() if found else None
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's "(default: ...)", except for flags (``--no-progress``'s default is its opposite), options without a
+    default, and help that states its own default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.nargs == 0 or action.default is None or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _common_options(parser: argparse.ArgumentParser, *, methods: list[str], rounds: int, seeds: int,
                     delta: float) -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", default=PAPER_EPSILONS,
@@ -73,11 +83,11 @@ def make_parser() -> argparse.ArgumentParser:
     """The argument parser of ``privcvx``."""
     parser = argparse.ArgumentParser(prog="privcvx", description="Differentially private distributed convex "
                                      "optimization: ObjPert against OutPert (Ryu & Kim, Sec. 6).",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--version", action="version", version=f"privcvx {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="small comparison on case14 and digits (about a minute)",
-                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    demo = commands.add_parser("demo", help="small comparison on case14 and digits (under a minute with 2 workers)",
+                               formatter_class=DefaultsHelpFormatter)
     demo.add_argument("--out", default="out/demo", help="output folder")
     demo.add_argument("--workers", type=int, default=2, help="processes")
     demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
@@ -85,7 +95,7 @@ def make_parser() -> argparse.ArgumentParser:
     compare = compare.add_subparsers(dest="problem", required=True)
 
     power = compare.add_parser("powerflow", help="Sec. 6.1: zonal power flow, Figures 3 and 4",
-                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                               formatter_class=DefaultsHelpFormatter)
     power.add_argument("--case", default="case14", help="a pandapower.networks case name")
     power.add_argument("--zones", default="3", help='number of zones, or "standin" (case118)')
     power.add_argument("--zone-seed", type=int, default=0, help="seed of the zone partition")
@@ -96,7 +106,7 @@ def make_parser() -> argparse.ArgumentParser:
     _common_options(power, methods=POWERFLOW_METHODS, rounds=100, seeds=5, delta=1e-2)
 
     logistic = compare.add_parser("logistic", help="Sec. 6.2: federated logistic regression, Figures 5 and 6",
-                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                  formatter_class=DefaultsHelpFormatter)
     logistic.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer", "mnist"],
                           help="data set (digits and breast_cancer ship with scikit-learn)")
     logistic.add_argument("--data-path", default=None, help="folder of the MNIST IDX files")

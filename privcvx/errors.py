@@ -143,3 +143,8 @@ def require_positive(value: Any, *, argument: str, agent: str | None = None,
         bound = ">= 0" if allow_zero else "> 0"
         raise error(f"must be {bound}, got {value!r}", agent=agent, argument=argument)
     return number
+
+
+class SolverAccuracyWarning(UserWarning):
+    """A local or reference solve that CVXPY's solver reported as "optimal_inaccurate": one warning per run, naming
+    the agents and their counts (``result.info["inaccurate_solves"]``), in place of CVXPY's anonymous one per solve."""

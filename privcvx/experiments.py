@@ -1,20 +1,20 @@
 """Experiment runner: ObjPert against OutPert over a grid of settings (Sec. 6 of the paper).
 
-An :class:`Experiment` is a problem builder plus a grid of :class:`Setting` s (method,
-calibration, epsilon, E, seed). :func:`run_experiment` runs every setting with
-:func:`privcvx.DistributedProblem.solve` (serially or in a process pool), and writes
+An `Experiment` is a problem builder plus a grid of `Setting` s (method,
+calibration, epsilon, E, seed). `run_experiment` runs every setting with
+`privcvx.DistributedProblem.solve` (serially or in a process pool), and writes
 
-* ``runs.csv``: one row per setting and round, columns :data:`RUN_COLUMNS` plus one per problem metric;
+* ``runs.csv``: one row per setting and round, columns `RUN_COLUMNS` plus one per problem metric;
 * ``summary.csv``: per setting (over seeds) the mean, std, min and max of the final-round values,
   plus the worst W_p violation and the mean noise magnitude over all rounds and seeds;
-* ``references.csv``: the non-private run at each E and the centralized optimum (:func:`references`);
-* ``figure.png``: one column per epsilon, rows :data:`FIGURE_ROWS` and the problem metrics, with the
-  references as lines (:func:`plot`).
+* ``references.csv``: the non-private run at each E and the centralized optimum (`references`);
+* ``figure.png``: one column per epsilon, rows `FIGURE_ROWS` and the problem metrics, with the
+  references as lines (`plot`).
 
 Methods (Sec. 6): ObjG / ObjL are ObjPert (Eq. (10)) with the Gaussian / Laplace mechanism
 (Thm. 4.8), OutG / OutL are OutPert (Eq. (12)). The calibration of an OutPert method is
 ``"derived"`` (from the gradient sensitivity through the step's metric, see
-:func:`privcvx.privacy.perturbation.derived_output_sensitivity`: valid when the gradient sensitivity is)
+`privcvx.privacy.perturbation.derived_output_sensitivity`: valid when the gradient sensitivity is)
 or ``"paper"`` (the problem's explicit output sensitivity ``problem.info["output_sensitivity"]``, beta in
 Sec. 6.1.1; a nominal one warns ``pc.NominalPrivacyWarning``, run only on request). An ObjPert method always
 uses the agents' gradient sensitivity (Eqs. (18), (21)); its calibration label is the builder's
@@ -135,6 +135,11 @@ def make_settings(methods: Sequence[str], epsilons: Sequence[float], local_updat
     for e in local_updates:
         if isinstance(e, bool) or not isinstance(e, int) or e < 1:
             raise ParameterError(f"must be integers >= 1, got {e!r}", argument="local_updates")
+    gaussian = [text for text in methods if METHODS[parse_method(text)[0]][1] == "gaussian"]
+    if gaussian and max(epsilons) > 1.0:
+        raise ParameterError(f"{', '.join(gaussian)} use the classic Gaussian calibration of Thm. 4.8(ii), valid "
+                             f"only for a per-update epsilon <= 1, got {max(epsilons)!r}: keep the epsilons <= 1, "
+                             "or compare only the Laplace methods (ObjL, OutL) at larger ones", argument="epsilons")
     settings = []
     for text in methods:
         name, calibration = parse_method(text)
@@ -210,7 +215,7 @@ def _run_in_worker(setting: Setting) -> tuple[Setting, pd.DataFrame | None, str]
 
 @dataclass
 class Outcome:
-    """What :func:`run_experiment` produced: the tables, the files, and what did not finish."""
+    """What `run_experiment` produced: the tables, the files, and what did not finish."""
 
     runs: pd.DataFrame
     summary: pd.DataFrame
@@ -429,7 +434,7 @@ def references(experiment: Experiment, problem: DistributedProblem) -> pd.DataFr
 
     * ``non-private``: the run without noise at each E, with the same rounds, eta and rho (rho of Eq. (73)
       at the largest epsilon of the grid, where the schedule depends on epsilon);
-    * ``centralized``: the optimum of :meth:`DistributedProblem.solve_centralized` (``round`` 0), with the
+    * ``centralized``: the optimum of `DistributedProblem.solve_centralized` (``round`` 0), with the
       problem metrics at w*.
     """
     centralized = problem.solve_centralized()
@@ -454,7 +459,7 @@ def _curve(runs: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.
 def draw_panel(ax: Any, runs: pd.DataFrame, column: str, refs: pd.DataFrame | None = None) -> None:
     """One panel of figure.png on ``ax``: ``column`` of every method (colour) and E (line style) in ``runs``.
 
-    Lines are means over seeds and bands their min-max range; ``refs`` (from :func:`references`) adds the
+    Lines are means over seeds and bands their min-max range; ``refs`` (from `references`) adds the
     non-private run in grey and the centralized optimum as a black dashed line where they apply.
     """
     from privcvx import plotting
@@ -485,9 +490,9 @@ def draw_panel(ax: Any, runs: pd.DataFrame, column: str, refs: pd.DataFrame | No
 
 
 def plot(runs: pd.DataFrame, path: str | Path, title: str = "", refs: pd.DataFrame | None = None) -> None:
-    """figure.png: one column per epsilon; rows :data:`FIGURE_ROWS`, then the problem metrics.
+    """figure.png: one column per epsilon; rows `FIGURE_ROWS`, then the problem metrics.
 
-    Colour is the method, line style the number of local updates E (:mod:`privcvx.plotting`); the
+    Colour is the method, line style the number of local updates E ([`privcvx.plotting`][privcvx.plotting]); the
     non-private run (grey) and the centralized optimum (black, dashed) are the references; the column
     titles give the per-update epsilon, and the row ``epsilon spent`` the cumulative epsilon of the
     worst agent after each round (the tightest valid accountant; ObjG and OutG spend the same and overlap).

@@ -24,7 +24,7 @@ Three projections are offered, chosen once per agent:
   re-solves, warm-started. Solvers are tried in a fallback chain; a fallback re-solves
   the same parameters, so it never redraws noise.
 
-:class:`ExactStep` is the other local step: the exact consensus-ADMM subproblem (no linearization, the limit
+`ExactStep` is the other local step: the exact consensus-ADMM subproblem (no linearization, the limit
 of E -> infinity linearized updates), compiled once per agent with the linear term and rho as parameters,
 used by ``ExactADMM`` and ``LinearizedADMM(local_updates="exact")`` (non-private).
 """
@@ -46,6 +46,7 @@ from cvxpy.reductions.solvers.conic_solvers.conic_solver import ConicSolver
 
 from privcvx.errors import SolverError
 from privcvx.problem import Agent, AgentLayout, agent_vector
+from privcvx.solver_warnings import quiet_inaccurate
 
 #: Solver settings of the conic projection: accurate enough that a projected point matches
 #: a fresh solve to about 1e-7, and Clarabel's qdldl (its multithreaded default is slower on 2 cores).
@@ -75,10 +76,10 @@ PROJECTION_ERROR = SOLVER_SETTINGS[cp.CLARABEL]["reduced_tol_feas"]
 OSQP_MIN_DIMENSION = 300
 
 #: Clarabel statuses accepted from the direct path; "AlmostSolved" counts as inaccurate unless it meets
-#: :data:`STANDARD_TOLERANCE`.
+#: `STANDARD_TOLERANCE`.
 _CLARABEL_OK = {"Solved": False, "AlmostSolved": True}
 
-#: Clarabel's own default tolerances (feasibility and gap, 1e-8). The tight targets of :data:`SOLVER_SETTINGS` are
+#: Clarabel's own default tolerances (feasibility and gap, 1e-8). The tight targets of `SOLVER_SETTINGS` are
 #: out of reach on power-flow zones: Clarabel stalls at them ("AlmostSolved") at the point it reaches with its
 #: default targets (on case89pegase zones the same distance to an SCS 1e-12 solution, 5e-7 to 2e-4, whatever the
 #: target from 1e-8 to 1e-11; docs/performance.md). Such an answer counts as accurate when it meets these.
@@ -288,8 +289,9 @@ class Projection:
         for attempt, solver in enumerate(self.solvers):
             start = time.perf_counter()
             try:
-                self.problem.solve(solver=solver, warm_start=warm_start, enforce_dpp=True,
-                                   **SOLVER_SETTINGS.get(solver, {}))
+                with quiet_inaccurate():  # counted in stats.inaccurate, reported once per run
+                    self.problem.solve(solver=solver, warm_start=warm_start, enforce_dpp=True,
+                                       **SOLVER_SETTINGS.get(solver, {}))
             except cp.error.SolverError as exc:
                 errors.append(f"{solver}: {exc}")
                 continue
@@ -308,7 +310,7 @@ class Projection:
 
     @property
     def error_bound(self) -> float:
-        """How far a computed projection may be from the exact one, per coordinate (:data:`PROJECTION_ERROR`)."""
+        """How far a computed projection may be from the exact one, per coordinate (`PROJECTION_ERROR`)."""
         return PROJECTION_ERROR if self.kind == "conic" else 0.0
 
     def violation(self, z: np.ndarray) -> float:
@@ -363,7 +365,8 @@ class ExactStep:
         # fails at them (power-flow zones of case24_ieee_rts and larger), its default settings.
         for settings in (SOLVER_SETTINGS[cp.CLARABEL], {}):
             try:
-                self.problem.solve(solver=cp.CLARABEL, warm_start=False, accept_unknown=True, **settings)
+                with quiet_inaccurate():  # counted in self.inaccurate, reported once per run
+                    self.problem.solve(solver=cp.CLARABEL, warm_start=False, accept_unknown=True, **settings)
             except cp.error.SolverError as exc:
                 failure = f"failed: {exc}"
                 continue

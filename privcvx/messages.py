@@ -1,8 +1,8 @@
 """Messages, the only values that cross an agent's boundary, and the transcript of a run.
 
-A :class:`Message` goes from a sender (an agent, or the server) to one receiver, or to all of
+A `Message` goes from a sender (an agent, or the server) to one receiver, or to all of
 the sender's neighbours in that round's graph (``receiver=None``, a broadcast). Its payload is
-a dict of numpy arrays. The run records every message in a :class:`Transcript`, in the order
+a dict of numpy arrays. The run records every message in a `Transcript`, in the order
 they were sent: this is exactly what an eavesdropper on every channel sees (for payloads sealed for
 their receiver, such as RandomizedADMM's secret shares, only the ciphertext), and the public
 metrics of a run (residuals, disagreement, the global vector) are computed from it alone.
@@ -67,7 +67,7 @@ class Message:
 
 
 class Transcript:
-    """Every message of a run, in the order sent (:meth:`append` is the runtime's)."""
+    """Every message of a run, in the order sent (`append` is the runtime's)."""
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
         self._messages: list[Message] = list(messages)

@@ -1,15 +1,15 @@
 """One style vocabulary for every privcvx figure, and the drawing helpers behind them.
 
-* **Colour is the method**: :data:`COLORS` (ObjG, ObjL, OutG, OutL, an OutPert method with the derived
+* **Colour is the method**: `COLORS` (ObjG, ObjL, OutG, OutL, an OutPert method with the derived
   calibration in a lighter shade of its colour) and the two references, the non-private run (grey) and
   the centralized optimum (black).
-* **Line style is the number of local updates E** (:func:`line_style`): solid for the smallest E, then
+* **Line style is the number of local updates E** (`line_style`): solid for the smallest E, then
   dashed, dotted, dash-dotted. No other dimension is drawn by line style.
-* **Log axes never draw a zero at 1e-300**: :func:`log_values` leaves out values <= 0, and
-  :func:`set_scale` keeps a linear axis when the data span less than a decade or are all zero, and writes
+* **Log axes never draw a zero at 1e-300**: `log_values` leaves out values <= 0, and
+  `set_scale` keeps a linear axis when the data span less than a decade or are all zero, and writes
   how many zeros were left out in the panel's corner.
-* Figures are made with :class:`matplotlib.figure.Figure` (no pyplot state, and never a change of the
-  user's matplotlib backend) and saved at :data:`DPI` dots per inch; legends sit outside the panels.
+* Figures are made with `matplotlib.figure.Figure` (no pyplot state, and never a change of the
+  user's matplotlib backend) and saved at `DPI` dots per inch; legends sit outside the panels.
 
 Every drawing function takes the ``ax`` it draws on.
 """
@@ -32,12 +32,12 @@ LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def method_label(method: str, calibration: str) -> str:
-    """The legend label, and the key of :data:`COLORS`: OutPert with the derived calibration is its own colour."""
+    """The legend label, and the key of `COLORS`: OutPert with the derived calibration is its own colour."""
     return f"{method} (derived)" if calibration == "derived" and method.startswith("Out") else method
 
 
 def color_of(label: str, index: int = 0) -> str:
-    """The colour of a free-form label: that of the first method or reference of :data:`COLORS` it names
+    """The colour of a free-form label: that of the first method or reference of `COLORS` it names
     (the longest name first, so "OutG (derived)" wins over "OutG"), else matplotlib's ``C<index>``."""
     lowered = label.lower()
     for name in sorted(COLORS, key=len, reverse=True):
@@ -106,7 +106,7 @@ def reference_line(ax: Any, value: float, label: str = "centralized optimum") ->
 
 def new_figure(rows: int, columns: int, *, panel: tuple[float, float] = (3.6, 2.6),
                sharex: bool = True) -> tuple[Any, np.ndarray]:
-    """A :class:`~matplotlib.figure.Figure` with a ``rows`` x ``columns`` grid of panels of ``panel`` inches."""
+    """A `Figure` with a ``rows`` x ``columns`` grid of panels of ``panel`` inches."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(panel[0] * columns, panel[1] * rows + 0.9), layout="constrained")
@@ -136,5 +136,5 @@ def figure_legend(fig: Any, axes: Any, local_updates: Sequence[int] = ()) -> Non
 
 
 def save(fig: Any, path: str | os.PathLike) -> None:
-    """Write ``fig`` to ``path`` at :data:`DPI`."""
+    """Write ``fig`` to ``path`` at `DPI`."""
     fig.savefig(path, dpi=DPI)

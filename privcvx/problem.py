@@ -10,8 +10,8 @@ share are agreed on; the other variables of an agent stay private to it.
 
 The local vector ``z_p`` of an agent stacks all its variables, each vectorized
 column-major (``order="F"``, like ``cp.vec``), in the order of
-:attr:`Agent.variables`. The global vector ``w`` stacks the keys in the order of
-:attr:`DistributedProblem.keys`, each vectorized column-major.
+`Agent.variables`. The global vector ``w`` stacks the keys in the order of
+`DistributedProblem.keys`, each vectorized column-major.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from privcvx.errors import (
     require_positive,
 )
 from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.solver_warnings import quiet_inaccurate, reference_status_warning
 
 if TYPE_CHECKING:
     from privcvx.algorithms.base import Algorithm
@@ -79,9 +80,9 @@ class Agent:
         ``"agent-<i>"`` when it is ``None``.
     gradient:
         Optional numpy oracle ``gradient(*values)`` returning the (sub)gradient of the
-        objective with respect to :attr:`variables` (one array, or a tuple of arrays shaped
+        objective with respect to `variables` (one array, or a tuple of arrays shaped
         like the variables). By default privcvx derives a fast evaluator from the CVXPY
-        expression (:mod:`privcvx.gradients`).
+        expression ([`privcvx.gradients`][privcvx.gradients]).
     sensitivity:
         ``pc.Sensitivity`` bounding ``max ||f'_p(z; D) - f'_p(z; D')||`` over neighbouring
         datasets (Eqs. (18), (21)), or a callable ``(*values) -> pc.Sensitivity`` for
@@ -263,7 +264,7 @@ class CentralizedSolution:
 
 def agent_vector(agent: Agent) -> cp.Expression:
     """z_p as one CVXPY vector: the agent's variables, each vectorized column-major, in ``agent.variables`` order
-    (the layout of :class:`AgentLayout`), for the compiled local steps."""
+    (the layout of `AgentLayout`), for the compiled local steps."""
     parts = [cp.vec(v, order="F") for v in agent.variables]
     return parts[0] if len(parts) == 1 else cp.hstack(parts)
 
@@ -300,14 +301,14 @@ class AgentSpec:
         The agent's name (the built agent must have it, or none).
     factory:
         A picklable zero-argument callable (a module-level function, a ``functools.partial`` of one, an instance
-        of a class) that builds the agent's :class:`Agent`, loading its private data where it is called: on the
+        of a class) that builds the agent's `Agent`, loading its private data where it is called: on the
         host that runs the agent (a worker process or a Ray actor). It should hold where the data is (a path),
         never the data itself, since it is pickled and sent to the host.
     shapes:
         ``{key: shape}``: the public shapes of the agent's shared keys, in the order the built agent's ``shared``
         lists them. The driver lays out the global vector w from these alone.
     sensitivity, smoothness:
-        The public declarations that the algorithm checks in the driver (see :class:`Agent`); the built agent
+        The public declarations that the algorithm checks in the driver (see `Agent`); the built agent
         must declare the same.
     convex:
         Whether the built agent's objective is convex DCP (``Agent.convex``; a nonconvex agent needs a gradient
@@ -410,7 +411,7 @@ class DistributedProblem:
     """A set of agents that agree on shared keys: the paper's model (2), in general form.
 
     Validation happens here, at construction: every agent is DCP (checked by
-    :class:`Agent`), no variable belongs to two agents, every key has one shape
+    `Agent`), no variable belongs to two agents, every key has one shape
     everywhere, every local set W_p is non-empty (a feasibility solve per agent), and the sets meet on the
     shared keys (one feasibility solve of all of them).
     """
@@ -493,12 +494,12 @@ class DistributedProblem:
     @classmethod
     def from_factories(cls, specs: Sequence[AgentSpec], metrics: Mapping[str, Metric] | None = None,
                        info: Mapping[str, Any] | None = None) -> DistributedProblem:
-        """A problem whose agents are built where they run, each by its :class:`AgentSpec`'s factory.
+        """A problem whose agents are built where they run, each by its `AgentSpec`'s factory.
 
         The driver lays out w from the specs' public shapes alone; every host (the driver itself for
         ``backend="serial"``, a worker process, a Ray actor) calls its agents' factories and checks each built
         agent against its spec. The agents' data, objectives and noise states never exist in the driver, so
-        :meth:`solve_centralized` raises (build an ordinary problem from the same data for a reference), the
+        `solve_centralized` raises (build an ordinary problem from the same data for a reference), the
         local sets are not checked for feasibility at declaration, and ``checkpoint=`` needs every spec's
         ``shard`` path (each host writes its agents' state there). See docs/deployment.md.
         """
@@ -522,7 +523,7 @@ class DistributedProblem:
 
     @property
     def data_local(self) -> bool:
-        """Whether the agents are built on their hosts by factories (:meth:`from_factories`)."""
+        """Whether the agents are built on their hosts by factories (`from_factories`)."""
         return any(isinstance(agent, AgentSpec) for agent in self.agents)
 
     @property
@@ -606,9 +607,9 @@ class DistributedProblem:
 
         Returns the optimal value sum_p f_p(z_p*), the global vector w* and every agent's z_p*.
         Keyword arguments go to ``cp.Problem.solve``; by default Clarabel runs with tight
-        tolerances (:data:`REFERENCE_SOLVER`), since this is the yardstick of every run.
+        tolerances (`REFERENCE_SOLVER`), since this is the yardstick of every run.
         A problem with a nonconvex agent gets a multi-start local solve instead
-        (:func:`privcvx.nonconvex.local_reference`, status ``"local_optimum"``).
+        ([`privcvx.nonconvex.local_reference`][privcvx.nonconvex.local_reference], status ``"local_optimum"``).
         """
         if self.data_local:
             raise CentralizedSolveError("the agents of this problem are built by factories on their hosts, so the "
@@ -621,9 +622,11 @@ class DistributedProblem:
         solver_options = solver_options or dict(REFERENCE_SOLVER)
         problem, globals_, substitute = self._consensus_model(self.agents, objective=True)
         try:
-            problem.solve(**solver_options)
+            with quiet_inaccurate():  # one privcvx warning below instead
+                problem.solve(**solver_options)
         except (cp.error.SolverError, cp.error.DCPError, TypeError, ValueError) as exc:
             raise CentralizedSolveError(f"the centralized solve failed: {exc}", argument="solver_options") from exc
+        reference_status_warning(problem.status)
         if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise DeclarationError(f"the centralized problem is {problem.status}", argument="agents")
         w = np.concatenate([np.asarray(globals_[k].value, dtype=float).reshape(-1, order="F")
@@ -638,7 +641,7 @@ class DistributedProblem:
               seed: int | str | None = None, backend: Any = "serial", progress: bool = False,
               callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: Any = None, resume: Any = None,
               reference: bool = False, diagnostics: bool = True, **settings: Any) -> Result:
-        """Run a distributed algorithm on this problem and return a :class:`~privcvx.results.Result`.
+        """Run a distributed algorithm on this problem and return a [`Result`][privcvx.results.Result].
 
         With no ``algorithm`` it runs Algorithm 1 of Ryu & Kim, ``pc.algorithms.LinearizedADMM(**settings)``
         (``local_updates``, ``rho``, ``eta``, ``privacy``, ``tol``); otherwise the settings belong to the
@@ -657,7 +660,7 @@ class DistributedProblem:
           ``False`` the history holds only values computed from the messages, and ``result.z`` only what each
           agent sent.
 
-        A run that fails part-way raises :class:`~privcvx.errors.RunFailed`, whose ``.result`` keeps the
+        A run that fails part-way raises [`RunFailed`][privcvx.errors.RunFailed], whose ``.result`` keeps the
         history up to the failure.
         """
         from privcvx.algorithms import LinearizedADMM
@@ -693,7 +696,8 @@ def _substituted(expr: Any, substitute: dict[int, cp.Variable]) -> Any:
 
 def _feasible(problem: cp.Problem) -> bool:
     """Whether a feasibility problem has a point; a solver failure raises SolverError."""
-    problem.solve()
+    with quiet_inaccurate():  # an inaccurate feasible point is still a point
+        problem.solve()
     return problem.status not in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
 
 

@@ -28,9 +28,9 @@ class Result:
     decentralized method), ``z`` each agent's last release: in a private run, or a run with
     ``diagnostics=False`` (``info["release_only"]``), exactly the values the agent last sent; otherwise its
     whole local vector. ``history`` has one row per round (the algorithm's columns, see docs/algorithms.md;
-    no :data:`TIMING_COLUMNS` with ``diagnostics=False``), ``privacy`` one row per agent (``None``
+    no `TIMING_COLUMNS` with ``diagnostics=False``), ``privacy`` one row per agent (``None``
     without privacy), ``reference`` the centralized solution when one was computed, ``transcript``
-    every message of the run (:class:`~privcvx.messages.Transcript`), and ``info``: how the run ended
+    every message of the run ([`Transcript`][privcvx.messages.Transcript]), and ``info``: how the run ended
     (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed"), the algorithm and
     topology, and ``info["diagnostics"]``, the history columns computed from private data (not
     protected by DP, research runs only). Algorithm 1 adds, per agent, its local projection's kind and
@@ -135,7 +135,7 @@ class Result:
 
         ``columns`` defaults to every metric the algorithm recorded (the settings and the clock left out).
         ``ax``: a sequence of one matplotlib axis per column to draw on (default: a new figure). The style is
-        :mod:`privcvx.plotting`'s: a log axis where the values span a decade, zeros left out of it and counted
+        `privcvx.plotting`'s: a log axis where the values span a decade, zeros left out of it and counted
         in the panel, and a signed column (``objective_gap``) drawn as its absolute value; the centralized
         optimum as a reference line on ``objective`` when ``reference=True`` was given; the cumulative epsilon
         spent in the title under privacy. Library code never changes the matplotlib backend.
@@ -185,7 +185,7 @@ class Result:
 
 
 def load_result(path: str | os.PathLike) -> Result:
-    """Read a result written by :meth:`Result.save` (nothing in the file is executed: no pickle)."""
+    """Read a result written by `Result.save` (nothing in the file is executed: no pickle)."""
     try:
         return _read_result(path)
     except FileNotFoundError:

@@ -109,7 +109,7 @@ def as_schedule(value: float | Schedule | str, *, argument: str) -> Schedule:
 def checked_value(schedule: Schedule, t: int, *, argument: str, underflow: bool = False) -> float:
     """The schedule's value at round t, which must be finite and > 0.
 
-    ``underflow=True``: a :class:`Geometric` schedule may be 0 (a caller that handles a zero step): c q^(t-1) is
+    ``underflow=True``: a `Geometric` schedule may be 0 (a caller that handles a zero step): c q^(t-1) is
     positive, but its float underflows to 0 once q^(t-1) < 5e-324 / c (after about 7000 rounds at q = 0.9), and
     that 0 is the value the run computes with.
     """
@@ -122,7 +122,7 @@ def checked_value(schedule: Schedule, t: int, *, argument: str, underflow: bool 
 
 
 class ResidualBalancing:
-    """Residual balancing for rho (Boyd et al. Sec. 3.4.1); ``rho="adaptive"`` is :func:`adaptive`'s form of it.
+    """Residual balancing for rho (Boyd et al. Sec. 3.4.1); ``rho="adaptive"`` is `adaptive`'s form of it.
 
     After each round, with the primal residual r = ||A w - z|| and the dual residual s = ||rho A (w^{t+1} - w^t)||
     (both normalized as ``relative`` says): rho <- tau * rho when r > mu * s, and rho <- rho / tau when
@@ -147,7 +147,7 @@ class ResidualBalancing:
     depends only on the residuals and ||lambda||, which are functions of released vectors and of the
     server's own w and lambda, so adapting it costs no privacy (docs/privacy.md).
     ``ResidualBalancing()`` with its own defaults (absolute residuals, tau = 2, mu = 10, no warm-up) is the
-    rule ``rho="adaptive"`` used before :func:`adaptive`'s relative one (docs/tuning.md).
+    rule ``rho="adaptive"`` used before `adaptive`'s relative one (docs/tuning.md).
     """
 
     def __init__(self, initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",
@@ -205,8 +205,17 @@ class ResidualBalancing:
         return {"value": self.value, "observed": self.observed, "peak": self.peak}
 
     def load_state_dict(self, state: dict[str, float | None]) -> None:
-        """Restore a state written by :meth:`state_dict`."""
+        """Restore a state written by `state_dict`."""
         self.value, self.observed, self.peak = state["value"], int(state["observed"]), float(state["peak"])
+
+    def __repr__(self) -> str:
+        settings = {"tau": self.tau, "mu": self.mu, "mode": self.mode, "relative": self.relative,
+                    "warmup": self.warmup, "until": self.until, **self._repr_extra()}
+        shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+        return f"{type(self).__name__}({self.value!r}, {shown})"
+
+    def _repr_extra(self) -> dict[str, Any]:
+        return {}
 
 
 def adaptive(initial: float | None = None, *, tau: float = 1.5, mu: float = 20.0, mode: str = "free",
@@ -225,7 +234,7 @@ class PerKeyBalancing(ResidualBalancing):
     shared key; ``"entry"``: every entry alone). After each round, for each group g with primal residual
     r_g = ||A w - z|| over the copies of its entries and dual residual s_g = rho_g ||A (w^{t+1} - w^t)||
     over the same copies: rho_g <- tau * rho_g when r_g > mu * s_g, rho_g <- rho_g / tau when s_g > mu * r_g
-    (``mode="free"``). Every group starts at the same value as :class:`ResidualBalancing` and stops adapting
+    (``mode="free"``). Every group starts at the same value as `ResidualBalancing` and stops adapting
     after ``until`` rounds. The residuals are functions of released vectors and of the server's own w and
     lambda, so the vector rho costs no privacy (docs/privacy.md).
     """
@@ -240,7 +249,7 @@ class PerKeyBalancing(ResidualBalancing):
         self.index: np.ndarray | None = None
 
     def start(self, suggestion: float) -> None:
-        """Set the start value (as :class:`ResidualBalancing`) for every group; ``index`` (the group of every
+        """Set the start value (as `ResidualBalancing`) for every group; ``index`` (the group of every
         entry of w) must be set first, by the server."""
         super().start(suggestion)
         if self.vector is None:
@@ -267,3 +276,6 @@ class PerKeyBalancing(ResidualBalancing):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.vector = state["vector"]
+
+    def _repr_extra(self) -> dict[str, Any]:
+        return {"groups": self.groups}

@@ -1,19 +1,19 @@
 """Who talks to whom in round t, and with which weights.
 
-A :class:`Topology` is a graph over the agents' names, fixed or changing with the round:
+A `Topology` is a graph over the agents' names, fixed or changing with the round:
 
 * ``Topology(graph)`` wraps a ``networkx.Graph`` whose nodes are the agent names;
 * ``Topology(fn)`` is time-varying: ``fn(t)`` returns round t's graph (t = 1, 2, ...);
 * ``Topology.star()`` is the server-based pattern of Algorithm 1 of Ryu & Kim: every agent
-  talks to the server (:data:`SERVER`) only.
+  talks to the server (`SERVER`) only.
 
-The builders :meth:`Topology.complete`, :meth:`Topology.ring`, :meth:`Topology.random` and
-:meth:`Topology.random_sequence` take either the agent names or a count ``n`` (names
-``"agent-0"`` ... ``"agent-<n-1>"``, the default names of :class:`privcvx.Agent`), or nothing, in which case the
-graph is built over the problem's agents when the run starts (:meth:`Topology.bind`).
+The builders `Topology.complete`, `Topology.ring`, `Topology.random` and
+`Topology.random_sequence` take either the agent names or a count ``n`` (names
+``"agent-0"`` ... ``"agent-<n-1>"``, the default names of `privcvx.Agent`), or nothing, in which case the
+graph is built over the problem's agents when the run starts (`Topology.bind`).
 
-:meth:`Topology.weights` returns round t's mixing matrix under one of the rules of
-:data:`WEIGHT_RULES`. Each is symmetric and doubly stochastic with positive diagonal, as
+`Topology.weights` returns round t's mixing matrix under one of the rules of
+`WEIGHT_RULES`. Each is symmetric and doubly stochastic with positive diagonal, as
 papers 001 (Assumption 2), 002 and 003 assume, and is checked: row and column sums are 1 to
 1e-12 and the support lies on the graph's edges plus self-loops.
 
@@ -34,10 +34,10 @@ import numpy as np
 
 from privcvx.errors import ParameterError, check_int
 
-#: The name of the server node under :meth:`Topology.star`; no agent may use it.
+#: The name of the server node under `Topology.star`; no agent may use it.
 SERVER = "server"
 
-#: Tolerance of the doubly-stochastic check of :meth:`Topology.weights`.
+#: Tolerance of the doubly-stochastic check of `Topology.weights`.
 STOCHASTIC_TOLERANCE = 1e-12
 
 Nodes = int | Sequence[str] | None
@@ -152,7 +152,7 @@ class Topology:
     # ---- builders -------------------------------------------------------------------------------------
     @classmethod
     def _deferred(cls, factory: GraphFactory, nodes: Nodes) -> Topology:
-        """A topology built by ``factory(names)``, now if the names are known, else at :meth:`bind`."""
+        """A topology built by ``factory(names)``, now if the names are known, else at `bind`."""
         names = _names(nodes)
         if names is not None:
             return cls(factory(names))
@@ -380,7 +380,10 @@ def _ring_graph(names: Sequence[str]) -> nx.Graph:
 def _random_connected(names: Sequence[str], *, edges: int | None, seed: int) -> nx.Graph:
     """A uniformly random spanning tree (random attachment order) plus random extra edges, seeded."""
     n = len(names)
-    target = 2 * n if edges is None else check_int(edges, argument="edges", minimum=max(n - 1, 0))
+    if edges is not None and check_int(edges, argument="edges", minimum=0) < n - 1:
+        raise ParameterError(f"{n} agents need at least {n - 1} edges to be connected (edges counts every edge, "
+                             f"the spanning tree's {n - 1} included), got {edges!r}", argument="edges")
+    target = 2 * n if edges is None else int(edges)
     target = min(target, n * (n - 1) // 2)
     rng = np.random.default_rng(check_int(seed, argument="seed", minimum=0))
     order = list(rng.permutation(n))

@@ -5,11 +5,12 @@ f_p by its linearization plus ||z - z^{t,e}||^2 / (2 eta), which needs 1/eta >= 
 ``eta="auto"`` estimates L_p once per agent at set-up and then uses the paper's rules:
 
 * smooth f_p, no privacy: eta_p = 1/L_p, constant;
-* smooth f_p under privacy: Eq. (25a), eta_p^t = 1/(L_p + sqrt(t)/epsilon-bar);
+* smooth f_p under privacy: Eq. (25a), eta_p^t = 1/(L_p + sqrt(t)/epsilon-bar), epsilon-bar the per-update
+  epsilon (`update_epsilon`: for a ``pc.Budget``, derived from its public noise multiplier);
 * nonsmooth f_p (abs, norms, max, ...): Eq. (26a), eta^t = 1/sqrt(t).
 
 L_p comes from, in order: the declaration ``pc.Agent(smoothness=...)`` (made by builders,
-e.g. the logistic-loss bound of :mod:`problems` or the closed form of :mod:`powerflow`);
+e.g. the logistic-loss bound of `problems` or the closed form of `powerflow`);
 otherwise the largest eigenvalue of the Hessian, by Lanczos (``scipy.sparse.linalg.eigsh``)
 on Hessian-vector products taken as central differences of the gradient. For a quadratic
 f_p the gradient is affine, so these differences are exact and the estimate is the closed
@@ -23,11 +24,13 @@ import math
 from dataclasses import dataclass
 
 import cvxpy as cp
+import dp_accounting
 import numpy as np
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
 from privcvx.errors import SolverError
 from privcvx.gradients import GradientEvaluator
+from privcvx.privacy.mechanisms import Mechanism
 from privcvx.problem import Agent
 
 #: Atoms whose (sub)gradient is discontinuous: an objective holding one is treated as nonsmooth.
@@ -37,7 +40,7 @@ NONSMOOTH_ATOMS = frozenset({"abs", "norm1", "norm_inf", "PnormApprox", "Pnorm",
 
 
 def is_smooth(expr: cp.Expression) -> bool:
-    """Whether no atom of ``expr`` is in :data:`NONSMOOTH_ATOMS` (only affine atoms are above them)."""
+    """Whether no atom of ``expr`` is in `NONSMOOTH_ATOMS` (only affine atoms are above them)."""
     if type(expr).__name__ in NONSMOOTH_ATOMS and expr.variables():
         return False
     return all(is_smooth(arg) for arg in expr.args)
@@ -90,6 +93,22 @@ def smoothness_of(agent: Agent, evaluator: GradientEvaluator, z: np.ndarray) -> 
         raise SolverError(f"the estimate of L_p is {value} (is the gradient finite at z_p^1?); declare "
                           "pc.Agent(smoothness=L)", agent=agent.name, argument="smoothness")
     return max(value, 0.0)
+
+
+def update_epsilon(mechanism: Mechanism | None) -> float:
+    """epsilon-bar of Eq. (25a): the per-update epsilon of ``mechanism`` (inf without privacy).
+
+    A Laplace mechanism states it (a ``pc.Budget``'s: 1/noise multiplier). A Gaussian calibrated by a
+    ``pc.Budget`` has no per-update epsilon of its own (NaN): epsilon-bar is then the exact per-update epsilon of
+    a Gaussian of that noise multiplier at the budget's delta (Balle & Wang 2018's analytic Gaussian,
+    ``dp_accounting.get_epsilon_gaussian``), a function of public numbers only.
+    """
+    if mechanism is None:
+        return math.inf
+    epsilon = mechanism.epsilon
+    if math.isnan(epsilon) and mechanism.draws == "gaussian" and mechanism.noise_multiplier > 0:
+        epsilon = dp_accounting.get_epsilon_gaussian(mechanism.noise_multiplier, mechanism.delta)
+    return epsilon if math.isfinite(epsilon) else math.inf
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ Agent i holds the records (x_j, y_j), y_j in {-1, +1}, of one share of the data 
 
     f_i(w) = (1/m_i) sum_j [ log(1 + exp(-y_j x_j^T w)) + (lam/2) ||w||^2 ],
 
-declared both as a CVXPY expression and record by record (:class:`RecordLoss`, the
-:class:`~privcvx.algorithms.qdpsgd.SampleLoss` that clipping and Poisson subsampling need). Every row is scaled
+declared both as a CVXPY expression and record by record (`RecordLoss`, the
+[`SampleLoss`][privcvx.algorithms.qdpsgd.SampleLoss] that clipping and Poisson subsampling need). Every row is scaled
 to ||x||_2 <= 1, so the declared smoothness 1/4 + lam, of f_i and of every record's loss, holds for every dataset
 (the logistic's second derivative is at most 1/4).
 """

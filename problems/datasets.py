@@ -1,7 +1,7 @@
 """Datasets that work offline: scikit-learn's bundled data, and MNIST read from local IDX files.
 
 Every loader returns ``(X, y)``: a float feature matrix with one sample per row and a 1-D integer
-label vector. No scaling is done here; :func:`problems.federated_logistic` scales the rows.
+label vector. No scaling is done here; `problems.federated_logistic` scales the rows.
 """
 
 from __future__ import annotations

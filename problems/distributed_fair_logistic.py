@@ -3,14 +3,14 @@ distributed method (e.g. ``LinearizedADMM`` without noise) solves the released p
 
 This composes Ch. 5 of J. Ding, "Towards Plausible Collaborative Machine Learning: Privacy, Efficiency and
 Fairness" (PhD dissertation, University of Houston, 2022) with the distributed layer of privcvx. Agent p holds
-the tuples I_p and releases, once, theta_p = (a_p, M_p, c_p) of :mod:`problems.fair_logistic` on its own data, with
+the tuples I_p and releases, once, theta_p = (a_p, M_p, c_p) of `problems.fair_logistic` on its own data, with
 the noise of ``method`` from its own noise stream, and repairs M_p (PSD, post-processing). Its objective and
 public local set are built from the release alone:
 
     f_p(w) = (a_p^T w + w^T M_p w + (lam/2) n_p ||w||^2) / n,        W_p = {w : |c_p^T w| <= tau n_p / n}.
 
 **Guarantee.** Each release is epsilon-DP (pdfc) or (epsilon, delta)-DP (adfc, relaxed) for the agent's own tuples,
-under replace-one within its share (the bounds of :func:`problems.fair_logistic.coefficient_sensitivity`). The
+under replace-one within its share (the bounds of `problems.fair_logistic.coefficient_sensitivity`). The
 shares are disjoint, so a tuple is covered by its owner's release alone (parallel composition), and everything
 the distributed method computes reads only f_p and W_p, i.e. the releases: post-processing. The method must
 therefore add no noise and needs no ledger: the run reports no privacy table (its history's epsilon is 0); the
@@ -47,7 +47,7 @@ def distributed_fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, agents
     """The released fair logistic problem over ``agents`` iid shares, and every agent's released coefficients.
 
     ``epsilon=None`` (or ``math.inf``) releases the exact coefficients (the Taylor surrogate without noise);
-    the other arguments are those of :func:`problems.fair_logistic.fair_logistic`. ``seed`` gives each agent its
+    the other arguments are those of `problems.fair_logistic.fair_logistic`. ``seed`` gives each agent its
     own noise stream, with the rules of ``pc.run``: None (default) is secure noise, an int warns
     ``ReproducibleNoiseWarning`` (``agent_noise_sources(resolve_seed(seed, private), agents)``).
     """

@@ -35,7 +35,7 @@ groups the privacy loss is at most sum_g epsilon_g Delta_g / Delta_1 <= max_g ep
 of std sigma_s >= sigma_n is the release at sigma_n plus independent noise (post-processing). The thesis's
 epsilon = epsilon_s/d + (d - 1) epsilon_n / d (Theorems 18, 20) is not used: it assumes the sensitivity splits
 over the groups in proportion to their attributes. s(epsilon, delta) is the exact analytic Gaussian multiplier
-(Balle & Wang 2018, ``dp_accounting.get_sigma_gaussian``); :func:`extended_gaussian_sigma` is the thesis's
+(Balle & Wang 2018, ``dp_accounting.get_sigma_gaussian``); `extended_gaussian_sigma` is the thesis's
 Extended Gaussian formula, for comparison.
 
 The solver's answer is projected onto the slab |c^T w| <= tau (post-processing), so the returned model meets the
@@ -135,7 +135,7 @@ class Coefficients:
 
     @classmethod
     def from_flat(cls, theta: np.ndarray, d: int) -> Coefficients:
-        """The inverse of :meth:`flat`."""
+        """The inverse of `flat`."""
         return cls(theta[:d], theta[d:d + d * d].reshape(d, d), theta[d + d * d:])
 
     def repaired(self) -> Coefficients:
@@ -181,7 +181,7 @@ def worst_case_coefficients(d: int, tuples: int = 3) -> list[tuple[np.ndarray, n
 
 @dataclass(frozen=True)
 class FairModel:
-    """The result of :func:`fair_logistic`.
+    """The result of `fair_logistic`.
 
     Attributes
     ----------
@@ -238,7 +238,7 @@ def perturb_coefficients(theta: np.ndarray, d: int, method: str, epsilon: float,
            ratio: float, noise: NoiseSource) -> np.ndarray:
     """theta with the method's noise (module docstring): group Phi_s (``attribute``) at ``ratio`` times the budget.
 
-    ``noise`` is the releasing party's noise source (:func:`privcvx.privacy.noise.agent_noise_sources`).
+    ``noise`` is the releasing party's noise source (`privcvx.privacy.noise.agent_noise_sources`).
     """
     l1, l2 = coefficient_sensitivity(d)
     if method == "pdfc":
@@ -264,7 +264,7 @@ SOLVER_CHAIN: tuple[dict[str, Any], ...] = (
 
 
 def _solve(problem: cp.Problem) -> None:
-    """Solve with the first solver of :data:`SOLVER_CHAIN` that reaches "optimal", else raise SolverError."""
+    """Solve with the first solver of `SOLVER_CHAIN` that reaches "optimal", else raise SolverError."""
     statuses = []
     for options in SOLVER_CHAIN:
         try:
@@ -301,7 +301,7 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     lam:
         The public ridge (lam/2) n ||w||^2.
     seed:
-        The noise, with the rules of ``pc.run`` (:func:`privcvx.runtime.loop.resolve_seed`): None or "secure"
+        The noise, with the rules of ``pc.run`` (`privcvx.runtime.loop.resolve_seed`): None or "secure"
         (default: OS entropy, OpenDP on a grid); an int gives reproducible noise for research runs and warns
         ``ReproducibleNoiseWarning``.
     """
@@ -379,7 +379,7 @@ def breast_cancer_fairness() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def adult_fairness(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """UCI Adult from a local CSV (:func:`problems.datasets.load_adult`) with z = sex (1 = the second category,
+    """UCI Adult from a local CSV (`problems.datasets.load_adult`) with z = sex (1 = the second category,
     "Male" in the UCI coding), removed from X; y = 1{income > 50K}; the rows rescaled to unit norm."""
     from problems.datasets import ADULT_COLUMNS, load_adult
 

@@ -51,7 +51,7 @@ def decentralized_logistic(X: Any, y: Any, agents: int = 5, lam: float = 1e-2, s
                            test: tuple[Any, Any] | None = None) -> pc.DistributedProblem:
     """The consensus problem (2) of the thesis over ``agents`` iid shares of (X, y), y in {-1, +1}.
 
-    ``X`` must already be preprocessed (:func:`thesis_preprocess`; rows of norm <= 1 are checked). ``test``
+    ``X`` must already be preprocessed (`thesis_preprocess`; rows of norm <= 1 are checked). ``test``
     adds a ``test_error`` metric (misclassified fraction of the global model).
     """
     X = np.asarray(X, dtype=float)

@@ -4,7 +4,7 @@ Agent i holds b_i samples (z_j, L_j) and minimizes
 
     f_i(x) = (1/b_i) sum_j log(1 + exp(-L_j x^T z_j)) + ||x||^2 / 2.
 
-The releases of :class:`~privcvx.algorithms.RandomizedADMM` are calibrated to B_inf, the largest change of one
+The releases of `RandomizedADMM` are calibrated to B_inf, the largest change of one
 gradient coordinate when one sample is replaced (Theorem 2.2; the digest's erratum 3). It follows from the loss
 and the declared public domain of one sample, never from the data:
 
@@ -56,7 +56,7 @@ def ldp_logistic(X: Any, y: Any, *, agents: int = 10, samples: int = 100, seed: 
     """``agents`` agents with ``samples`` distinct random rows of (X, y) each, drawn with ``seed``.
 
     ``labels``, ``feature_range`` and ``row_norm`` declare the public domain of one sample (checked on the data);
-    ``problem.info["b_inf"]`` is the B_inf they imply (:func:`coordinate_sensitivity`), for ``RandomizedADMM``.
+    ``problem.info["b_inf"]`` is the B_inf they imply (`coordinate_sensitivity`), for ``RandomizedADMM``.
     """
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     agents, samples = check_int(agents, argument="agents"), check_int(samples, argument="samples")

@@ -169,7 +169,7 @@ class LogisticLoss:
         sum_{j != i} (G_j - G_i) / (I_p (I_p - 1)): the renormalization term g_bar is what the paper's
         Eq. (31) drops. Both are at most 2 sqrt(2) / I_p in L2 (removing the only sample: sqrt(2)). So the
         bound holds under replace-one for either normalizer and under add/remove for n_p = I_p, the
-        combinations :func:`federated_logistic` allows.
+        combinations `federated_logistic` allows.
         """
         J = self.X.shape[1]
         return (4 * np.sqrt(J) / self.normalizer, 2 * np.sqrt(2) / self.normalizer)
@@ -180,7 +180,7 @@ class LogisticLoss:
         Eq. (31) maximizes the added sample's term x* (s(W^T x*) - y*)^T / (I + 1) over ||x*|| <= 1 and
         one-hot y* at the iterate z_p^{t,e}. Over the unit ball 1 - s_k(x) <= r_k = E_k / (1 + E_k) with
         E_k = sum_{j != k} exp(||w_j - w_k||_2), so every per-sample gradient, the new one and those of the
-        agent's data alike, obeys the bounds of :meth:`worst_case_sensitivity` times r = max_k r_k <= 1;
+        agent's data alike, obeys the bounds of `worst_case_sensitivity` times r = max_k r_k <= 1;
         the same two-term argument gives that bound times r. It reads the data only through ``W``.
         """
         gaps = np.linalg.norm(W[:, :, None] - W[:, None, :], axis=0)
@@ -243,18 +243,18 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
     X, y:
         Features (I x J) and class labels (I,). Rows are scaled by 1 / max(1, ||x||_2).
     agents, split, alpha, seed:
-        Number of agents and how the samples are dealt to them (see :func:`split_indices`).
+        Number of agents and how the samples are dealt to them (see `split_indices`).
     bound:
         The half-width u of the box W_p = [-u, u]^{J x K} (Sec. 6.2.1).
     test:
         Optional ``(X_test, y_test)``; adds a ``test_error`` metric (misclassified fraction of
         the global model w, reshaped to J x K in column-major order).
     sensitivity:
-        ``"paper"``: the callable W -> Sensitivity of :meth:`LogisticLoss.paper_sensitivity`, Eq. (31)
+        ``"paper"``: the callable W -> Sensitivity of `LogisticLoss.paper_sensitivity`, Eq. (31)
         at the iterate; not DP in the strict sense, because the noise scale depends on the unreleased
         iterates, hence on private data: nominal, on request only (a ``pc.NominalPrivacyWarning``; the
         privacy table labels its epsilon "nominal"). ``"worst_case"`` (default): the constant of
-        :meth:`LogisticLoss.worst_case_sensitivity`, which is DP.
+        `LogisticLoss.worst_case_sensitivity`, which is DP.
     relation:
         The neighbouring relation every declared bound holds for. ``"replace_one"`` (default): the
         paper's Def. 2.1, one sample of one agent replaced by any (x*, y*) with ||x*|| <= 1; the counts
@@ -277,7 +277,7 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
     A ``pc.DistributedProblem`` with one agent ``"agent-<p>"`` per share in full consensus on the
     J x K model, each declaring ``smoothness`` and ``sensitivity``. ``problem.info`` holds
     ``smoothness`` (the declared L_p per agent), ``shares`` (row indices of each agent), ``losses``
-    (the :class:`LogisticLoss` of each agent), ``classes``, ``shape``, ``samples``, ``sensitivity``,
+    (the `LogisticLoss` of each agent), ``classes``, ``shape``, ``samples``, ``sensitivity``,
     ``relation`` and ``weighting``.
     """
     X, y = _check_data(X, y, "X")

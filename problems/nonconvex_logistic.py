@@ -14,7 +14,7 @@ which cannot overflow, and the loss through ``cp.logistic`` / ``np.logaddexp``. 
   declared public value: it must not be read off the private data (a largest norm is a function of one record),
   and the builder refuses data outside it.
 
-:func:`paper_data` draws the random data of the experiment (the paper does not give its distribution: Gaussian
+`paper_data` draws the random data of the experiment (the paper does not give its distribution: Gaussian
 features, uniform labels) and scales the features so that Mbar = max_i M_i equals the paper's 5.03.
 """
 
@@ -32,7 +32,7 @@ from privcvx.errors import ParameterError, require_positive
 
 #: The paper's Mbar.
 PAPER_SMOOTHNESS = 5.03
-#: The public feature-norm bound B the experiment declares (the paper gives none): :func:`paper_data` clips rows to
+#: The public feature-norm bound B the experiment declares (the paper gives none): `paper_data` clips rows to
 #: it (at the paper's sizes its rows have norm at most 21.74 for seeds 0-4, so none is clipped there).
 PAPER_FEATURE_BOUND = 22.0
 
@@ -78,7 +78,7 @@ def paper_data(nodes: int = 50, samples: int = 200, dim: int = 10, *, smoothness
                lam: float = 0.001, omega: float = 1.0, seed: int = 0,
                feature_bound: float = PAPER_FEATURE_BOUND) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Gaussian features and uniform labels, the features scaled so that max_i M_i = ``smoothness``, then every row
-    of norm above ``feature_bound`` scaled down to it (the bound to declare to :func:`nonconvex_logistic`)."""
+    of norm above ``feature_bound`` scaled down to it (the bound to declare to `nonconvex_logistic`)."""
     rng = np.random.default_rng(seed)
     features = [rng.standard_normal((samples, dim)) for _ in range(nodes)]
     labels = [rng.choice([-1.0, 1.0], samples) for _ in range(nodes)]

@@ -127,13 +127,29 @@ def test_bad_config_names_the_key(tmp_path, capsys, text, fault):
     (["--delta", "1.5"], "delta"),
     (["--rounds", "0"], "rounds"),
     (["--workers", "0"], "workers"),
-    (["--epsilons", "2", "--methods", "ObjG"], "epsilon"),  # the classic Gaussian calibration needs eps <= 1
+    (["--epsilons", "2", "--methods", "ObjG"], "epsilons"),  # the classic Gaussian calibration needs eps <= 1
 ])
 def test_bad_options_exit_2_before_any_run(tmp_path, capsys, argv, fault):
     out = tmp_path / "never"
     assert main(["compare", "powerflow", "--case", "no-such-case", "--out", str(out), "--no-progress", *argv]) == 2
-    assert f"argument '{fault}'" in capsys.readouterr().err  # found before the (bad) case is ever loaded
+    err = capsys.readouterr().err
+    assert f"argument '{fault}'" in err and "pc." not in err  # found before the (bad) case is ever loaded
     assert not out.exists()
+
+
+def test_unknown_case_names_the_option_and_lists_the_transmission_cases(tmp_path, capsys):
+    assert main(["compare", "powerflow", "--case", "no-such-case", "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "argument 'case'" in err and "iceland" in err and "GBreducednetwork" in err and "case14" in err
+
+
+def test_help_shows_each_default_once_and_none_for_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "powerflow", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "hide the progress bars (default" not in text
+    assert "(default out/<case or dataset>)" in text and "(default: None)" not in text
+    assert "(default: case14)" in text
 
 
 def test_an_unwritable_out_exits_2(tmp_path, capsys):

@@ -69,3 +69,11 @@ def test_the_site_builds_strictly(tmp_path):
     api = (tmp_path / "site" / "api" / "core" / "index.html").read_text()
     for name in ("privcvx.problem.DistributedProblem", "privcvx.results.Result", "privcvx.topology.Topology"):
         assert name in api
+
+
+def test_docstrings_hold_no_sphinx_roles():
+    """mkdocstrings renders Markdown, where a Sphinx role shows raw (run: tests/scripts/sphinx_roles_to_markdown.py)."""
+    converter = ROOT / "tests" / "scripts" / "sphinx_roles_to_markdown.py"
+    checked = subprocess.run([sys.executable, str(converter), "--check"], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert checked.returncode == 0, checked.stdout + checked.stderr

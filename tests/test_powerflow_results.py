@@ -179,3 +179,17 @@ def test_private_result_without_diagnostics_fills_only_what_zones_sent(nets, cas
     assert answer.res_bus.tie_disagreement[boundary].max() > 0
     with pytest.raises(DeclarationError, match="diagnostics=False"):
         powerflow.ac_check(answer)
+
+
+def test_plot_comparison_tells_two_references_apart_and_draws_a_legend():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    net = powerflow.load_case("case14")
+    answer = powerflow.to_net(net, powerflow.socopf(net))
+    volt, _ = powerflow.plot_comparison({"centralized socopf": answer, "centralized (zonal reference)": answer})
+    colours = [line.get_color() for line in volt.get_lines()]
+    assert len(set(colours)) == 2 and volt.get_legend() is not None
+    plt.close("all")

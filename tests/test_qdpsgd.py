@@ -135,7 +135,7 @@ def test_variant_2_releases_discrete_gaussians_of_constant_rho(logistic):
     problem, _ = logistic
     rounds = 30
     algorithm = QDPSGD(variant=2, noise_multiplier=5.0, clip=1.0, sampling_rate=0.2, bits=12, resolution=2.0 ** -6)
-    with pytest.warns(ReproducibleNoiseWarning):
+    with pytest.warns(ReproducibleNoiseWarning), pytest.warns(pc.errors.ModelingWarning, match=r"sampling_rate=0.2"):
         result = problem.solve(algorithm, pc.Topology.ring(), rounds=rounds, seed=4)
     accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION)
     accountant.compose(dp_accounting.ZCDpEvent(rho=0.5 / 25.0), rounds)
@@ -158,6 +158,7 @@ def test_check_algorithm(variant):
     check_algorithm(QDPSGD(variant=variant, bits=16, resolution=2.0 ** -8))
 
 
+@pytest.mark.filterwarnings("ignore::privcvx.errors.ModelingWarning")  # variant 2 with q < 1
 @pytest.mark.parametrize("variant", [1, 2])
 def test_the_secure_path_runs_on_opendp_and_records_grid_releases(logistic, variant):
     problem, _ = logistic
@@ -168,7 +169,7 @@ def test_the_secure_path_runs_on_opendp_and_records_grid_releases(logistic, vari
     for message in result.transcript:
         codes = message["z"] * 2.0 ** 5
         assert np.array_equal(codes, np.rint(codes))
-    # Calibrated: the secure path's account (no amplification for variant 1) spends exactly the budget.
+    # Calibrated: the secure path's account (variant 1: the amplified discrete Gaussian) spends exactly the budget.
     calibrated = QDPSGD(variant=variant, epsilon=1.0, clip=1.0, sampling_rate=0.2, bits=10, resolution=2.0 ** -5)
     result = problem.solve(calibrated, pc.Topology.ring(), rounds=4, seed="secure")
     assert np.allclose(result.privacy["epsilon_rdp"], 1.0, rtol=1e-6)
@@ -229,3 +230,35 @@ def test_bad_settings_are_refused_with_the_argument_named():
             QDPSGD(**settings)
     with pytest.raises(UnsupportedError, match="QDPSGD"):
         consensus_problem().solve(QDPSGD(), pc.Topology.star(), rounds=2)
+
+
+def test_secure_path_keeps_the_subsampling_amplification():
+    """Variant 1 on the secure path: the ledger entry is the Poisson-sampled discrete Gaussian, whose RDP curve (Zhu &
+    Wang's general bound) dominates dp-accounting's exact sampled Gaussian, equals it at order 2, and amplifies:
+    the calibrated multiplier is far below the unamplified one (90.5 against 2.02 in issue 31's run)."""
+    import dp_accounting
+    from dp_accounting import rdp
+
+    from privcvx.privacy.grid import calibrate
+    from privcvx.privacy.mechanisms import PoissonSampledDiscreteGaussian, PoissonSampledGaussian, poisson_zcdp_rdp
+    from privcvx.privacy.noise import Perturbed
+
+    orders = (2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0, 1.5)
+    for rate, multiplier in [(0.02, 1.5), (0.2, 4.0)]:
+        accountant = rdp.RdpAccountant(orders=list(orders))
+        accountant.compose(dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(multiplier)))
+        bound = poisson_zcdp_rdp(rate, 0.5 / multiplier ** 2, orders)
+        assert np.all(bound >= np.array(accountant._rdp) * (1 - 1e-9))
+        assert bound[0] == pytest.approx(accountant._rdp[0], rel=1e-9)
+        assert bound[-1] == pytest.approx(1.5 * 0.5 / multiplier ** 2)  # a fractional order: the unsampled curve
+    grid = calibrate("gaussian", 2.0, 1.0, 3)
+    entry = Perturbed(np.zeros(3), 0.0, grid).accounted(PoissonSampledGaussian(0.02, 2.0))
+    assert isinstance(entry, PoissonSampledDiscreteGaussian) and entry.sampling_rate == 0.02
+    assert pc.privacy.mechanism_from_dict(entry.to_dict()) == entry
+    algorithm = QDPSGD(variant=1, epsilon=1.0, clip=1.0, sampling_rate=0.02)
+    seeded, secure = algorithm.calibrate(200), algorithm.calibrate(200, grid=True)
+    unamplified = dp_accounting.calibrate_dp_mechanism(
+        dp_accounting.rdp.RdpAccountant, lambda s: dp_accounting.SelfComposedDpEvent(
+            dp_accounting.ZCDpEvent(0.5 / s ** 2), 200), 1.0, 1e-5,
+        bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0))
+    assert seeded < secure < 1.3 * seeded < unamplified / 10

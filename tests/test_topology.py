@@ -113,3 +113,12 @@ def test_messages_hold_numeric_arrays_and_compare_bitwise():
     header, arrays = transcript.to_arrays()
     assert pc.Transcript.from_arrays(header, arrays).same_as(transcript)
     assert transcript.round(3)[0].sender == "b" and list(transcript.to_frame()["receiver"]) == ["*", "a"]
+
+
+def test_random_topology_with_too_few_edges_says_what_edges_counts():
+    import cvxpy as cp
+
+    agents = [pc.Agent(cp.sum_squares(x := cp.Variable(2)), shared={"x": x}, name=f"a{i}") for i in range(5)]
+    problem = pc.DistributedProblem(agents)
+    with pytest.raises(pc.errors.ParameterError, match=r"5 agents need at least 4 edges .*spanning tree"):
+        problem.solve(topology=pc.Topology.random(edges=3), rounds=1, progress=False)

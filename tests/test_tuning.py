@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import cvxpy as cp
+import dp_accounting
 import numpy as np
 import pytest
-from core_problems import box_l1_least_squares, general_form, soc_linear
+from core_problems import box_l1_least_squares, box_least_squares, general_form, soc_linear
 from references import logistic_optimum
 
 import privcvx as pc
@@ -16,7 +17,7 @@ from privcvx.algorithms.linearized_admm import ADMMAgent
 from privcvx.errors import ParameterError
 from privcvx.gradients import GradientEvaluator
 from privcvx.schedules import InverseSqrt, ResidualBalancing
-from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth
+from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth, update_epsilon
 
 
 def _role(agent: pc.Agent, privacy=None) -> ADMMAgent:
@@ -192,3 +193,36 @@ def test_defaults_converge_on_case14():
     stopped = problem.solve(rounds=300, tol=(1e-5, 1e-4))
     assert stopped.info["stop"] == "tolerance" and len(stopped.history) < 300
     assert stopped.history["objective"].iloc[-1] <= 1e-4
+
+
+def test_gaussian_budget_keeps_eq_25a():
+    """eta="auto" under a Gaussian pc.Budget: Eq. (25a) with epsilon-bar from the budget's noise multiplier, whose
+    objective gap at the same epsilon is no worse than the hand-set Eq. (25a) step (the non-private 1/L_p, used
+    while the budget's per-update epsilon was NaN, is about 2x worse here)."""
+    problem = box_least_squares(agents=5)
+    blocks, optimum = problem.info["blocks"], problem.solve_centralized().value
+    budget, rounds = pc.Budget(1.0, 1e-5), 50
+    multiplier = budget.per_update(rounds).noise_multiplier
+    epsilon_bar = dp_accounting.get_epsilon_gaussian(multiplier, 1e-5)  # independent of privcvx's helper
+    assert update_epsilon(budget.per_update(rounds)) == pytest.approx(epsilon_bar, rel=1e-12)
+    hand_set = SmoothStep(max(agent.smoothness for agent in problem.agents), epsilon_bar)
+
+    def gap(eta) -> float:
+        gaps = []
+        for seed in range(3):
+            with pytest.warns(pc.errors.ReproducibleNoiseWarning):
+                result = problem.solve(LinearizedADMM(local_updates=1, rho=1.0, eta=eta,
+                                                      privacy=pc.ObjectivePerturbation(budget)),
+                                       rounds=rounds, seed=seed, progress=False)
+            gaps.append(sum(float(np.sum((a @ result.w - b) ** 2)) / 15 for a, b in blocks) - optimum)
+        return float(np.mean(gaps)) / abs(optimum)
+
+    assert gap("auto") <= 1.02 * gap(hand_set)
+
+
+def test_residual_balancing_prints_its_settings():
+    from privcvx.schedules import PerKeyBalancing
+
+    assert repr(PerKeyBalancing(groups="entry")) == ("PerKeyBalancing(None, tau=2.0, mu=10.0, mode='free', "
+                                                     "relative=False, warmup=0, until=100, groups='entry')")
+    assert repr(ResidualBalancing(3.0)).startswith("ResidualBalancing(3.0, tau=2.0")

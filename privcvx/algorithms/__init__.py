@@ -1,16 +1,16 @@
-"""Distributed algorithms, one module each, on one protocol (:mod:`privcvx.algorithms.base`).
+"""Distributed algorithms, one module each, on one protocol ([`privcvx.algorithms.base`][privcvx.algorithms.base]).
 
-* :class:`LinearizedADMM`: Algorithm 1 of Ryu & Kim (paper 004), server-based.
-* :class:`ExactADMM`: consensus ADMM with exact local solves, the non-private yardstick of rounds.
-* :class:`DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
-* :class:`RandomizedADMM`, :class:`RandomizedDGD`: random local aggregators for local DP (Xiao, Ye & Devadas).
-* :class:`PRADMM`, :class:`PPADMM`, :class:`IPPADMM`: the decentralized zCDP ADMMs of Ding's thesis, Ch. 3.
-* :class:`QDPSGD`: quantized DP decentralized SGD, Q-DPSGD-1/-2 (Ding's thesis, Ch. 4).
-* :class:`DPP2`: double privacy protection for nonconvex problems, Ou, Wang, Liu & Lu (paper 003), with its
-  baselines :class:`DiaDSP` and :class:`PPDC`.
+* `LinearizedADMM`: Algorithm 1 of Ryu & Kim (paper 004), server-based.
+* `ExactADMM`: consensus ADMM with exact local solves, the non-private yardstick of rounds.
+* `DPDistributedGradient`: the DP distributed projected gradient of Huang, Mitra & Vaidya (paper 001).
+* `RandomizedADMM`, `RandomizedDGD`: random local aggregators for local DP (Xiao, Ye & Devadas).
+* `PRADMM`, `PPADMM`, `IPPADMM`: the decentralized zCDP ADMMs of Ding's thesis, Ch. 3.
+* `QDPSGD`: quantized DP decentralized SGD, Q-DPSGD-1/-2 (Ding's thesis, Ch. 4).
+* `DPP2`: double privacy protection for nonconvex problems, Ou, Wang, Liu & Lu (paper 003), with its
+  baselines `DiaDSP` and `PPDC`.
 
-:func:`check_algorithm` runs the conformance checks every algorithm must pass; :func:`check_privacy` audits a private
-algorithm's privacy claim empirically (:mod:`privcvx.algorithms.privacy_audit`).
+`check_algorithm` runs the conformance checks every algorithm must pass; `check_privacy` audits a private
+algorithm's privacy claim empirically ([`privcvx.algorithms.privacy_audit`][privcvx.algorithms.privacy_audit]).
 """
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor

@@ -1,15 +1,15 @@
 """The algorithm protocol: what every distributed method provides to the generic run loop.
 
-An :class:`Algorithm` holds its settings (constructor arguments, like a scikit-learn estimator)
+An `Algorithm` holds its settings (constructor arguments, like a scikit-learn estimator)
 and builds, for one run:
 
-* one :class:`AgentProgram` per agent, which runs where the agent's private data live (the
-  driver, a worker process) and talks only through :class:`~privcvx.messages.Message` s;
-* a :class:`Coordinator` where the method has a server (Algorithm 1 of Ryu & Kim), else None;
-* a :class:`Monitor`, which computes the run's public metrics from the messages alone (the
+* one `AgentProgram` per agent, which runs where the agent's private data live (the
+  driver, a worker process) and talks only through [`Message`][privcvx.messages.Message] s;
+* a `Coordinator` where the method has a server (Algorithm 1 of Ryu & Kim), else None;
+* a `Monitor`, which computes the run's public metrics from the messages alone (the
   transcript), so they are post-processing of what was released.
 
-The run loop (:mod:`privcvx.runtime`) is the same for every algorithm. Per round t and per
+The run loop (`privcvx.runtime`) is the same for every algorithm. Per round t and per
 phase it steps the coordinator first (with the messages addressed to the server), then every
 agent (with the messages addressed to it, broadcasts expanded to the sender's neighbours in the
 message's round), records every message, and asks the monitor for the public metrics.
@@ -44,13 +44,13 @@ Reducer = Callable[[list[float]], float]
 
 #: The relative difference tolerated between a release's drawn noise scale and the scale its recorded mechanism
 #: implies (rounding of scale = multiplier x sensitivity); anything larger is a calibration charged one way and
-#: drawn another, which :meth:`AgentContext.release` refuses.
+#: drawn another, which `AgentContext.release` refuses.
 SCALE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
 class Release:
-    """One noisy release an agent made through :meth:`AgentContext.release` (kept for the current step only).
+    """One noisy release an agent made through `AgentContext.release` (kept for the current step only).
 
     ``value`` is what was released; ``event`` the ledger entry (None for a data-independent value, which costs
     nothing); ``magnitude`` the sum of |noise| (Eq. (29)); ``tags`` the algorithm's public labels of it. The tag
@@ -67,10 +67,10 @@ class Release:
 class AgentContext:
     """What the runtime hands an agent's program: who it is, its noise stream and ledger, the graph.
 
-    ``rounds`` is the run's T (public). Every noisy release goes through :meth:`release`, the one way a method adds
+    ``rounds`` is the run's T (public). Every noisy release goes through `release`, the one way a method adds
     noise and charges privacy: it draws the noise on the run's source (secure or seeded) and records the event in
     the agent's one ledger, which the runtime composes. The noise state and the ledger are saved and restored by
-    the runtime (:meth:`state_dict`), never by a program. ``noise`` also gives an agent its secret random
+    the runtime (`state_dict`), never by a program. ``noise`` also gives an agent its secret random
     parameters (``uniform``, ``below``: secret penalties and shares, which are not releases). ``diagnostics``
     says whether the run keeps values computed from private data (``solve(diagnostics=...)``): without it, a
     program's ``report`` must hold nothing derived from the agent's data.
@@ -85,8 +85,8 @@ class AgentContext:
     rounds: int
     diagnostics: bool = True
     releases: list[Release] = field(default_factory=list)
-    #: Multiplies the noise scale drawn by :meth:`release`, never the charge: set only by
-    #: :func:`~privcvx.algorithms.privacy_audit.check_privacy` (0.75 for its under-noised variant, which a sound audit
+    #: Multiplies the noise scale drawn by `release`, never the charge: set only by
+    #: `check_privacy` (0.75 for its under-noised variant, which a sound audit
     #: must catch). Any other value than 1 makes the ledger false.
     audit_noise_factor: float = 1.0
 
@@ -115,18 +115,18 @@ class AgentContext:
         """``value`` plus noise, drawn on the run's noise source, with the release recorded in the agent's ledger.
 
         ``mechanism`` is what the release is charged as, and ``sensitivity`` bounds ``value`` over neighbouring
-        datasets, after every step between the data and the release (:mod:`privcvx.privacy.sensitivity`). The
+        datasets, after every step between the data and the release (`privcvx.privacy.sensitivity`). The
         noise's float-path scale is ``mechanism.scale(sensitivity)``; a method that computes its scale itself
         passes ``scale``, which must be the one the mechanism implies (else a ``PrivacyError``: a calibration
         charged one way and drawn another; a mechanism charged as no privacy, ``LaplaceBeyondFloat``, fits any).
         A ``sensitivity`` of 0 in the mechanism's norm marks a data-independent value: the noise is drawn (at
         ``scale``) and nothing is charged. On the secure path the value is released on a grid with OpenDP's
         integer noise and the ledger records the grid's own mechanism
-        (:meth:`~privcvx.privacy.noise.Perturbed.accounted`). A nominal ``sensitivity`` labels the ledger's epsilon
+        (`accounted`). A nominal ``sensitivity`` labels the ledger's epsilon
         "nominal". ``subtract`` releases value - noise (ObjPert's g - xi; the same distribution).
 
         ``charge=False`` draws the noise (checked against ``mechanism`` as above) without charging it here: for noise
-        whose privacy is charged by a later :meth:`charge` of what it protects (PP-ADMM's objective perturbation
+        whose privacy is charged by a later `charge` of what it protects (PP-ADMM's objective perturbation
         b_i1, charged when the solution it perturbs is broadcast; the sparse vector test's Laplace noise, charged
         once as one epsilon-DP event).
         """
@@ -164,7 +164,7 @@ class AgentContext:
 
     def charge(self, event: Mechanism, *, tags: Mapping[str, Any] | None = None, nominal: str | None = None) -> None:
         """Charge ``event`` for noise this path drew earlier with ``release(..., charge=False)``: the second half of
-        a release whose value leaves the agent after further steps (see :meth:`release`)."""
+        a release whose value leaves the agent after further steps (see `release`)."""
         if not isinstance(event, Mechanism):
             raise PrivacyError(f"must be a privcvx mechanism, got {event!r}", agent=self.name, argument="event")
         self.ledger.record(event, nominal=nominal)
@@ -187,7 +187,7 @@ class AgentContext:
         return {"noise": self.noise.get_state(), "ledger": self.ledger.to_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a state written by :meth:`state_dict` (untrusted: a malformed one raises a PrivacyError)."""
+        """Restore a state written by `state_dict` (untrusted: a malformed one raises a PrivacyError)."""
         if not isinstance(state, Mapping) or set(state) != {"noise", "ledger"}:
             raise PrivacyError("not an agent context's state", agent=self.name, argument="state")
         self.noise.set_state(state["noise"])
@@ -236,7 +236,7 @@ class AgentProgram(Protocol):
         """Everything needed to continue bitwise (arrays, numbers, strings; the noise state included)."""
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by :meth:`state_dict` (read from an untrusted checkpoint: validate it)."""
+        """Restore a state written by `state_dict` (read from an untrusted checkpoint: validate it)."""
 
 
 @runtime_checkable
@@ -253,7 +253,7 @@ class Coordinator(Protocol):
         """Everything needed to continue bitwise."""
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by :meth:`state_dict`."""
+        """Restore a state written by `state_dict`."""
 
 
 @runtime_checkable
@@ -270,7 +270,7 @@ class Monitor(Protocol):
         """Everything needed to continue bitwise."""
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by :meth:`state_dict`."""
+        """Restore a state written by `state_dict`."""
 
 
 class LatestReleases(Monitor):
@@ -311,10 +311,10 @@ class LatestReleases(Monitor):
 class Algorithm(ABC):
     """A distributed method: settings in ``__init__``, programs built per run; picklable.
 
-    Subclasses set :attr:`name`, :attr:`columns` (the history columns in order, ``round``,
-    ``epsilon`` and ``time_s`` included) and :attr:`diagnostic_columns` (the columns computed
+    Subclasses set `name`, `columns` (the history columns in order, ``round``,
+    ``epsilon`` and ``time_s`` included) and `diagnostic_columns` (the columns computed
     from private data, with how to reduce them over the agents), and implement
-    :meth:`agent_program` and :meth:`monitor`.
+    `agent_program` and `monitor`.
     """
 
     name: ClassVar[str]
@@ -374,12 +374,12 @@ class Algorithm(ABC):
         return Topology.complete()
 
     def topology_for(self, problem: DistributedProblem) -> Topology:
-        """The topology used when ``solve`` is given none for ``problem``: :meth:`default_topology` unless the method
+        """The topology used when ``solve`` is given none for ``problem``: `default_topology` unless the method
         derives its graph from the problem (the general-form decentralized ADMM: agents that share a key)."""
         return self.default_topology()
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
-        """Raise :class:`~privcvx.errors.UnsupportedError` for a problem or topology this method cannot run."""
+        """Raise `UnsupportedError` for a problem or topology this method cannot run."""
         return None
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> Algorithm:
@@ -404,7 +404,7 @@ class Algorithm(ABC):
         return None
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """Entries of ``result.info`` from the agents' :meth:`AgentProgram.report` s."""
+        """Entries of ``result.info`` from the agents' `AgentProgram.report` s."""
         return {"agents": reports} if any(reports) else {}
 
     def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
@@ -415,7 +415,7 @@ class Algorithm(ABC):
     # ---- helpers for subclasses ------------------------------------------------------------------------
     def unsupported(self, feature: str, message: str, *, agent: str | None = None,
                     argument: str | None = None) -> UnsupportedError:
-        """An :class:`~privcvx.errors.UnsupportedError` naming this algorithm and ``feature`` (to raise)."""
+        """An [`UnsupportedError`][privcvx.errors.UnsupportedError] naming this algorithm and ``feature`` (to raise)."""
         return UnsupportedError(message, algorithm=type(self).__name__, feature=feature, agent=agent,
                                 argument=argument)
 
@@ -431,7 +431,7 @@ class Algorithm(ABC):
                                        agent=layout.name, argument="shared")
 
     def require_convexity(self, problem: DistributedProblem) -> None:
-        """Refuse an agent with a nonconvex objective when this method needs convexity (:attr:`needs_convexity`)."""
+        """Refuse an agent with a nonconvex objective when this method needs convexity (`needs_convexity`)."""
         if not self.needs_convexity:
             return
         for agent in problem.agents:

@@ -4,15 +4,15 @@
 2. Defaults: constructed with no arguments it runs without privacy and reaches the centralized
    optimum of small well-conditioned, strongly convex problems it supports, on its default topology
    and (for decentralized methods) on a ring; problems it does not support are refused with an
-   :class:`~privcvx.errors.UnsupportedError` naming it.
+   [`UnsupportedError`][privcvx.errors.UnsupportedError] naming it.
 3. Determinism: the algorithm as given, with the same seed, gives the same transcript (bitwise)
    and history on every backend, and after a checkpoint and a resume.
 4. Messages: every message in the transcript goes between neighbours of its round's graph; under
    privacy every agent's ledger holds at least one release per round, and (in every run, by the hosts) each
    release tagged with a payload key is what the step's message carries
-   (:func:`~privcvx.algorithms.base.check_releases`).
+   ([`check_releases`][privcvx.algorithms.base.check_releases]).
 5. State: every agent program's ``state_dict`` round-trips through ``load_state_dict``, beside the runtime's part
-   (the agent's noise stream and ledger, :meth:`AgentContext.state_dict`).
+   (the agent's noise stream and ledger, `AgentContext.state_dict`).
 
 It runs real solves (and spawns worker processes for the process backend), so it takes seconds.
 """

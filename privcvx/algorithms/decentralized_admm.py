@@ -12,22 +12,22 @@ and, in the alpha form (12)-(13),
 where the x_j are the *released* (broadcast) iterates. Every W_i must contain the others' optimum
 for the consensus to be the centralized problem's (full consensus; the constraint sets are the
 agents' own, as in ``pc.Agent``). The local step is one compiled, DPP-compliant CVXPY problem per
-agent (:class:`LocalADMMSolve`) whose only parameter is the linear term; it is solved by the direct
-Clarabel path of :mod:`privcvx.localstep` (CVXPY's solve chain as the fallback).
+agent (`LocalADMMSolve`) whose only parameter is the linear term; it is solved by the direct
+Clarabel path of [`privcvx.localstep`][privcvx.localstep] (CVXPY's solve chain as the fallback).
 
 General form (PR-ADMM only, ``ConsensusADMM.general_form``): agents hold some of the shared keys and may
 have private variables. The penalty and the dual are then per shared entry k, over the neighbours V_i(k) that
 hold k, with weight eta |V_i(k)|; private variables are free in the local step and never sent, and a message
 carries only the agent's shared entries. By default the graph is the one of agents sharing a key
-(:func:`sharing_graph`); any topology must connect each key's holders (:func:`check_key_connectivity`).
+(`sharing_graph`); any topology must connect each key's holders (`check_key_connectivity`).
 
 Over-relaxation (all three methods' ``relaxation`` option): with gamma != 1 the edge variables and duals are
-over-relaxed (:meth:`ConsensusADMMAgent.relaxed`), from the releases alone.
+over-relaxed (`ConsensusADMMAgent.relaxed`), from the releases alone.
 
 In privcvx's protocol the message of round t carries the iterate x^{t-1}: ``start`` broadcasts the
 public x^0 = 0, and step t first applies the dual update (13) to the round-t broadcasts (x^{t-1}),
 then solves for x^t and broadcasts it (the round-(t+1) message). The methods differ only in what they
-add to the linear term and in what they release (:class:`ConsensusADMMAgent`'s hooks).
+add to the linear term and in what they release (`ConsensusADMMAgent`'s hooks).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho, mechanism_xi
 from privcvx.problem import Agent, AgentLayout, DistributedProblem, agent_vector
+from privcvx.solver_warnings import quiet_inaccurate
 from privcvx.topology import Topology
 
 #: The thesis's penalty (Secs. 3.3.2 and 3.5.2).
@@ -59,7 +60,7 @@ DEFAULT_ETA = 0.5
 class LocalADMMSolve:
     """argmin_{x in W_i} f_i(x) + q ||x||^2 + <c, x>, compiled once with c a CVXPY Parameter (DPP).
 
-    ``q = eta |V_i|`` is fixed for a static graph. Solved by :class:`~privcvx.localstep.DirectClarabel`
+    ``q = eta |V_i|`` is fixed for a static graph. Solved by [`DirectClarabel`][privcvx.localstep.DirectClarabel]
     (CVXPY compiles the problem once; each solve only updates Clarabel's linear term), with CVXPY's
     Clarabel and SCS as the fallback chain.
     """
@@ -97,13 +98,15 @@ class LocalADMMSolve:
                     return z
             for solver in (cp.CLARABEL, cp.SCS):
                 try:
-                    self.problem.solve(solver=solver, enforce_dpp=True, **SOLVER_SETTINGS[solver])
+                    with quiet_inaccurate():  # counted in stats.inaccurate (a diagnostic)
+                        self.problem.solve(solver=solver, enforce_dpp=True, **SOLVER_SETTINGS[solver])
                 except cp.error.SolverError as exc:
                     errors.append(f"{solver}: {exc}")
                     continue
                 if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and self.z.value is not None:
                     self.stats.solves += 1
                     self.stats.fallbacks += 1
+                    self.stats.inaccurate += self.problem.status == cp.OPTIMAL_INACCURATE
                     return np.asarray(self.z.value, dtype=float).reshape(-1)
                 errors.append(f"{solver}: status {self.problem.status}")
         finally:
@@ -186,7 +189,7 @@ class ConsensusADMM(Algorithm):
     silent_neighbours: ClassVar[bool] = False
     #: Whether the method runs general-form problems (keys held by some agents, private variables).
     general_form: ClassVar[bool] = False
-    #: Each agent's shared entries in w (public), set by :meth:`prepare` for a general-form problem.
+    #: Each agent's shared entries in w (public), set by `prepare` for a general-form problem.
     _entries: dict[str, np.ndarray] | None = None
     #: gamma, the over-relaxation of the edge variables and duals (1: the thesis's ADMM; the ``relaxation`` option).
     _relaxation: float = 1.0
@@ -261,9 +264,9 @@ class ConsensusADMM(Algorithm):
 class ConsensusADMMAgent(AgentProgram, ABC):
     """Agent i of the decentralized consensus ADMM; subclasses set what is added and released.
 
-    Hooks: :meth:`perturbation` (a vector added to the linear term, PP-ADMM's b_i1), :meth:`local_solve`
-    (exact, or certified inexact), :meth:`release` (the broadcast value, or None for no broadcast) and
-    :meth:`primal_neighbours` (PR-ADMM's robustness filter).
+    Hooks: `perturbation` (a vector added to the linear term, PP-ADMM's b_i1), `local_solve`
+    (exact, or certified inexact), `release` (the broadcast value, or None for no broadcast) and
+    `primal_neighbours` (PR-ADMM's robustness filter).
     """
 
     def __init__(self, agent: Agent, context: AgentContext, settings: ConsensusADMM) -> None:
@@ -453,7 +456,8 @@ class ConsensusADMMAgent(AgentProgram, ABC):
     def report(self) -> dict[str, Any]:
         return {"agent": self.context.name, "broadcasts": self.broadcasts, "zcdp": self.zcdp.to_dict(),
                 "solves": self.solver.stats.solves,  # fallbacks depend on the private data: diagnostics only
-                **({"solver_fallbacks": self.solver.stats.fallbacks} if self.context.diagnostics else {})}
+                **({"solver_fallbacks": self.solver.stats.fallbacks, "inaccurate": self.solver.stats.inaccurate}
+                   if self.context.diagnostics else {})}
 
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),
@@ -481,7 +485,7 @@ class ADMMMonitor(LatestReleases):
 
 
 class GeneralFormMonitor(LatestReleases):
-    """:class:`ADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
+    """`ADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
     disagreement the largest distance of two agents' latest releases on the entries they both hold."""
 
     def __init__(self, problem: DistributedProblem) -> None:

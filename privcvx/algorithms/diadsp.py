@@ -42,7 +42,7 @@ class DiaDSP(GradientMethod):
     """Gradient tracking with state and direction perturbation (the DiaDSP baseline of the DPP^2 paper).
 
     ``alpha``: the step; ``u_x``, ``u_y``, ``r``: the Laplace scales r^k u_x (state) and r^k u_y (direction),
-    private when both are given; ``weights``: the rule of W; ``trace``: as :class:`~privcvx.algorithms.DPP2`.
+    private when both are given; ``weights``: the rule of W; ``trace``: as [`DPP2`][privcvx.algorithms.dpp2.DPP2].
     """
 
     name = "diadsp"

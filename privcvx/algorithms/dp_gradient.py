@@ -15,7 +15,7 @@ released once with noise, and ``result.z`` holds the releases y_i(T+1), never a 
 Privacy (Theorem 5, Lemmas 2 and 4). With geometric steps gamma_t = c q^(t-1), Eq. (8), the
 estimate x_i(t) = Proj_X[z - gamma_t d] (z public, d the gradient) has L1 sensitivity
 Delta(t) = S_i gamma_t (+ a solver's error), where S_i follows from the agent's declared gradient
-sensitivity (``pc.Sensitivity``) by the rules of :mod:`privcvx.privacy.sensitivity`: on R^n or a box,
+sensitivity (``pc.Sensitivity``) by the rules of `privcvx.privacy.sensitivity`: on R^n or a box,
 S_i = the declared l1 (sqrt(n) l2 when only l2 is declared); on any other convex set X the projection
 keeps only l2, so S_i = sqrt(n) l2 and an agent without a declared l2 is refused (Lemma 4's proof
 drops the projection; its 2 C2 sqrt(n) is of this form, sqrt(n) times the l2 bound 2 C2). A set
@@ -34,7 +34,7 @@ scale M_{t+1}.
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
 (q/p)^t, so its noise multiplier 1/epsilon_t passes 1e154 (whose square overflows) after a few hundred to a few
-thousand rounds: the accountants cap it at 1e150 (:func:`~privcvx.privacy.mechanisms.accounted_multiplier`), and
+thousand rounds: the accountants cap it at 1e150 (`accounted_multiplier`), and
 once gamma_t underflows to 0 the release is Proj[z_i(t)], a post-processing of releases, and costs nothing.
 
 Without privacy (``epsilon=None``, the default) the noise is zero and the step defaults to the
@@ -119,9 +119,9 @@ class DPDistributedGradient(Algorithm):
     q:
         The step decay of the geometric step, in (0, 1).
     p:
-        The noise decay, in (q, 1). Default: :func:`optimal_noise_decay`.
+        The noise decay, in (q, 1). Default: `optimal_noise_decay`.
     weights:
-        The mixing rule of :meth:`Topology.weights`: "metropolis", "lazy_metropolis" or "max_degree".
+        The mixing rule of `Topology.weights`: "metropolis", "lazy_metropolis" or "max_degree".
     calibration:
         "safe" (default, the digest's fix of the noise index) or "paper" (Eq. (8) verbatim).
     tol:
@@ -194,7 +194,7 @@ class DPDistributedGradient(Algorithm):
         """The L1 sensitivity of x_i(t) = Proj_X[z - step * grad f_i(z)] on a set X of ``kind`` (module doc).
 
         With ``step`` 1 and no solver error this is S_i, the sensitivity per unit step that the noise is
-        calibrated to (:meth:`noise_scale`); :func:`~privcvx.privacy.sensitivity.projected_sensitivity` gives it
+        calibrated to (`noise_scale`); `projected_sensitivity` gives it
         and refuses an l1-only declaration on a set that is not a box."""
         return projected_sensitivity(self.declared_sensitivity(agent), kind, dim, scale=step,
                                      solver_error=solver_error, norm="l1", agent=agent.name).l1

@@ -21,16 +21,16 @@ y^{k+1} (lines 5-6; ``start`` sends y^0). After T rounds every node holds x^T; y
 keyed by ``mixing_seed``: a secret the nodes share and the transcript does not contain. It mixes x_i with
 d_i and grad f_i with q_i in the messages and does not change the x-trajectory (q^k = rho P d^k, so
 (16)-(19) equal the compact form (20)-(21), in which eta does not appear). Anyone holding the key replays
-the transcript into x_i^k + w_i^k and grad f_i(x_i^k) + e_i^k (:class:`TranscriptReplay`); without it the
+the transcript into x_i^k + w_i^k and grad f_i(x_i^k) + e_i^k (`TranscriptReplay`); without it the
 messages are mixed with unknown duals. A node-specific eta breaks q = rho P d and the method diverges.
 
 **Tier 2 (Sec. III-B, Theorem 3).** The decaying Laplace noise gives each node pure epsilon_i-DP of f_i under
-delta-adjacency; :mod:`privcvx.privacy.dpp2_accountant` has the bound. Every y_i^k (k >= 1) and z_i^k is
+delta-adjacency; `privcvx.privacy.dpp2_accountant` has the bound. Every y_i^k (k >= 1) and z_i^k is
 recorded in the node's ledger as a Laplace release with the Appendix E sensitivity, so the ledger's basic
 composition after T rounds is Theorem 3's eps_i(T - 1) with the k = 0 term.
 
 The step conditions (24)-(27) of Theorems 1-2 are far stricter than the paper's own experiment (alpha <=
-1 / (4 (Mbar + 10.5 Mbar^2)) = 9.2e-4 for Mbar = 5.03, against alpha = 0.1): :func:`theorem_step_bound`.
+1 / (4 (Mbar + 10.5 Mbar^2)) = 9.2e-4 for Mbar = 5.03, against alpha = 0.1): `theorem_step_bound`.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class MixingSequence:
         return self.generator.bit_generator.state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a state written by :meth:`get_state`."""
+        """Restore a state written by `get_state`."""
         self.generator.bit_generator.state = state
 
 
@@ -307,7 +307,7 @@ class TranscriptReplay:
                 "y": self.y, "eta": self.eta, "etas": self.etas.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by :meth:`state_dict`."""
+        """Restore a state written by `state_dict`."""
         self.states, self.gradients = list(state["states"]), list(state["gradients"])
         self.d, self.q, self.a, self.y, self.eta = state["d"], state["q"], state["a"], state["y"], state["eta"]
         self.etas.set_state(state["etas"])

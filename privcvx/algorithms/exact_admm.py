@@ -1,6 +1,6 @@
 """Consensus ADMM with exact local solves: the non-private yardstick of rounds (Boyd et al., Sec. 7.2).
 
-The same server, messages, residual balancing and stopping rule as :class:`LinearizedADMM` (Algorithm 1
+The same server, messages, residual balancing and stopping rule as `LinearizedADMM` (Algorithm 1
 of Ryu & Kim), but each agent minimizes its own objective instead of its linearization:
 
     z_p = argmin_{z in W_p}  f_p(z) - <lambda_p + rho w_p, z_s> + (rho / 2) ||z_s||^2,
@@ -9,7 +9,7 @@ with z_s the agent's shared entries (the consensus ADMM step of Boyd et al., Eq.
 convention: the linearized step of Eq. (9) with f_p in place of its linearization and no proximal term).
 The dual update and the server's averaging are Algorithm 1's lines 5 and 20. Each step is one CVXPY
 problem, compiled once per agent with the linear term and rho as parameters (DPP), and solved by Clarabel
-(:class:`~privcvx.localstep.ExactStep`); this is ``LinearizedADMM(local_updates="exact")`` with its own name
+([`ExactStep`][privcvx.localstep.ExactStep]); this is ``LinearizedADMM(local_updates="exact")`` with its own name
 and history columns.
 
 **Not private.** The exact step has no calibrated noise and no sensitivity analysis here: it exists to
@@ -28,20 +28,20 @@ EXACT_COLUMNS = tuple(c for c in HISTORY_COLUMNS if c not in ("noise_magnitude",
 
 
 class ExactADMM(LinearizedADMM):
-    """Consensus ADMM with exact local solves over W_p, on :meth:`Topology.star` (non-private).
+    """Consensus ADMM with exact local solves over W_p, on `Topology.star` (non-private).
 
     Parameters
     ----------
     rho:
         The penalty: a float, a schedule ``t -> rho^t``, or "adaptive": Boyd et al.'s absolute residual
-        balancing, :class:`~privcvx.schedules.ResidualBalancing` (tau = 2, mu = 10, frozen after 100 rounds),
+        balancing, `ResidualBalancing` (tau = 2, mu = 10, frozen after 100 rounds),
         so that the yardstick stays plain consensus ADMM.
     tol:
         ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1).
     relaxation:
-        Over-relaxation alpha in [1, 2), as in :class:`LinearizedADMM` (:mod:`privcvx.acceleration`).
+        Over-relaxation alpha in [1, 2), as in `LinearizedADMM` ([`privcvx.acceleration`][privcvx.acceleration]).
     anderson:
-        ``None`` or a memory m: Anderson acceleration of the server's map, as in :class:`LinearizedADMM`.
+        ``None`` or a memory m: Anderson acceleration of the server's map, as in `LinearizedADMM`.
         (``rho="adaptive-per-key"`` gives each shared key its own penalty.)
     """
 

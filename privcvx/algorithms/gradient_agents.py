@@ -42,7 +42,7 @@ def geometric_sum(iterations: int, r: float) -> float:
 
 
 def check_rule(rule: str) -> str:
-    """``rule`` if it names a weight rule of :class:`~privcvx.topology.Topology`, else a ParameterError."""
+    """``rule`` if it names a weight rule of [`Topology`][privcvx.topology.Topology], else a ParameterError."""
     if rule not in WEIGHT_RULES:
         raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {rule!r}", argument="weights")
     return rule
@@ -69,7 +69,7 @@ def largest_eigenvalue(p: np.ndarray) -> float:
 class GradientMethod(Algorithm):
     """A decentralized, unconstrained, full-consensus method on a static graph that only needs gradients.
 
-    Subclasses name their two Laplace scales in :attr:`noise_settings` (both given: private) and their decay ``r``.
+    Subclasses name their two Laplace scales in `noise_settings` (both given: private) and their decay ``r``.
     """
 
     needs_convexity = False
@@ -81,7 +81,7 @@ class GradientMethod(Algorithm):
     #: The constructor arguments of the two initial Laplace scales.
     noise_settings: tuple[str, str]
     #: Whether releases beyond a float ledger are allowed. By default a release whose epsilon would exceed
-    #: :data:`MAX_RELEASE_EPSILON` is refused; a research subclass that reproduces such a regime (the DPP^2 paper's
+    #: `MAX_RELEASE_EPSILON` is refused; a research subclass that reproduces such a regime (the DPP^2 paper's
     #: own) sets True: each such release is then charged as no privacy (``LaplaceBeyondFloat``, epsilon = inf).
     beyond_float: ClassVar[bool] = False
 
@@ -248,7 +248,7 @@ class GradientAgent(AgentProgram):
         return {"trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient)}
 
     def load_base_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`base_state` wrote."""
+        """Restore what `base_state` wrote."""
         self.trace_x, self.trace_gradient = list(state["trace_x"]), list(state["trace_gradient"])
 
 

@@ -2,7 +2,7 @@
 
 J. Ding, "Towards Plausible Collaborative Machine Learning: Privacy, Efficiency and Fairness", PhD
 dissertation, University of Houston, 2022 (after Ding et al., CIKM 2020). Agent i solves the perturbed
-local step of PP-ADMM (:mod:`privcvx.algorithms.pp_admm`) every round, then asks the SVT of Lyu et al.
+local step of PP-ADMM (`privcvx.algorithms.pp_admm`) every round, then asks the SVT of Lyu et al.
 (VLDB 2017, Alg. 1) whether the step is worth a broadcast:
 
     q = Clip[f_i(x~_i^t) - f_i(x^_i^{t+1})]          (here: the whole difference clipped to [-C, C])
@@ -14,9 +14,9 @@ they received (Alg. 3 lines 17-19). The clipped query has sensitivity 2 C (Lemma
 bound: the digest notes that the printed proof holds x^ fixed and that the unclipped regularizer part
 would escape the clip, so the whole difference is clipped here). The SVT is (epsilon_1 + epsilon_2)-DP
 (Lemma 13). A generic epsilon-DP mechanism is dominated only by randomized response, so it is recorded once as
-:class:`~privcvx.privacy.mechanisms.PureDP` (epsilon_1 + epsilon_2) (randomized response's privacy profile, not a
+[`PureDP`][privcvx.privacy.mechanisms.PureDP] (epsilon_1 + epsilon_2) (randomized response's privacy profile, not a
 Laplace's), (epsilon_1 + epsilon_2)^2 / 2 in zCDP; Thm. 10's total is rho'_i = rho'_1 + c (rho_i1 + rho_i2), plus
-c xi_i, the Jacobian terms of the c objective releases (:mod:`privcvx.algorithms.pp_admm`). The threshold noise
+c xi_i, the Jacobian terms of the c objective releases (`privcvx.algorithms.pp_admm`). The threshold noise
 Lap(2 c C / epsilon_1) of Alg. 3 has an extra
 factor c over Lyu et al.'s Lap(Delta / epsilon_1) (conservative; kept as printed).
 
@@ -46,7 +46,7 @@ QUERIES = ("decrease", "change")
 class IPPADMM(PPADMM):
     """IPP-ADMM (Algorithm 3 of Ch. 3): PP-ADMM with SVT-gated broadcasts.
 
-    Parameters (besides :class:`~privcvx.algorithms.pp_admm.PPADMM`'s)
+    Parameters (besides [`PPADMM`][privcvx.algorithms.pp_admm.PPADMM]'s)
     ----------
     max_broadcasts:
         c, the SVT's cutoff (at most c broadcasts per agent); None: the number of rounds.

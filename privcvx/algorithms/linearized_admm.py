@@ -1,10 +1,10 @@
 """Algorithm 1 of Ryu & Kim: DP linearized ADMM with several local updates per round (paper 004).
 
-Server (lines 1-9, :class:`ADMMServer`): keeps every agent's last released shared entries and
+Server (lines 1-9, `ADMMServer`): keeps every agent's last released shared entries and
 dual lambda_p, computes the global vector w (line 5) and sends each agent its slice w_p with
 the round's rho; it updates the duals (line 8) when the releases arrive.
 
-Agent (lines 11-23, :class:`ADMMAgent`): keeps its own dual, its last local iterate
+Agent (lines 11-23, `ADMMAgent`): keeps its own dual, its last local iterate
 z_p^{t-1,E+1}, its noise stream and its ledger. Each round it runs E local updates Eq. (9) with
 ObjPert Eq. (10) or OutPert Eq. (12), each from the previous one (line 16), releases the average
 of the E iterates (line 20) and updates its dual (line 22) exactly as the server does.
@@ -12,10 +12,10 @@ of the E iterates (line 20) and updates its dual (line 22) exactly as the server
 Messages: ``start`` sends the agent's initial shared entries (and, when rho="adaptive" needs a
 starting value, its L_p: see docs/privacy.md); each round the server sends ``{"w", "rho"}`` to
 each agent, and each agent answers ``{"z"}`` (its released shared entries). With server-side
-acceleration (:mod:`privcvx.acceleration`: ``relaxation``, ``anderson``) the server also sends the dual
+acceleration (`privcvx.acceleration`: ``relaxation``, ``anderson``) the server also sends the dual
 ``"lam"`` the agent must use, which it computed from released messages alone; with
 ``rho="adaptive-per-key"`` the message's ``"rho"`` is a vector over the agent's shared entries. The public metrics
-(the residuals of Boyd et al., rho) are computed from these messages alone by :class:`ADMMMonitor`.
+(the residuals of Boyd et al., rho) are computed from these messages alone by `ADMMMonitor`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from privcvx.privacy.perturbation import Perturbation
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
 from privcvx.schedules import PerKeyBalancing, ResidualBalancing, Schedule, as_schedule, checked_value, inverse_sqrt
 from privcvx.topology import SERVER, Topology
-from privcvx.tuning import SmoothStep, is_smooth, smoothness_of
+from privcvx.tuning import SmoothStep, is_smooth, smoothness_of, update_epsilon
 
 #: step_rule's marker for an agent with L_p = 0 and no per-update epsilon (no proximal term).
 _NO_PROXIMAL_TERM = object()
@@ -72,38 +72,38 @@ def rho_of(rho: float | np.ndarray, layout: AgentLayout) -> float | np.ndarray:
 
 
 class LinearizedADMM(Algorithm):
-    """Algorithm 1 of Ryu & Kim (paper 004) on :meth:`Topology.star`.
+    """Algorithm 1 of Ryu & Kim (paper 004) on `Topology.star`.
 
     Parameters
     ----------
     local_updates:
         E, the local updates Eq. (9) per round; or "exact": the exact consensus-ADMM step (the limit
-        E -> infinity of Eq. (9)'s updates, :class:`~privcvx.localstep.ExactStep`; non-private, ``eta`` is not
-        used); or "auto" (the default): "exact" when :func:`exact_step_applies` (non-private, every f_p a quadratic
-        CVXPY expression) and ``eta="auto"``, with rho="adaptive" becoming :func:`exact_step_penalty` (per-key
+        E -> infinity of Eq. (9)'s updates, [`ExactStep`][privcvx.localstep.ExactStep]; non-private, ``eta`` is not
+        used); or "auto" (the default): "exact" when `exact_step_applies` (non-private, every f_p a quadratic
+        CVXPY expression) and ``eta="auto"``, with rho="adaptive" becoming `exact_step_penalty` (per-key
         residual balancing that never freezes); else E = 1, Algorithm 1 as printed (always under privacy).
     rho:
         The penalty: a float, a schedule ``t -> rho^t`` (Assumption 5.1(i)), or "adaptive"
-        (residual balancing, :class:`~privcvx.schedules.ResidualBalancing`, started at the largest L_p: the
-        relative rule :func:`~privcvx.schedules.adaptive` without privacy, the absolute one under privacy and
-        with ``local_updates="exact"``, :func:`exact_step_penalty` with "auto"'s exact step; :meth:`prepare`).
+        (residual balancing, [`ResidualBalancing`][privcvx.schedules.ResidualBalancing], started at the largest L_p: the
+        relative rule [`adaptive`][privcvx.schedules.adaptive] without privacy, the absolute one under privacy and
+        with ``local_updates="exact"``, `exact_step_penalty` with "auto"'s exact step; `prepare`).
     eta:
         The proximal step: a float, a schedule ``t -> eta^t``, or "auto": 1/L_p per agent
-        (Eq. (25a) under privacy, Eq. (26a) for a nonsmooth f_p; :mod:`privcvx.tuning`).
+        (Eq. (25a) under privacy, Eq. (26a) for a nonsmooth f_p; [`privcvx.tuning`][privcvx.tuning]).
     privacy:
         ``None``, ``pc.ObjectivePerturbation(mechanism)`` (Eq. (10)) or ``pc.OutputPerturbation(...)`` (Eq. (12)).
     tol:
         ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1).
     relaxation:
         Over-relaxation alpha in [1, 2) of the server's averaging and dual update (Boyd et al. Sec. 3.4.3;
-        :class:`~privcvx.acceleration.OverRelaxation`); 1 is Algorithm 1 as printed.
+        [`OverRelaxation`][privcvx.acceleration.OverRelaxation]); 1 is Algorithm 1 as printed.
     anderson:
-        ``None``, or a memory m (or :class:`~privcvx.acceleration.Anderson`): safeguarded type-II Anderson
+        ``None``, or a memory m (or [`Anderson`][privcvx.acceleration.Anderson]): safeguarded type-II Anderson
         acceleration of the server's (w, lambda) map.
 
     Notes
     -----
-    ``rho="adaptive-per-key"`` (:class:`~privcvx.schedules.PerKeyBalancing`) balances the residuals of each
+    ``rho="adaptive-per-key"`` ([`PerKeyBalancing`][privcvx.schedules.PerKeyBalancing]) balances the residuals of each
     shared key on its own. The three accelerations act on the server only, from released messages:
     post-processing, no privacy cost (docs/privacy.md).
     """
@@ -189,10 +189,10 @@ class LinearizedADMM(Algorithm):
                     agent=agent.name, argument="smoothness")
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> LinearizedADMM:
-        """Check the problem; ``local_updates="auto"`` becomes "exact" or 1 (:func:`exact_step_applies`);
-        rho="adaptive" becomes :func:`exact_step_penalty` with "auto"'s exact step, the absolute
-        :class:`~privcvx.schedules.ResidualBalancing` under privacy and with ``local_updates="exact"``, and
-        :func:`~privcvx.schedules.adaptive` otherwise; a Budget becomes the per-update mechanism of its T * E
+        """Check the problem; ``local_updates="auto"`` becomes "exact" or 1 (`exact_step_applies`);
+        rho="adaptive" becomes `exact_step_penalty` with "auto"'s exact step, the absolute
+        [`ResidualBalancing`][privcvx.schedules.ResidualBalancing] under privacy and with ``local_updates="exact"``, and
+        [`adaptive`][privcvx.schedules.adaptive] otherwise; a Budget becomes the per-update mechanism of its T * E
         updates."""
         default_rho = isinstance(self.rho, str) and self.rho == "adaptive"
         if self.local_updates == "auto":
@@ -255,7 +255,7 @@ def exact_step_applies(problem: DistributedProblem, privacy: Perturbation | None
 
 def exact_step_penalty() -> PerKeyBalancing:
     """rho="adaptive" under ``local_updates="auto"`` when the step is exact: residual balancing per shared key
-    (:class:`~privcvx.schedules.PerKeyBalancing`, tau = 2, mu = 10, started at the largest L_p) that keeps adapting
+    (`PerKeyBalancing`, tau = 2, mu = 10, started at the largest L_p) that keeps adapting
     (``until=None``). Frozen after 100 rounds, the single or per-key rho leaves ExactADMM short of f - f* <= 1e-3
     within 600 rounds on case145 and case300 (docs/tuning.md, "The training set of grids"). Computed from the
     residuals of released messages only, as every residual-balancing rule."""
@@ -265,7 +265,7 @@ def exact_step_penalty() -> PerKeyBalancing:
 class RoundTerms(NamedTuple):
     """The terms of Eq. (9) that stay the same over a round's E local updates."""
 
-    #: 1/eta^t (an array when eta = inf: :meth:`ADMMAgent.inverse_step`).
+    #: 1/eta^t (an array when eta = inf: `ADMMAgent.inverse_step`).
     inverse: float | np.ndarray
     #: The metric weights m: 1/eta^t, plus rho^t on shared coordinates.
     weights: np.ndarray
@@ -305,7 +305,7 @@ class ADMMAgent(AgentProgram):
 
     @property
     def smoothness(self) -> float:
-        """L_p: declared (``pc.Agent(smoothness=...)``), else :func:`~privcvx.tuning.smoothness_of` at z_p^1
+        """L_p: declared (``pc.Agent(smoothness=...)``), else [`smoothness_of`][privcvx.tuning.smoothness_of] at z_p^1
         (nan for a nonsmooth f_p, 0 for an affine one)."""
         if self.declared_smoothness is None:
             if self.private and is_smooth(self.agent.objective):  # LinearizedADMM.check refuses this run
@@ -318,12 +318,11 @@ class ADMMAgent(AgentProgram):
         """eta="auto": 1/L_p (no privacy), Eq. (25a) under privacy, Eq. (26a) when f_p is nonsmooth.
 
         ``None`` when L_p = 0 (an affine or constant f_p) and there is no per-update epsilon: the linearization
-        is exact, no proximal term is needed, and :meth:`inverse_step` weights the update by rho alone.
+        is exact, no proximal term is needed, and `inverse_step` weights the update by rho alone.
         """
         if self._step is None:
             lipschitz = self.smoothness
-            epsilon = self.privacy.mechanism.epsilon if self.privacy is not None else math.inf
-            epsilon = epsilon if math.isfinite(epsilon) else math.inf
+            epsilon = update_epsilon(self.privacy.mechanism if self.privacy is not None else None)
             if not math.isfinite(lipschitz) or (lipschitz <= 0 and math.isinf(epsilon)):
                 self._step = inverse_sqrt() if not math.isfinite(lipschitz) else _NO_PROXIMAL_TERM
             else:
@@ -355,7 +354,7 @@ class ADMMAgent(AgentProgram):
         """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|).
 
         ``rho`` is a number, or a vector over the shared entries (``rho="adaptive-per-key"``). Within
-        :meth:`step` the round's terms are computed once (:meth:`_round_terms`); a subclass may replace this
+        `step` the round's terms are computed once (`_round_terms`); a subclass may replace this
         method (ExactADMM's exact step does)."""
         terms = self._terms if self._terms is not None else self._round_terms(w_p, rho, eta)
         return self._update(z, terms, warm_start)
@@ -386,7 +385,7 @@ class ADMMAgent(AgentProgram):
             agent=self.layout.name)
 
     def _update(self, z: np.ndarray, terms: RoundTerms, warm_start: bool) -> tuple[np.ndarray, float]:
-        """:meth:`local_update` with the round's terms (:meth:`_round_terms`) computed once."""
+        """`local_update` with the round's terms (`_round_terms`) computed once."""
         inverse, weights, shift, sensitivity = terms
         gradient = self.evaluator.gradient(z)
         # a non-finite entry makes g.g non-finite; only then (or if g.g overflows) is every entry checked
@@ -527,7 +526,7 @@ class ConsensusDuals:
 
     def residuals(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray],
                   rho: float | np.ndarray) -> dict[str, float]:
-        """The primal and dual residuals of :meth:`update` (bitwise), without line 8 and the scales."""
+        """The primal and dual residuals of `update` (bitwise), without line 8 and the scales."""
         if self.full:
             return self._residuals(self._rows_total(w - np.stack(released)),
                                    self._repeated(self._change_sq(w, w_previous, rho)), rho)
@@ -589,7 +588,7 @@ def key_groups(problem: DistributedProblem) -> np.ndarray:
 
 class ADMMServer(Coordinator):
     """The server of Algorithm 1 (lines 1-9), generalized to shared keys, with optional server-side
-    acceleration (over-relaxation, Anderson, per-key rho; :mod:`privcvx.acceleration`)."""
+    acceleration (over-relaxation, Anderson, per-key rho; [`privcvx.acceleration`][privcvx.acceleration])."""
 
     def __init__(self, problem: DistributedProblem, rho: Schedule, relaxation: float = 1.0,
                  anderson: Anderson | None = None) -> None:
@@ -773,7 +772,7 @@ class ADMMMonitor(Monitor):
 
 
 class ExactStepAgent(ADMMAgent):
-    """Agent p of Algorithm 1 with the exact consensus-ADMM step (:class:`~privcvx.localstep.ExactStep`) in place
+    """Agent p of Algorithm 1 with the exact consensus-ADMM step ([`ExactStep`][privcvx.localstep.ExactStep]) in place
     of the E updates Eq. (9): ``LinearizedADMM(local_updates="exact")`` and ``ExactADMM`` (non-private)."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
@@ -781,7 +780,7 @@ class ExactStepAgent(ADMMAgent):
         self.exact = ExactStep(agent, self.layout, per_key=settings.per_key)
 
     def step_rule(self) -> None:
-        """No proximal term (eta = inf): the history's eta is 1/rho, as for an affine f_p (:meth:`ADMMAgent.step`);
+        """No proximal term (eta = inf): the history's eta is 1/rho, as for an affine f_p (`ADMMAgent.step`);
         L_p is not estimated for the step."""
         return None
 

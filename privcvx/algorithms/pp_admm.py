@@ -7,7 +7,7 @@ dissertation, University of Houston, 2022 (after Ding et al., CIKM 2020). In rou
    L_per(x) = f_i(x) + <alpha_i^t + b_i1, x> + eta sum_j ||x - (x~_i^t + x~_j^t)/2||^2;
 2. solves it *inexactly*: the optimizer O(L_per, beta) returns any x^ with ||grad L_per(x^)||_2 <= beta.
    Here CVXPY solves it, the gradient norm is checked, and Newton steps polish x^ when CVXPY's answer
-   falls short (:meth:`PPADMMAgent.local_solve`); a solve that cannot be certified raises, because the
+   falls short (`PPADMMAgent.local_solve`); a solve that cannot be certified raises, because the
    privacy guarantee rests on the certificate (caveat 6 of the digest);
 3. releases x~ = x^ + b_i2, b_i2 ~ N(0, sigma_i2^2 I) ("output fuzzing").
 
@@ -29,14 +29,14 @@ ln(1/delta_i1))
 * the proof is for unconstrained, twice differentiable local objectives: PP-ADMM refuses agents with
   constraints (caveat 5; the gradient-mapping certificate a constrained version needs is not derived).
 
-``relaxation`` gamma != 1 over-relaxes the edge variables and duals (:meth:`ConsensusADMMAgent.relaxed
-<privcvx.algorithms.decentralized_admm.ConsensusADMMAgent.relaxed>`): a change of the public linear term of (20)
+``relaxation`` gamma != 1 over-relaxes the edge variables and duals (`ConsensusADMMAgent.relaxed`
+): a change of the public linear term of (20)
 only, so the privacy argument above and the ledger are unchanged.
 
 Budget (calibrated so that the corrected total *is* the target): agent i makes at most R releases (T here; c for
 IPP-ADMM), so its zCDP is (R xi_i, rho_i) with rho_i the sum of its rho's, and its (epsilon, delta)-DP is
 R xi_i + rho_i + 2 sqrt(rho_i ln(1/delta)) (Lemma 4 with the additive xi). Setting that to the target gives
-rho_i* = dp_to_zcdp(epsilon, delta, xi=R xi_i) (a :class:`PrivacyError` if R xi_i >= epsilon); per release
+rho_i* = dp_to_zcdp(epsilon, delta, xi=R xi_i) (a `PrivacyError` if R xi_i >= epsilon); per release
 rho_i1 = (rho_i*/R)(1 - splits), rho_i2 = (rho_i*/R) splits (Sec. 3.5.2's split).
 """
 
@@ -75,7 +75,7 @@ HESSIAN_STEP = 1e-6
 def lambda_hat_lower_bound(curvature: float, samples: int, agents: int, epsilon_1: float, epsilon_3: float) -> float:
     """The thesis's rule lam_hat >= 2.8 N c1 / ((epsilon_i1 - epsilon_i3) |D_i|) (Alg. 2), for comparison.
 
-    It drops the 2 eta |V_i| of the local step's modulus (conservative, caveat 4). :class:`PPADMM` has no
+    It drops the 2 eta |V_i| of the local step's modulus (conservative, caveat 4). `PPADMM` has no
     epsilon_i1 - epsilon_i3 to fit: it charges the Jacobian term xi_i = -2 ln(1 - h_i / mu_i) of every objective
     release.
     """
@@ -117,11 +117,11 @@ class PPADMM(ConsensusADMM):
     fuzz:
         "conservative" (default, sensitivity 2 beta / mu_i) or "printed" (beta / mu_i).
     strong_convexity:
-        The public mu_f of :class:`~privcvx.algorithms.decentralized_admm.ConsensusADMM`.
+        The public mu_f of [`ConsensusADMM`][privcvx.algorithms.decentralized_admm.ConsensusADMM].
     newton_steps:
         The most Newton steps that polish a solve whose gradient norm exceeds beta.
     relaxation:
-        gamma in (0, 2): over-relaxed ADMM, as in :class:`~privcvx.algorithms.pr_admm.PRADMM` (1, the default, is
+        gamma in (0, 2): over-relaxed ADMM, as in [`PRADMM`][privcvx.algorithms.pr_admm.PRADMM] (1, the default, is
         the thesis's step). It stays DP at the same cost: the relaxed edge variables and dual are computed from the
         neighbours' releases and the agent's own last release, as the unrelaxed ones are, and they only change the
         linear term of L_per; sigma_i1 (from S_i), the Jacobian term xi_i (h_i, mu_i), the fuzzing sensitivity

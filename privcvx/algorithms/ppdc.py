@@ -48,7 +48,7 @@ class PPDC(GradientMethod):
 
     ``gamma``, ``omega``, ``eta``: consensus gain, dual gain and step (the paper's experiment: 65, 5, 0.01);
     ``u_x``, ``u_v``, ``r``: the Laplace scales r^k u_x (released state) and r^k u_v (dual), private when both
-    are given; ``weights``: the rule of W in P = I - W; ``trace``: as :class:`~privcvx.algorithms.DPP2`.
+    are given; ``weights``: the rule of W in P = I - W; ``trace``: as [`DPP2`][privcvx.algorithms.dpp2.DPP2].
     """
 
     name = "ppdc"

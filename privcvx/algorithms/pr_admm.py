@@ -2,13 +2,13 @@
 
 J. Ding, "Towards Plausible Collaborative Machine Learning: Privacy, Efficiency and Fairness", PhD
 dissertation, University of Houston, 2022 (after Ding et al., IEEE BigData 2019). Every agent solves
-the exact local step (14) of :mod:`privcvx.algorithms.decentralized_admm` and broadcasts
+the exact local step (14) of `privcvx.algorithms.decentralized_admm` and broadcasts
 x~_i^{t+1} = x_i^{t+1} + xi_i^{t+1}, xi ~ N(0, (sigma^2)_i^{t+1} I), with a decaying variance:
 
-* :class:`PeriodicDecay`, Eq. (16): (sigma^2)^{t+1} = (sigma^2)^1 R_P^floor(t / T_p);
-* :class:`IterationDecay`, Eq. (17): (sigma^2)^{t+1} = (sigma^2)^1 / (R_T t (t + 1)), undefined at t = 0:
+* `PeriodicDecay`, Eq. (16): (sigma^2)^{t+1} = (sigma^2)^1 R_P^floor(t / T_p);
+* `IterationDecay`, Eq. (17): (sigma^2)^{t+1} = (sigma^2)^1 / (R_T t (t + 1)), undefined at t = 0:
   the first release uses (sigma^2)^1 (the guard that Thm. 3's total implies);
-* :class:`ConstantNoise`.
+* `ConstantNoise`.
 
 Robustness: a neighbour j whose cumulative deviation sum_k ||x~_i^k - x~_j^k|| exceeds ``threshold`` (U)
 is replaced by x~_i^t in the primal step (Alg. 1 line 15); the dual step uses what was received.
@@ -24,8 +24,8 @@ delta), sigma_1 is calibrated per agent so that its total is exactly rho* = dp_t
 (Lemma 4 inverted); the network's rho is the largest agent's (Lemma 11).
 
 General form: only the shared entries are released, and the local step is mu_i = mu_f + 2 eta min_k |V_i(k)|
-strongly convex in them only. An agent with private variables declares a :class:`ReleaseBound` or a
-:class:`CurvatureBound` (how the data move f_i), from which the sensitivity of the released part follows
+strongly convex in them only. An agent with private variables declares a `ReleaseBound` or a
+`CurvatureBound` (how the data move f_i), from which the sensitivity of the released part follows
 (docs/zcdp_admm.md, "General form").
 """
 
@@ -78,7 +78,7 @@ class CurvatureBound:
     """A release bound for data that move f_i only along directions where f_i is curved.
 
     For a linear map A (public): f_i(y) - f_i(z) - <grad f_i(z), y - z> >= curvature ||A (y - z)||^2 for every
-    dataset, and |r(z) - r(z')| <= change ||A (z - z')|| for neighbouring datasets (r as in :class:`ReleaseBound`).
+    dataset, and |r(z) - r(z')| <= change ||A (z - z')|| for neighbouring datasets (r as in `ReleaseBound`).
     Then the released shared part moves by at most change / sqrt(8 curvature mu) (docs/zcdp_admm.md, "General
     form"). The zonal power-flow problem, f = ||A z + d||^2 with one load entry changed by beta, has
     change = 2 beta and curvature = 1 (``powerflow.release_bounds``).
@@ -182,8 +182,8 @@ class PRADMM(ConsensusADMM):
     eta:
         The penalty eta (0.5 in the thesis).
     schedule:
-        :class:`PeriodicDecay` (default, the thesis's best R_P = 0.925, T_p = 1), :class:`IterationDecay`
-        or :class:`ConstantNoise`.
+        `PeriodicDecay` (default, the thesis's best R_P = 0.925, T_p = 1), `IterationDecay`
+        or `ConstantNoise`.
     threshold:
         U, the cumulative-deviation threshold of the robustness filter; None (default) turns it off.
     strong_convexity:
@@ -226,7 +226,7 @@ class PRADMM(ConsensusADMM):
         """The L2 sensitivity Delta_i of agent i's released (shared) local solution.
 
         S_i / mu_i with mu_i = mu_f + 2 eta min_k |V_i(k)| (|V_i| under full consensus), or, when the agent's
-        :class:`ReleaseBound` or :class:`CurvatureBound` is declared (required when it has private variables),
+        `ReleaseBound` or `CurvatureBound` is declared (required when it has private variables),
         that bound's ``sensitivity(mu_i)`` (docs/zcdp_admm.md, "General form").
         """
         declared = None if self.release_bounds is None else self.release_bounds.get(agent.name)

@@ -3,14 +3,14 @@
 The audit (issue 27; Jagielski, Ullman & Oprea 2020, Nasr et al. 2021) runs one agent's program many times on each
 of two neighbouring datasets D and D' and bounds its epsilon from below:
 
-1. **The neighbouring pair** (:class:`NeighbouringPair`): two problems that differ only in agent ``index``'s data, so
-   that its declared sensitivity is attained. By default :func:`quadratic_pair`: f_i(x) = ||x - a_i||^2 / 2, and
+1. **The neighbouring pair** (`NeighbouringPair`): two problems that differ only in agent ``index``'s data, so
+   that its declared sensitivity is attained. By default `quadratic_pair`: f_i(x) = ||x - a_i||^2 / 2, and
    agent 0's a_0 moves by ``shift`` along the first coordinate, so its gradient moves by exactly the declared
    l1 = l2 = ``shift`` at every point.
-2. **The runs.** The audited agent's program runs alone (:meth:`AgentContext.for_agent`'s context, on the secure
+2. **The runs.** The audited agent's program runs alone (`AgentContext.for_agent`'s context, on the secure
    path, ``seed="secure"``) for ``rounds`` rounds, with a public inbox that is the same for both datasets: the
    messages the other parties sent it in one reference run on D (the adversary knows every other agent). Each run
-   records the agent's releases (:meth:`AgentContext.release`).
+   records the agent's releases (`AgentContext.release`).
 3. **The statistic: the log-likelihood ratio** of the run's data-dependent releases, log p_D'(y) / p_D(y). A replay
    runs the program of the other dataset on the same inbox, its releases forced to the observed ones, which gives
    each release's noise-free value under both datasets; with the noise actually drawn (the grid's discrete Laplace
@@ -27,7 +27,7 @@ of two neighbouring datasets D and D' and bounds its epsilon from below:
    2^-10 inflation of the sensitivity). The (epsilon, delta) of a Gaussian at a small delta lives in tails that
    thousands of runs cannot reach, so only the mu scale gives the audit power there.
 5. **Power.** The same audit on a variant whose drawn noise scale is ``under_noising`` times the release path's (the
-   ledger unchanged, :attr:`AgentContext.audit_noise_factor`) must exceed the claim; otherwise it has no power.
+   ledger unchanged, `AgentContext.audit_noise_factor`) must exceed the claim; otherwise it has no power.
 
 The claim is read from the audited agent's ledger over the audited rounds (its epsilon at the algorithm's
 ``accounting_delta`` is the tightest valid accountant's). A release that has probability 0 under the other
@@ -63,7 +63,7 @@ LAPLACE_THRESHOLDS = (0.25, 0.5, 0.75, 0.9, 0.999)
 #: z-scores of the LLR under D' (Gaussian releases: LLR ~ N(mu^2/2, mu^2)) at which the test is made.
 GAUSSIAN_THRESHOLDS = (-0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5)
 #: A release's attained sensitivity may exceed its charged one by this relative amount, plus the rounding of its
-#: values (:func:`_rounding`), before the replay reports the charge as exceeded.
+#: values (`_rounding`), before the replay reports the charge as exceeded.
 ATTAINED_TOLERANCE = 1e-6
 
 
@@ -91,7 +91,7 @@ def quadratic_pair(set_kind: str = "box", *, n: int = 3, agents: int = 3, shift:
     that no release is clipped), "affine" ({sum x = 1}, not a box: a projection keeps l2, not l1), or "free" (R^n).
     Default ``direction``: e_1 (one coordinate: the sharpest test of Laplace noise), and on the affine set the unit
     vector along (n - 1, -1, ..., -1), whose projection has the largest l1 norm for its l2 norm (the pair on which
-    the sqrt(n) l2 rule of :mod:`privcvx.privacy.sensitivity` is closest to attained).
+    the sqrt(n) l2 rule of [`privcvx.privacy.sensitivity`][privcvx.privacy.sensitivity] is closest to attained).
     """
     if set_kind not in ("box", "affine", "free"):
         raise ParameterError(f'must be "box", "affine" or "free", got {set_kind!r}', argument="set_kind")
@@ -117,7 +117,7 @@ def quadratic_pair(set_kind: str = "box", *, n: int = 3, agents: int = 3, shift:
 
 @dataclass(frozen=True)
 class PrivacyAudit:
-    """What :func:`check_privacy` measured.
+    """What `check_privacy` measured.
 
     ``scale``: "epsilon" (Laplace releases: pure DP, the bound at ``delta``) or "mu" (Gaussian releases: mu-GDP,
     Dong, Roth & Su 2022). ``claimed``: the ledger's claim on that scale for the audited releases (its epsilon at
@@ -156,7 +156,7 @@ class PrivacyAudit:
 
 
 class PrivacyAuditFailure(AssertionError):
-    """:func:`check_privacy` failed; ``report`` is the :class:`PrivacyAudit`."""
+    """`check_privacy` failed; ``report`` is the `PrivacyAudit`."""
 
     def __init__(self, report: PrivacyAudit) -> None:
         super().__init__(f"{report.method}: " + "; ".join(report.failures))
@@ -295,7 +295,7 @@ def float_reachable(release: float, value: float, scale: float, subtract: bool =
     ``release`` from the noise-free ``value``?
 
     That path releases value + scale * unit(u) (``subtract``: value - scale * unit(u)) in IEEE double arithmetic
-    (:class:`~privcvx.privacy.noise.SeededNoise`, numpy's Laplace sampler), a monotone function of k (every
+    ([`SeededNoise`][privcvx.privacy.noise.SeededNoise], numpy's Laplace sampler), a monotone function of k (every
     operation is a correctly rounded monotone map), so a binary search over k in [1, 2^53) finds the first k that
     reaches ``release``, and the release is reachable iff that k maps to it exactly.
     """
@@ -548,7 +548,7 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
                   seed: int | str = "secure", statistic: str = "llr") -> PrivacyAudit:
     """Audit ``algorithm``'s privacy claim empirically (module docstring); raise if the claim is refuted.
 
-    Returns the :class:`PrivacyAudit`. Raises :class:`PrivacyAuditFailure` (an ``AssertionError``) when the lower
+    Returns the `PrivacyAudit`. Raises `PrivacyAuditFailure` (an ``AssertionError``) when the lower
     bound exceeds the claim, when the under-noised variant is not caught ("no power"), when the replay finds a
     release that changes by more than its charged sensitivity, or when a release is impossible under the other
     dataset; a ``PrivacyError`` for a non-private algorithm or one for which no neighbouring pair can be built.
@@ -559,7 +559,7 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         A private algorithm (``algorithm.private``), configured as it will run: few ``rounds`` and a large
         per-release epsilon (1-2) give the audit its power.
     neighbours:
-        The neighbouring pair; default :func:`quadratic_pair` on a box, then on R^n, whichever the algorithm
+        The neighbouring pair; default `quadratic_pair` on a box, then on R^n, whichever the algorithm
         accepts.
     runs:
         Runs per dataset and per variant (the audit makes 4 x ``runs`` runs, each with a replay).
@@ -626,7 +626,7 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
 
 
 def _default_pair(algorithm: Algorithm) -> NeighbouringPair:
-    """:func:`quadratic_pair` on a box, else on R^n: the first the algorithm accepts; else a PrivacyError."""
+    """`quadratic_pair` on a box, else on R^n: the first the algorithm accepts; else a PrivacyError."""
     from privcvx.errors import UnsupportedError
 
     for kind in ("box", "free"):

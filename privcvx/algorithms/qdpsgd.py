@@ -10,19 +10,19 @@ model x_i in its public set W_i and, in round t,
 
 with Q the stochastic quantizer (26) on s bits of resolution eta, S_i(t) a Poisson sample of the agent's
 records (each with probability q), clip_K(g) = g / max(1, ||g||_2 / K), B = q m the expected batch size, and
-w_ij the gossip weights of round t's graph (:meth:`Topology.weights`). The agent's step of round t takes
+w_ij the gossip weights of round t's graph (`Topology.weights`). The agent's step of round t takes
 round t's broadcasts, computes x_i(t) and broadcasts z_i(t+1) (``start`` broadcasts the public Q(x_i(0))).
 
 Per-sample gradients. Clipping needs the gradient of every record, which a CVXPY objective does not expose:
-an agent of a private run is a :class:`SampledAgent`, which declares its records' gradients (a
-:class:`SampleLoss`) next to its objective (the mean of the per-record losses). ``problems/binary_logistic.py``
+an agent of a private run is a `SampledAgent`, which declares its records' gradients (a
+`SampleLoss`) next to its objective (the mean of the per-record losses). ``problems/binary_logistic.py``
 builds L2-regularized logistic regression so. A plain ``pc.Agent`` runs only without privacy, as one record
 (its full gradient, unclipped, q = 1).
 
 Privacy, variant 1 (gradient perturbation, Theorem 11). The noisy sum is the sampled Gaussian mechanism: under
 add/remove-one the sum of clipped gradients has L2 sensitivity K (2K under replace-one; over the mean that is
 the thesis's 2K/|S|), the noise is N(0, (s K)^2), and each round is recorded as
-:class:`~privcvx.privacy.mechanisms.PoissonSampledGaussian` (q, s): dp-accounting's
+[`PoissonSampledGaussian`][privcvx.privacy.mechanisms.PoissonSampledGaussian] (q, s): dp-accounting's
 ``PoissonSampledDpEvent(q, GaussianDpEvent(s))``, the RDP amplification by subsampling (Lemma 8). The thesis
 divides by the realized |S| and uses the approximation 8 rho / (m^2 sigma^2) of the amplified RDP; privcvx
 divides by the public B (``batch_size``; the realized size is data dependent) and uses dp-accounting's exact
@@ -39,29 +39,34 @@ and the releases of the other agents fixed,
 with c_t = 1 - eps (1 - w_ii(t)): the projection is non-expansive, clipping is 1-Lipschitz, each record's gradient
 is L_rec-Lipschitz (``SampledAgent(record_smoothness=...)``), at most m = B / q records are sampled, and the
 differing record adds at most K / B (on a set projected by a solver, its error adds 2 sqrt(n) e per round:
-:mod:`privcvx.privacy.sensitivity`). This bound grows geometrically when c_t + alpha_t eps L_rec / q > 1, and the
+`privcvx.privacy.sensitivity`). This bound grows geometrically when c_t + alpha_t eps L_rec / q > 1, and the
 noise with it: it is what can be proved without further assumptions, not a tight account. With the quantizer's
 uniforms fixed, Q moves each coordinate by at most one extra lattice step, so Q(x)/eta has L2 sensitivity D_t/eta +
 sqrt(p) (the thesis's Lemma 19 has 2 eta sqrt(p)), and the mixture over the uniforms keeps the bound. The integer
 noise has sigma_t = s (D_t/eta + sqrt(p)), each release is 1/(2 s^2)-zCDP (CKS20;
-:class:`~privcvx.privacy.mechanisms.DiscreteGaussian` in the ledger) and the thesis's subsampling amplification is
+`DiscreteGaussian` in the ledger) and the thesis's subsampling amplification is
 not claimed: a record changes the state in every round it is sampled, which Lemma 8 (one release per sample) does
 not cover. The release is then saturated to the s-bit range (post-processing). Noise comes from
-:func:`~privcvx.privacy.discrete_gaussian.discrete_gaussian`: OpenDP's sampler under ``seed="secure"``, a seeded
+`discrete_gaussian`: OpenDP's sampler under ``seed="secure"``, a seeded
 CKS sampler otherwise.
 
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
-discrete Gaussian on a fine grid and is recorded, conservatively, without the amplification; with ``epsilon`` the
-agent then calibrates its multiplier for that account (:meth:`QDPSGD.multiplier_for`), so the budget holds as
-reported (with more noise than on the seeded path).
+discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same source (``SecureNoise.uniform``,
+the operating system's entropy). The release is recorded as
+`PoissonSampledDiscreteGaussian`, whose RDP keeps the subsampling amplification
+(Zhu & Wang 2019's general bound on the discrete Gaussian's zCDP curve,
+`poisson_zcdp_rdp`); with ``epsilon`` the agent calibrates its multiplier for
+that account (`QDPSGD.multiplier_for`), within 1% of the seeded path's at q <= 0.1 (until issue 31 the
+secure path dropped the amplification: a multiplier of 90.5 against 2.02 at q = 0.02).
 
-With ``epsilon`` the noise multiplier s is calibrated in :meth:`QDPSGD.prepare` so that T rounds spend
+With ``epsilon`` the noise multiplier s is calibrated in `QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -69,13 +74,21 @@ import dp_accounting
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import DeclarationError, ParameterError, PrivacyError, PrivcvxError, require_positive
+from privcvx.errors import (
+    DeclarationError,
+    ModelingWarning,
+    ParameterError,
+    PrivacyError,
+    PrivcvxError,
+    require_positive,
+)
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import (
     DiscreteGaussian,
     GridRdpAccountant,
+    PoissonSampledDiscreteGaussian,
     PoissonSampledGaussian,
     Sensitivity,
     check_delta,
@@ -112,7 +125,7 @@ class SampleLoss(Protocol):
 
 
 class SampledAgent(Agent):
-    """A ``pc.Agent`` that also declares its per-record gradients (``samples``, a :class:`SampleLoss`).
+    """A ``pc.Agent`` that also declares its per-record gradients (``samples``, a `SampleLoss`).
 
     ``record_smoothness`` is a public bound L_rec on the Lipschitz constant of every record's gradient (valid for
     every record the data could hold); Q-DPSGD-2 needs it under privacy. ``record_count`` declares the number of
@@ -196,7 +209,7 @@ class QDPSGD(Algorithm):
     averaging:
         The averaging step eps in (0, 1] of Eq. (27) (1: plain gossip).
     weights:
-        The gossip rule of :meth:`Topology.weights`.
+        The gossip rule of `Topology.weights`.
     tol:
         Stop when the disagreement and the change of the average release are both <= tol.
     """
@@ -287,13 +300,28 @@ class QDPSGD(Algorithm):
             ready._c = 1.0 / max(finite) if finite else 1.0
         if self._epsilon is not None:
             ready._multiplier = self.calibrate(rounds)
+        if self.variant == 2 and self.private and self._rate < 1.0:
+            ready._warn_sampled_state(problem, rounds)
         return ready
+
+    def _warn_sampled_state(self, problem: DistributedProblem, rounds: int) -> None:
+        """Q-DPSGD-2 with q < 1: the state's sensitivity D_t grows by up to 1 + alpha_t eps L_rec / q per round (module
+        docstring; no amplification is claimed), so the noise grows with it: a ``ModelingWarning`` with the bound."""
+        smoothness = max(agent.record_smoothness for agent in problem.agents)
+        step, eps = self.schedule(), self._averaging
+        log_growth = sum(math.log1p(step(t) * eps * smoothness / self._rate) for t in range(1, rounds + 1))
+        warnings.warn(f"Q-DPSGD-2 with sampling_rate={self._rate!r} < 1: subsampling is not amplified for the "
+                      f"state's release, and it divides the per-round growth of the state's sensitivity D_t by q "
+                      f"(1 + alpha_t eps L_rec / q): over {rounds} rounds D_t may grow by a factor of up to "
+                      f"10^{log_growth / math.log(10):.1f}, and "
+                      "the noise with it. Use sampling_rate=1 (or a smaller step) with variant=2", ModelingWarning,
+                      stacklevel=4)
 
     def calibrate(self, rounds: int, *, grid: bool = False) -> float:
         """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant).
 
-        ``grid=True``: for variant 1 on the secure path, whose releases the ledger records as discrete Gaussians
-        without the subsampling amplification (1/(2 s^2)-zCDP each), so the budget holds as reported.
+        ``grid=True``: for the secure path, whose releases the ledger records as discrete Gaussians (1/(2 s^2)-zCDP
+        each; variant 1's Poisson-subsampled: `PoissonSampledDiscreteGaussian`).
         """
         if self._epsilon is None:
             raise PrivacyError("calibration needs epsilon", argument="epsilon")
@@ -305,11 +333,13 @@ class QDPSGD(Algorithm):
         """One round's release as a dp-accounting event at noise multiplier s > 0 (``grid``: see calibrate)."""
         if self.variant == 1 and not grid:
             return PoissonSampledGaussian(self._rate, multiplier).dp_event()
+        if self.variant == 1:
+            return PoissonSampledDiscreteGaussian(self._rate, multiplier, 1.0).dp_event()
         return dp_accounting.ZCDpEvent(rho=0.5 / multiplier ** 2)
 
     def multiplier_for(self, noise: NoiseSource, rounds: int) -> float | None:
         """The noise multiplier an agent drawing from ``noise`` uses: the prepared one, except for a calibrated
-        variant 1 on the secure path (:meth:`calibrate` with ``grid=True``)."""
+        variant 1 on the secure path (`calibrate` with ``grid=True``)."""
         if self._epsilon is not None and self.variant == 1 and isinstance(noise, SecureNoise):
             return self.calibrate(rounds, grid=True)
         return self._multiplier

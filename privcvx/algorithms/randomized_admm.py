@@ -21,7 +21,7 @@ baseline with fixed penalties Gamma = D_i/2, rho = D_i/(2 |N_i|) (the expectatio
 Over-relaxation (``relaxation`` alpha in [1, 2); Boyd, Parikh, Chu, Peleato & Eckstein, *Distributed
 Optimization and Statistical Learning via the Alternating Direction Method of Multipliers*, Foundations and
 Trends in ML 2011, Sec. 3.4.3). In (6) the neighbours' average S_i/|N_i| is the block agent i is pulled towards,
-as the server's average in LinearizedADMM (:class:`privcvx.acceleration.OverRelaxation`); its relaxation with the
+as the server's average in LinearizedADMM (`privcvx.acceleration.OverRelaxation`); its relaxation with the
 agent's own last release x_i^k is
 
     m~_i^k = alpha S_i/|N_i| + (1 - alpha) x_i^k                                                    (R)
@@ -50,13 +50,13 @@ a function of releases) and the secret-shared exchange (which reconstructs the s
 Privacy (Theorems 2.2, 2.3). Term A is uniform on the interval between x_i^k[l] + c_l and
 S_i[l]/|N_i| + c_l, c = (lambda - grad f_i(x_i^k))/D_i, and a neighbouring function moves it by at most
 alpha B_inf = B_inf / D_i per coordinate. The ledger records each release as a Laplace release with epsilon
-d beta_k B_inf / D_i (the worst case); the ex-post account (:mod:`privcvx.privacy.ex_post`) evaluates
+d beta_k B_inf / D_i (the worst case); the ex-post account (`privcvx.privacy.ex_post`) evaluates
 Eq. (10) on each released coordinate, and ``result.privacy`` shows both. With a declared set the mean is
 a projection of a uniform variable, so only the worst case is claimed for an agent with constraints.
 
-``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 (:mod:`privcvx.privacy.
-secret_sharing`) on a complete graph, over the sealed pairwise channels that Theorem 2.1 assumes
-(:mod:`privcvx.privacy.secure_channel`). ``start()`` broadcasts the agent's X25519 public key (round 0); in round
+``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 (`privcvx.privacy. secret_sharing`
+) on a complete graph, over the sealed pairwise channels that Theorem 2.1 assumes
+(`privcvx.privacy.secure_channel`). ``start()`` broadcasts the agent's X25519 public key (round 0); in round
 t, phase 0 seals a share of x_i^{t-1} for every other agent (payload ``sealed_share``), phase 1 opens the shares
 received and broadcasts their sum with the own share (``partial``), and phase 2 reconstructs sum_j x_j^{t-1}, so
 S_i = sum - x_i, and updates. The key pair is drawn apart from the noise stream, so the iterates are those of
@@ -253,7 +253,7 @@ class RandomizedADMM(Algorithm):
         return self.clone(D=values)
 
     def constant(self, name: str) -> float:
-        """Agent ``name``'s secret bound D_i on its random penalties (set by :meth:`prepare`)."""
+        """Agent ``name``'s secret bound D_i on its random penalties (set by `prepare`)."""
         return self._D[name] if isinstance(self._D, dict) else (self._D if self._D is not None else 1.0)
 
     def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedADMMAgent:

@@ -23,7 +23,7 @@ where the aggregator A (Term A) is drawn from the agent's private stream, never 
 The projection onto the agent's declared set C after each update is privcvx's; the paper omits it
 (it takes C = R^d). Privacy: A is uniform on an interval and a neighbouring function shifts the mean by at
 most alpha_k B_inf with alpha_k = eta_k (Theorem 2.2); the ledger records the worst case and the ex-post
-account Eq. (10), as for :class:`~privcvx.algorithms.randomized_admm.RandomizedADMM`.
+account Eq. (10), as for [`RandomizedADMM`][privcvx.algorithms.randomized_admm.RandomizedADMM].
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ disjoint datasets, so a record is protected by its owner's ledger alone, and the
 epsilon is that of the worst-off agent.
 
 For a ledger of releases (epsilon_i, delta_i, noise multiplier s_i) with counts c_i,
-k = sum c_i, :func:`epsilon_report` gives
+k = sum c_i, `epsilon_report` gives
 
 * ``epsilon_basic`` = sum c_i epsilon_i, valid at ``delta_basic`` = sum c_i delta_i
   (Dwork & Roth, Thm. 3.16);
@@ -17,23 +17,23 @@ k = sum c_i, :func:`epsilon_report` gives
   sqrt(2 ln(1/delta) sum c_i / s_i^2), which equals sqrt(T E ln(1/delta)/ln(1.25/delta)) epsilon
   for T E classic Gaussian updates at delta. Thm. 4.9 does not follow from its proof
   (see the erratum in docs/privacy.md): it is reported for comparison and is never used
-  by :func:`tightest_epsilon`;
+  by `tightest_epsilon`;
 * ``epsilon_rdp``, ``epsilon_pld``: dp-accounting's ``RdpAccountant`` and
   ``PLDAccountant`` composing each entry's ``dp_event()`` ``c_i`` times, at ``delta``;
 * ``epsilon_gdp`` (extra key, not a table column): Gaussian ledgers only, the exact
   epsilon. Gaussian releases with noise multipliers s_i compose (adaptively) to
   mu-GDP with mu^2 = sum c_i / s_i^2 (Dong, Roth & Su 2022), whose epsilon at
   ``delta`` is Balle & Wang's (``dp_accounting.get_epsilon_gaussian(1/mu, delta)``, computed by
-  :func:`gaussian_epsilon`, the same numbers faster). It is
-  below every other valid bound, so :func:`tightest_epsilon` returns it for Gaussian
+  `gaussian_epsilon`, the same numbers faster). It is
+  below every other valid bound, so `tightest_epsilon` returns it for Gaussian
   ledgers without building a PLD (about 1 ms instead of up to 0.1 s per call).
 
-Releases on the grid of the secure path (:mod:`privcvx.privacy.grid`) are their own kinds, so that
+Releases on the grid of the secure path ([`privcvx.privacy.grid`][privcvx.privacy.grid]) are their own kinds, so that
 only bounds valid for them are reported:
 
 * ``discrete_laplace`` (pure, epsilon = D/t): basic and advanced composition as above; PLD with
   dp-accounting's exact ``DiscreteLaplaceDpEvent``; RDP with its exact Renyi divergence
-  (:func:`~privcvx.privacy.mechanisms.discrete_laplace_rdp`; the continuous Laplace's RDP curve
+  ([`discrete_laplace_rdp`][privcvx.privacy.mechanisms.discrete_laplace_rdp]; the continuous Laplace's RDP curve
   is *below* it, so it would not be a valid bound).
 * ``discrete_gaussian`` (rho-zCDP, Canonne, Kamath & Steinke 2020): RDP with ``ZCDpEvent(rho)``,
   the continuous Gaussian's RDP curve. It claims no per-update (epsilon, delta), so basic and
@@ -70,11 +70,11 @@ from privcvx.privacy.mechanisms import (
 #: per update, but advanced, RDP and PLD composition need delta > 0).
 DEFAULT_LAPLACE_DELTA = 1e-6
 
-#: The columns of :func:`privacy_table`, in order.
+#: The columns of `privacy_table`, in order.
 #: ``delta`` is where the RDP, PLD and moments columns hold; basic and advanced composition hold at their own
 #: ``delta_basic`` (the sum of the releases' deltas: 0 for Laplace) and ``delta_advanced`` (that plus ``delta``).
 #: ``calibration`` is "valid", or "nominal: <reasons>" for an agent with releases calibrated to a paper's printed
-#: constant that is not a valid bound (:class:`~privcvx.errors.NominalPrivacyWarning`): not a guarantee.
+#: constant that is not a valid bound (`NominalPrivacyWarning`): not a guarantee.
 PRIVACY_COLUMNS = ("agent", "steps", "delta", "epsilon_basic", "epsilon_advanced", "epsilon_moments",
                    "epsilon_rdp", "epsilon_pld", "delta_basic", "delta_advanced", "calibration")
 
@@ -88,7 +88,7 @@ class PrivacyLedger:
     """Every release one agent makes: the mechanisms and how many times each was used.
 
     ``nominal`` holds the reasons of releases calibrated to a nominal sensitivity (a paper's printed constant that
-    is not a valid bound, :class:`~privcvx.privacy.mechanisms.Sensitivity`): the privacy table then labels the
+    is not a valid bound, [`Sensitivity`][privcvx.privacy.mechanisms.Sensitivity]): the privacy table then labels the
     agent's epsilon "nominal" (column ``calibration``).
     """
 
@@ -120,7 +120,7 @@ class PrivacyLedger:
         return new
 
     def load_dict(self, data: dict) -> None:
-        """Restore, in place, a ledger written by :meth:`to_dict` (a checkpoint)."""
+        """Restore, in place, a ledger written by `to_dict` (a checkpoint)."""
         restored = PrivacyLedger.from_dict(data)
         self.agent, self._counts, self._new, self.nominal = restored.agent, restored._counts, [], restored.nominal
         self._steps = restored._steps
@@ -132,7 +132,7 @@ class PrivacyLedger:
 
     @property
     def distinct(self) -> int:
-        """The number of distinct mechanisms recorded, in O(1) (:attr:`entries` builds a list of them)."""
+        """The number of distinct mechanisms recorded, in O(1) (`entries` builds a list of them)."""
         return len(self._counts)
 
     @property
@@ -184,7 +184,7 @@ def default_accounting_delta(mechanism: Mechanism) -> float:
 def epsilon_report(ledger: PrivacyLedger, delta: float) -> dict:
     """The ledger's epsilon under every accountant, at ``delta`` (see the module docstring).
 
-    Keys: ``steps``, ``delta``, the five ``epsilon_*`` of :data:`PRIVACY_COLUMNS`, and
+    Keys: ``steps``, ``delta``, the five ``epsilon_*`` of `PRIVACY_COLUMNS`, and
     ``delta_basic``, ``delta_advanced``: the deltas at which those two hold. NaN where an
     accountant does not apply. Results are cached by the ledger's signature.
     """
@@ -215,19 +215,19 @@ def tightest_epsilon(ledger: PrivacyLedger, delta: float, *, with_pld: bool = Tr
     return min(value for value in candidates if not math.isnan(value))
 
 
-#: Above this many distinct mechanisms in a ledger, :class:`RunningEpsilon` composes incrementally.
+#: Above this many distinct mechanisms in a ledger, `RunningEpsilon` composes incrementally.
 RUNNING_ACCOUNTING_ENTRIES = 16
 
 
 class RunningEpsilon:
     """One agent's cumulative epsilon after each round, for the per-round history, in O(1) per release.
 
-    A ledger with few distinct mechanisms (Algorithm 1: one) gets :func:`tightest_epsilon` without
+    A ledger with few distinct mechanisms (Algorithm 1: one) gets `tightest_epsilon` without
     PLD, whose answers are cached by the ledger's signature. A ledger whose mechanisms change every
     round (the decaying noise of paper 001) would make that quadratic in the rounds, so past
-    :data:`RUNNING_ACCOUNTING_ENTRIES` distinct mechanisms this keeps running sums instead: an RDP
+    `RUNNING_ACCOUNTING_ENTRIES` distinct mechanisms this keeps running sums instead: an RDP
     accountant composed one release at a time, basic composition, and the sums of advanced composition
-    (the same formulas as :func:`epsilon_report`). The final privacy table composes the whole ledger.
+    (the same formulas as `epsilon_report`). The final privacy table composes the whole ledger.
     """
 
     #: Answers by (history key, delta): agents whose ledgers grew identically (the same decaying noise
@@ -247,7 +247,7 @@ class RunningEpsilon:
             self._add(mechanism, count)
 
     def _add(self, mechanism: Mechanism, count: int) -> None:
-        """Queue a release for :meth:`_fold`: a ledger of few mechanisms never reads the chain or the sums, and each
+        """Queue a release for `_fold`: a ledger of few mechanisms never reads the chain or the sums, and each
         record is then O(1) with no arithmetic."""
         self.queued.append((mechanism, count))
 
@@ -301,7 +301,7 @@ class RunningEpsilon:
 
 
 def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFrame:
-    """One row per agent with the columns of :data:`PRIVACY_COLUMNS`."""
+    """One row per agent with the columns of `PRIVACY_COLUMNS`."""
     rows = [{"agent": ledger.agent, **epsilon_report(ledger, delta), "calibration": ledger.calibration}
             for ledger in ledgers]
     return pd.DataFrame(rows, columns=list(PRIVACY_COLUMNS))
@@ -343,7 +343,7 @@ def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
 
     NaN when the accountant cannot represent the ledger: PLD's discretized loss distribution
     needs about 2 / (noise multiplier x 1e-3) points, so it is skipped below a noise multiplier
-    of :data:`PLD_MIN_NOISE_MULTIPLIER` (a Laplace per-update epsilon above 20), where it would
+    of `PLD_MIN_NOISE_MULTIPLIER` (a Laplace per-update epsilon above 20), where it would
     take minutes or fail.
     """
     if name == "pld" and min(mechanism.noise_multiplier for mechanism, _ in signature) < PLD_MIN_NOISE_MULTIPLIER:
@@ -367,7 +367,7 @@ def _all_gaussian(signature: Entries) -> bool:
 
 def _gaussian_mu_squared(signature: Entries) -> float:
     """mu^2 = sum_i c_i / s_i^2 of a Gaussian ledger: the GDP parameter of its composition (each s_i capped at
-    1e150, :func:`~privcvx.privacy.mechanisms.accounted_multiplier`: valid, and s_i^2 cannot overflow)."""
+    1e150, `accounted_multiplier`: valid, and s_i^2 cannot overflow)."""
     return sum(count / accounted_multiplier(mechanism.noise_multiplier) ** 2 for mechanism, count in signature)
 
 

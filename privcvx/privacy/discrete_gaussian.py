@@ -5,18 +5,18 @@ N_Z(0, sigma^2) has pmf proportional to exp(-k^2 / (2 sigma^2)) on the integers 
 "Towards Plausible Collaborative Machine Learning: Privacy, Efficiency and Fairness", Univ. of Houston 2022).
 Scaled by eta it is the noise of Q-DPSGD-2 on the quantization lattice eta * Z (the thesis's Corollary 1).
 
-Two samplers, one per noise path (:mod:`privcvx.privacy.noise`), chosen by the class of the agent's source:
+Two samplers, one per noise path (`privcvx.privacy.noise`), chosen by the class of the agent's source:
 
-* :class:`~privcvx.privacy.noise.SecureNoise`: OpenDP's exact sampler (``make_gaussian`` on integers, CKS20's
-  algorithm in exact arithmetic, operating-system entropy): :func:`privcvx.privacy.grid.integer_noise`.
-* :class:`~privcvx.privacy.noise.SeededNoise`: CKS20's Algorithm 3 (a discrete Laplace proposal of scale
+* [`SecureNoise`][privcvx.privacy.noise.SecureNoise]: OpenDP's exact sampler (``make_gaussian`` on integers, CKS20's
+  algorithm in exact arithmetic, operating-system entropy): `privcvx.privacy.grid.integer_noise`.
+* [`SeededNoise`][privcvx.privacy.noise.SeededNoise]: CKS20's Algorithm 3 (a discrete Laplace proposal of scale
   t = floor(sigma) + 1, accepted with probability exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))) driven by the
   source's seeded uniforms: reproducible, for experiments; the uniforms are doubles, so it is exact only up to
   floating point (like every draw of the seeded path).
 
 Privacy (CKS20, Theorem 4 and Proposition 5, the thesis's Theorem 14): adding N_Z(0, sigma^2)^p to an integer
 vector of L2 sensitivity D is (D^2 / (2 sigma^2))-zCDP, the continuous Gaussian's RDP curve
-alpha D^2 / (2 sigma^2); :func:`discrete_gaussian_rdp` computes the exact divergence of one coordinate, which
+alpha D^2 / (2 sigma^2); `discrete_gaussian_rdp` computes the exact divergence of one coordinate, which
 equals that curve when alpha D is an integer and lies below it otherwise.
 """
 

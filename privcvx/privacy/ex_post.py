@@ -7,14 +7,14 @@ interval tau = [lo, hi] that the agent's private randomness draws (Theorem 2.2).
 function shifts the interval by t with |t| <= s = alpha_k B_inf (alpha_k = 1/D_i for the ADMM,
 eta_k for gradient descent). Per agent, round and coordinate:
 
-* :func:`worst_case_epsilon`: alpha_k beta_k B_inf, the bound for any mean (fixed parameters);
-* :func:`ex_post_epsilon`: Eq. (10), the log-ratio of the likelihoods of the released y under tau and
+* `worst_case_epsilon`: alpha_k beta_k B_inf, the bound for any mean (fixed parameters);
+* `ex_post_epsilon`: Eq. (10), the log-ratio of the likelihoods of the released y under tau and
   tau + t, maximized over t = +-s (Appendix D), in closed form (Appendix C) with log1p/expm1;
   it is never above the worst case;
-* :func:`expected_amplification`: gamma of Eq. (11), by numerical integration. It is **approximate**:
+* `expected_amplification`: gamma of Eq. (11), by numerical integration. It is **approximate**:
   (11) is not a strict upper bound on E[eps]/(alpha beta B_inf) (it is up to ~0.4% below it, see
   docs/ldp.md), so it is reported for comparison and never used for accounting;
-* :func:`basic_composition` (Theorem 2.2) and :func:`advanced_composition` (footnote 1, after
+* `basic_composition` (Theorem 2.2) and `advanced_composition` (footnote 1, after
   Kairouz, Oh & Viswanath) of per-step epsilons.
 
 The ex-post epsilon is computed from the agent's *private* interval (its gradient enters the
@@ -149,11 +149,11 @@ class ExPostAccount:
         return {"worst": list(self.worst), "ex_post": list(self.ex_post)}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore an account written by :meth:`state_dict`."""
+        """Restore an account written by `state_dict`."""
         self.worst, self.ex_post = list(state["worst"]), list(state["ex_post"])
 
 
-#: The columns :func:`with_ex_post` adds to a run's privacy table.
+#: The columns `with_ex_post` adds to a run's privacy table.
 EX_POST_COLUMNS = ("epsilon_worst_case", "epsilon_ex_post", "epsilon_ex_post_advanced", "ex_post_ratio")
 
 

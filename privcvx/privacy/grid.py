@@ -12,23 +12,23 @@ for Differential Privacy", CKS20). Everything that depends on the data is the in
 noise is exact integer arithmetic, and the released doubles are a function of the integers m + K
 alone (post-processing), so no bit of the release depends on v except through m + K.
 
-**Rounding rule** (:func:`to_grid`, :func:`from_grid`). m = rint(v / gamma), rounding half to even.
+**Rounding rule** (`to_grid`, `from_grid`). m = rint(v / gamma), rounding half to even.
 gamma is a power of two, so v / gamma is exact (a change of exponent; it can only round where it
 underflows below 2^-1022, and m = 0 there anyway): m is the integer nearest to the real number
 v / gamma, and |v_i / gamma - m_i| <= 1/2. Back: gamma * float(m + K), exact while |m + K| < 2^53
 (and a deterministic function of m + K beyond).
 
-**Sensitivity on the grid** (:func:`grid_sensitivity`). If ||v - v'||_1 <= Delta_1 then
+**Sensitivity on the grid** (`grid_sensitivity`). If ||v - v'||_1 <= Delta_1 then
 m - m' = (v - v')/gamma + (e' - e) with rounding errors |e_i|, |e'_i| <= 1/2, so
 ||m - m'||_1 <= Delta_1/gamma + n, an integer, hence <= floor(Delta_1/gamma) + n; and
 ||m - m'||_2 <= Delta_2/gamma + sqrt(n) (triangle inequality, ||e' - e||_2 <= sqrt(n)).
 In real units: Delta_1 + n gamma and Delta_2 + sqrt(n) gamma.
 
-**Default step** (:func:`default_grid_step`): the largest power of two with
+**Default step** (`default_grid_step`): the largest power of two with
 c_n gamma <= 2^-10 Delta (c_n = n for L1, sqrt(n) for L2), so the inflation of the sensitivity is
 at most 2^-10 (< 0.1%). It uses public quantities only: the declared sensitivity and n.
 
-**Calibration** (:func:`calibrate`): a mechanism with noise multiplier s = scale / Delta draws
+**Calibration** (`calibrate`): a mechanism with noise multiplier s = scale / Delta draws
 integer noise of scale s * (Delta/gamma + c_n) (discrete Laplace scale t, or discrete Gaussian
 sigma), i.e. the noise is calibrated to the inflated sensitivity, so the stated privacy holds on the
 grid: epsilon = (floor(Delta_1/gamma) + n) / t <= 1/s for the discrete Laplace (pure DP), and
@@ -108,7 +108,7 @@ class GridCalibration:
     step:
         gamma, the grid step.
     sensitivity:
-        The sensitivity of m in grid units (:func:`grid_sensitivity`); 0 for a data-independent release.
+        The sensitivity of m in grid units (`grid_sensitivity`); 0 for a data-independent release.
     scale:
         The integer noise's scale: t of the discrete Laplace (pmf proportional to exp(-|k|/t)) or
         sigma of the discrete Gaussian (pmf proportional to exp(-k^2 / (2 sigma^2))).
@@ -129,7 +129,7 @@ class GridCalibration:
 def calibrate(kind: str, scale: float, sensitivity: float, size: int) -> GridCalibration:
     """The grid and the integer noise of a release whose float-path noise would have scale ``scale``.
 
-    With Delta = ``sensitivity`` > 0 and s = scale / Delta: gamma = :func:`default_grid_step` (Delta), and the
+    With Delta = ``sensitivity`` > 0 and s = scale / Delta: gamma = `default_grid_step` (Delta), and the
     integer noise has scale s (Delta / gamma + c_n), the noise multiplier times the inflated sensitivity.
     With Delta = 0 (a data-independent release, e.g. x_i(0) of DPDistributedGradient) the grid follows the
     noise scale instead, and the integer noise has scale ``scale`` / gamma.

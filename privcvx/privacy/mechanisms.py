@@ -4,20 +4,20 @@ A mechanism fixes the *noise multiplier*: the ratio of the noise scale to the
 sensitivity. The perturbation (Eq. (10) or Eq. (12)) multiplies it by the
 sensitivity of what it perturbs and draws the noise from the agent's stream:
 
-* :class:`Laplace` (Thm. 4.8(i)): scale ``b = Delta_1 / epsilon``, i.e. variance
+* `Laplace` (Thm. 4.8(i)): scale ``b = Delta_1 / epsilon``, i.e. variance
   ``2 (Delta_1 / epsilon)^2``; (epsilon, 0)-DP per local update.
-* :class:`Gaussian` (Thm. 4.8(ii)): ``sigma^2 = 2 ln(1.25/delta) (Delta_2/epsilon)^2``,
+* `Gaussian` (Thm. 4.8(ii)): ``sigma^2 = 2 ln(1.25/delta) (Delta_2/epsilon)^2``,
   valid for epsilon <= 1 only (Dwork & Roth, Thm. A.1); ``analytic=True`` uses the
   exact calibration of Balle & Wang (2018), valid for every epsilon.
-* :class:`Budget`: one agent's total (epsilon, delta) for a whole run, turned into the
+* `Budget`: one agent's total (epsilon, delta) for a whole run, turned into the
   per-update noise multiplier by a tight accountant (PLD or RDP from dp-accounting).
 
-On the floating-point-safe path (``seed="secure"``, :mod:`privcvx.privacy.grid`) a release is not
+On the floating-point-safe path (``seed="secure"``, [`privcvx.privacy.grid`][privcvx.privacy.grid]) a release is not
 Laplace or Gaussian but discrete noise on a public grid; the ledger records it as
-:class:`DiscreteLaplace` (pure DP, exact dp-accounting event) or :class:`DiscreteGaussian` (zCDP,
+`DiscreteLaplace` (pure DP, exact dp-accounting event) or `DiscreteGaussian` (zCDP,
 Canonne, Kamath & Steinke 2020), with the grid's sensitivity and noise scale.
 
-Sensitivities (:class:`Sensitivity`) are the gradient sensitivities Eq. (18) (L1) and
+Sensitivities (`Sensitivity`) are the gradient sensitivities Eq. (18) (L1) and
 Eq. (21) (L2), or an output sensitivity for OutPert (Eqs. (6b), (7)).
 """
 
@@ -33,7 +33,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 from dp_accounting.dp_event import DiscreteLaplaceDpEvent
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from privcvx.errors import ParameterError, PrivacyError, require_positive
 
@@ -54,7 +54,7 @@ PLD_DISCRETIZATION = 1e-3
 NEIGHBOURING_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 
 #: The grid of the secure path keeps its inflation of the sensitivity below 2^-GRID_PRECISION_BITS
-#: (:func:`privcvx.privacy.grid.default_grid_step`), so a grid release's integer L1 sensitivity is at
+#: (`privcvx.privacy.grid.default_grid_step`), so a grid release's integer L1 sensitivity is at
 #: least 2^GRID_PRECISION_BITS + 1.
 GRID_PRECISION_BITS = 10
 
@@ -62,12 +62,12 @@ _NORMS = ("l1", "l2")
 
 #: The largest noise multiplier the accountants compose (dp-accounting events, mu^2, rho). A larger one (a release
 #: whose noise decays more slowly than its sensitivity, as in DPDG's Eq. (8), reaches 1e154 after a few hundred to a
-#: few thousand rounds) is accounted at this one, see :func:`accounted_multiplier`.
+#: few thousand rounds) is accounted at this one, see `accounted_multiplier`.
 MAX_ACCOUNTED_MULTIPLIER = 1.0e150
 
 
 def accounted_multiplier(noise_multiplier: float) -> float:
-    """``noise_multiplier``, capped at :data:`MAX_ACCOUNTED_MULTIPLIER`: the multiplier the accountants compose.
+    """``noise_multiplier``, capped at `MAX_ACCOUNTED_MULTIPLIER`: the multiplier the accountants compose.
 
     Valid: more noise never costs more privacy. A Gaussian with multiplier s' > s is the one with s followed by
     independent N(0, s'^2 - s^2) noise (post-processing); a Laplace's privacy profile delta(eps) = max(0, 1 -
@@ -101,12 +101,12 @@ def discrete_laplace_rdp(parameter: float, sensitivity: int, orders: np.ndarray)
 
 class GridRdpAccountant(rdp.RdpAccountant):
     """dp-accounting's ``RdpAccountant`` (privcvx's neighbouring relation, default orders) that also composes
-    a ``DiscreteLaplaceDpEvent``, with its exact Renyi divergence (:func:`discrete_laplace_rdp`).
+    a ``DiscreteLaplaceDpEvent``, with its exact Renyi divergence (`discrete_laplace_rdp`).
 
     dp-accounting's own RDP accountant does not support that event; composing the continuous
     ``LaplaceDpEvent`` of the same epsilon instead would understate the divergence: by up to 32% at
     D = 1 (epsilon <= 2), by a relative O(1/D^2) beyond: below 1e-6 at the grid's D >= 2^10.
-    It also composes the binary ``RandomizedResponseDpEvent`` of :class:`PureDP`, which dp-accounting accepts only
+    It also composes the binary ``RandomizedResponseDpEvent`` of `PureDP`, which dp-accounting accepts only
     under replace-one: randomized response is symmetric, so that curve holds under add-or-remove too.
     """
 
@@ -118,6 +118,11 @@ class GridRdpAccountant(rdp.RdpAccountant):
             if do_compose:  # its RDP curve costs ~0.1 s: computed once per (q, s, orders), then scaled by count
                 self._rdp += count * _poisson_gaussian_rdp(event.sampling_probability,
                                                            event.event.noise_multiplier, tuple(self._orders))
+            return None
+        if _is_poisson_zcdp(event):
+            if do_compose:  # the discrete Gaussian of the secure path, Poisson-subsampled (Q-DPSGD-1)
+                self._rdp += count * poisson_zcdp_rdp(event.sampling_probability, event.event.rho,
+                                                      tuple(self._orders))
             return None
         if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 2:
             if do_compose:  # symmetric, so its replace-one curve bounds any relation under which it is epsilon-DP
@@ -135,9 +140,48 @@ def _is_poisson_gaussian(event: dp_accounting.DpEvent) -> bool:
                                                                                   dp_accounting.GaussianDpEvent)
 
 
+def _is_poisson_zcdp(event: dp_accounting.DpEvent) -> bool:
+    return (isinstance(event, dp_accounting.PoissonSampledDpEvent) and isinstance(event.event, dp_accounting.ZCDpEvent)
+            and event.event.xi == 0)
+
+
+@lru_cache(maxsize=256)
+def poisson_zcdp_rdp(rate: float, rho: float, orders: tuple[float, ...]) -> np.ndarray:
+    """An RDP curve of a rho-zCDP mechanism (epsilon(l) = rho l) run on a Poisson sample of rate q.
+
+    Zhu & Wang 2019 ("Poisson subsampled Renyi differential privacy", Thm. 6, the general upper bound, valid for
+    any mechanism with that RDP curve), at an integer order alpha >= 2:
+
+        (alpha - 1) epsilon'(alpha) <= log[ (1-q)^(alpha-1) (alpha q - q + 1)
+                                           + C(alpha, 2) q^2 (1-q)^(alpha-2) e^(2 rho)
+                                           + 3 sum_{l=3}^{alpha} C(alpha, l) q^l (1-q)^(alpha-l) e^((l-1) l rho) ],
+
+    and never more than the unsampled rho alpha (joint quasi-convexity; the only bound at a fractional order).
+    For the Gaussian curve it is the exact sampled-Gaussian sum with the terms l >= 3 tripled: O(q^3) for a small q.
+    """
+    alphas = np.asarray(orders, dtype=np.float64)
+    curve = rho * alphas
+    if rate >= 1.0:
+        curve.setflags(write=False)
+        return curve
+    log_q, log_keep = math.log(rate), math.log1p(-rate)
+    for index, alpha in enumerate(alphas):
+        if alpha < 2 or alpha != math.floor(alpha) or alpha > 10_000:
+            continue
+        a = int(alpha)
+        ells = np.arange(2, a + 1, dtype=np.float64)
+        log_binomial = gammaln(a + 1) - gammaln(ells + 1) - gammaln(a - ells + 1)
+        terms = log_binomial + ells * log_q + (a - ells) * log_keep + (ells - 1) * ells * rho
+        terms[1:] += math.log(3.0)
+        head = (a - 1) * log_keep + math.log1p((a - 1) * rate)
+        curve[index] = min(curve[index], float(logsumexp(np.append(terms, head))) / (a - 1))
+    curve.setflags(write=False)
+    return curve
+
+
 @lru_cache(maxsize=256)
 def _randomized_response_rdp(noise_parameter: float, orders: tuple[float, ...]) -> np.ndarray:
-    """The RDP curve of one binary ``RandomizedResponseDpEvent`` (:class:`PureDP`), from dp-accounting (replace-one)."""
+    """The RDP curve of one binary ``RandomizedResponseDpEvent`` (`PureDP`), from dp-accounting (replace-one)."""
     relation = dp_accounting.NeighboringRelation.REPLACE_ONE
     accountant = rdp.RdpAccountant(orders=list(orders), neighboring_relation=relation)
     accountant.compose(dp_accounting.RandomizedResponseDpEvent(noise_parameter, 2))
@@ -193,7 +237,7 @@ class Sensitivity:
 
     ``nominal`` is ``None`` for a valid bound, or the reason why the numbers are a paper's printed constant
     that is not a valid bound (e.g. ``"Delta = 2 beta of Sec. 6.1.1"``): releases calibrated to it are labelled
-    nominal in the privacy table (:class:`~privcvx.errors.NominalPrivacyWarning`).
+    nominal in the privacy table ([`NominalPrivacyWarning`][privcvx.errors.NominalPrivacyWarning]).
     """
 
     l1: float | None = None
@@ -255,14 +299,14 @@ class Mechanism(_SignatureEquality):
         True when each release is (epsilon, 0)-DP (the Laplace kinds).
     epsilon, delta:
         The per-update (epsilon-bar, delta-bar) of Thm. 4.8. For a mechanism calibrated
-        from a :class:`Budget` there is no per-update pair for the Gaussian: its epsilon
+        from a `Budget` there is no per-update pair for the Gaussian: its epsilon
         is NaN and its delta is the budget's delta (the run's delta). A discrete Gaussian
         claims no (epsilon, delta) pair: both are NaN (its accounting is zCDP).
     noise_multiplier:
         Noise scale over sensitivity: ``b / Delta_1 = 1/epsilon`` (Laplace),
         ``sigma / Delta_2`` (Gaussian), the same ratio in grid units for the discrete kinds.
     budget:
-        The :class:`Budget` this mechanism was calibrated from, or ``None``.
+        The `Budget` this mechanism was calibrated from, or ``None``.
     budget_steps:
         The number of local updates it spends that budget over (``None`` without a budget).
     """
@@ -302,7 +346,7 @@ class Mechanism(_SignatureEquality):
                 self.noise_multiplier, None if self.budget is None else self.budget.signature())
 
     def to_dict(self) -> dict:
-        """A JSON-serializable description that :func:`mechanism_from_dict` restores exactly."""
+        """A JSON-serializable description that `mechanism_from_dict` restores exactly."""
         return {"kind": self.kind, "calibration": self.calibration, "epsilon": _none_if_nan(self.epsilon),
                 "delta": _none_if_nan(self.delta), "noise_multiplier": self.noise_multiplier,
                 "budget": None if self.budget is None else self.budget.to_dict()}
@@ -413,7 +457,7 @@ class Gaussian(Mechanism):
 
 
 class _GridMechanism(Mechanism):
-    """A release on the public grid (:mod:`privcvx.privacy.grid`): integer noise of scale ``grid_scale``
+    """A release on the public grid (`privcvx.privacy.grid`): integer noise of scale ``grid_scale``
     on an integer vector of sensitivity ``grid_sensitivity`` (both in grid units)."""
 
     def __init__(self, grid_scale: float, grid_sensitivity: float, *, epsilon: float, delta: float) -> None:
@@ -438,7 +482,7 @@ class DiscreteLaplace(_GridMechanism):
 
     Pure DP with epsilon = D/t: the pmf ratio at any k of two shifts at L1 distance <= D is at most
     exp(D/t). Its dp-accounting event is the exact ``DiscreteLaplaceDpEvent(1/t, D)``: dp-accounting's
-    PLD accountant composes it, and :class:`GridRdpAccountant` adds its exact Renyi divergence.
+    PLD accountant composes it, and `GridRdpAccountant` adds its exact Renyi divergence.
     """
 
     kind = "discrete_laplace"
@@ -516,6 +560,32 @@ class PoissonSampledGaussian(Mechanism):
             self.sampling_rate, dp_accounting.GaussianDpEvent(accounted_multiplier(self.noise_multiplier)))
 
 
+class PoissonSampledDiscreteGaussian(_GridMechanism):
+    """The secure path's `PoissonSampledGaussian`: a discrete Gaussian (the grid's,
+    `DiscreteGaussian`) on the sum over a Poisson sample of rate ``sampling_rate``, drawn from the operating
+    system's entropy. Its RDP is the amplified curve of `poisson_zcdp_rdp` on the discrete Gaussian's
+    rho = D^2 / (2 sigma^2) (``PoissonSampledDpEvent(q, ZCDpEvent(rho))``, `GridRdpAccountant`); no PLD.
+    """
+
+    kind = "poisson_discrete_gaussian"
+    norm = "l2"
+    pure = False
+
+    def __init__(self, sampling_rate: float, grid_scale: float, grid_sensitivity: float) -> None:
+        self.sampling_rate = PoissonSampledGaussian(sampling_rate, 1.0).sampling_rate
+        super().__init__(grid_scale, float(grid_sensitivity), epsilon=math.nan, delta=math.nan)
+
+    def signature(self) -> tuple:
+        return (*super().signature(), self.sampling_rate)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "sampling_rate": self.sampling_rate}
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        rho = 0.5 * (self.grid_sensitivity / self.grid_scale) ** 2
+        return dp_accounting.PoissonSampledDpEvent(self.sampling_rate, dp_accounting.ZCDpEvent(rho=rho))
+
+
 class LaplaceBeyondFloat(Mechanism):
     """A Laplace release whose epsilon lies beyond floating point (a noise scale decayed to below
     ``sensitivity / 1e100``, as in the DPP^2 paper's own regime): charged as no privacy at all.
@@ -547,7 +617,7 @@ class PureDP(_PureEpsilon):
     response with flip probability 1 / (1 + e^epsilon) (Kairouz, Oh & Viswanath 2015): dp-accounting's
     ``RandomizedResponseDpEvent(2 / (1 + e^epsilon), 2)`` (with probability p it answers a uniform bucket, so it
     flips with probability p / 2). A ``LaplaceDpEvent`` of the same epsilon would understate the RDP and PLD of a
-    mechanism that is not a Laplace. :class:`GridRdpAccountant` composes its RDP curve; the PLD accountant, run
+    mechanism that is not a Laplace. `GridRdpAccountant` composes its RDP curve; the PLD accountant, run
     under add-or-remove, does not take the event, so a ledger with it has no PLD column (NaN).
     """
 
@@ -606,7 +676,7 @@ def _with_multiplier(cls: type[Mechanism], *, epsilon: float, delta: float, nois
 
 
 def mechanism_from_dict(data: dict) -> Mechanism:
-    """Inverse of :meth:`Mechanism.to_dict`: the same noise multiplier, bit for bit."""
+    """Inverse of `Mechanism.to_dict`: the same noise multiplier, bit for bit."""
     try:
         if data["kind"] == "discrete_laplace":
             return DiscreteLaplace(float(data["grid_scale"]), int(data["grid_sensitivity"]))
@@ -614,6 +684,9 @@ def mechanism_from_dict(data: dict) -> Mechanism:
             return DiscreteGaussian(float(data["grid_scale"]), float(data["grid_sensitivity"]))
         if data["kind"] == "laplace_beyond_float":
             return LaplaceBeyondFloat()
+        if data["kind"] == "poisson_discrete_gaussian":
+            return PoissonSampledDiscreteGaussian(float(data["sampling_rate"]), float(data["grid_scale"]),
+                                                  float(data["grid_sensitivity"]))
         if data["kind"] == "poisson_gaussian":
             return PoissonSampledGaussian(float(data["sampling_rate"]), float(data["noise_multiplier"]))
         if data["kind"] == "pure_dp":
@@ -634,7 +707,7 @@ def mechanism_from_dict(data: dict) -> Mechanism:
 class Budget(_SignatureEquality):
     """One agent's total (epsilon, delta) for a whole run of ``steps = T * E`` local updates.
 
-    :meth:`per_update` returns the per-update mechanism with the smallest noise whose
+    `per_update` returns the per-update mechanism with the smallest noise whose
     ``steps``-fold composition the chosen accountant (``"pld"`` or ``"rdp"``, dp-accounting)
     reports at epsilon <= target at this delta (``dp_accounting.calibrate_dp_mechanism``).
     """
@@ -661,7 +734,7 @@ class Budget(_SignatureEquality):
         """The per-update mechanism that spends this budget over ``steps`` local updates.
 
         ``grid=True``: the noise multiplier for releases on the grid of the secure path
-        (:mod:`privcvx.privacy.grid`), whose ledger entries are discrete mechanisms: calibrated on the
+        (`privcvx.privacy.grid`), whose ledger entries are discrete mechanisms: calibrated on the
         accountants that apply to them. A discrete Gaussian: the RDP accountant whatever this budget's
         accountant (its PLD is not available, and its zCDP curve is the continuous Gaussian's RDP curve).
         A discrete Laplace: this budget's accountant on ``DiscreteLaplaceDpEvent`` at the smallest grid

@@ -1,21 +1,21 @@
 """Noise sources: where each agent draws the noise of its releases, on one of two paths.
 
-Every agent owns one source and perturbs each of its releases with it (:meth:`NoiseSource.perturb`:
+Every agent owns one source and perturbs each of its releases with it (`NoiseSource.perturb`:
 the value, the mechanism's kind, the float-path noise scale and the value's sensitivity), so a run
 does not depend on the order in which agents are processed. The source's ``path`` says which
 path a run used (the runtime reports it):
 
-* :class:`SeededNoise`, path :data:`SEEDED_PATH`: numpy ``Generator(PCG64)`` on one child of
+* `SeededNoise`, path `SEEDED_PATH`: numpy ``Generator(PCG64)`` on one child of
   ``numpy.random.SeedSequence(seed).spawn(P)``, releasing ``value + scale * u`` with u standard
   Laplace or normal in floating point. Reproducible: its state is JSON-serializable and restoring it
   reproduces the following draws bit for bit (checkpoints). **Not floating-point safe**: the low-order
   bits of a float Laplace or Gaussian release depend on the noise-free value, and many releases
   cannot be produced from a neighbouring dataset at all (Mironov, CCS 2012; ``tests/test_secure_noise.py``
   measures it). For experiments.
-* :class:`SecureNoise`, path :data:`GRID_PATH` (``seed="secure"``): the release is
+* `SecureNoise`, path `GRID_PATH` (``seed="secure"``): the release is
   ``gamma * (round(value / gamma) + K)`` with K integer noise drawn by OpenDP's exact samplers from
   the operating system's entropy, discrete Laplace or discrete Gaussian, calibrated to the grid's
-  inflated sensitivity (:mod:`privcvx.privacy.grid`). Not reproducible, by design.
+  inflated sensitivity ([`privcvx.privacy.grid`][privcvx.privacy.grid]). Not reproducible, by design.
 
 The privacy guarantee assumes the adversary does not know the noise: a run seeded with
 a published integer seed has no privacy at all. Use ``seed="secure"`` for anything but experiments.
@@ -31,7 +31,7 @@ import numpy as np
 
 from privcvx.errors import ParameterError, PrivacyError
 from privcvx.privacy.grid import GridCalibration, calibrate, from_grid, integer_noise, to_grid
-from privcvx.privacy.mechanisms import Mechanism, check_size
+from privcvx.privacy.mechanisms import Mechanism, PoissonSampledDiscreteGaussian, PoissonSampledGaussian, check_size
 
 #: ``SeededNoise.path``: the reproducible research path.
 SEEDED_PATH = "seeded-float (reproducible, not floating-point safe)"
@@ -67,10 +67,14 @@ class Perturbed:
 
         Float path: ``mechanism``. Grid: the grid release's own mechanism (``DiscreteLaplace`` or
         ``DiscreteGaussian`` with the inflated sensitivity and the noise actually drawn), except for a
-        data-independent release (sensitivity 0), which keeps ``mechanism``: a valid, conservative entry.
+        data-independent release (sensitivity 0), which keeps ``mechanism``: a valid, conservative entry. A
+        ``PoissonSampledGaussian`` keeps its amplification: ``PoissonSampledDiscreteGaussian`` (its sample is drawn
+        from the same source, e.g. ``SecureNoise.uniform``).
         """
         if self.grid is None or self.grid.sensitivity == 0.0:
             return mechanism
+        if isinstance(mechanism, PoissonSampledGaussian) and self.grid.kind == "gaussian":
+            return PoissonSampledDiscreteGaussian(mechanism.sampling_rate, self.grid.scale, self.grid.sensitivity)
         return self.grid.mechanism()
 
 
@@ -108,11 +112,11 @@ class NoiseSource(Protocol):
         ...
 
     def get_state(self) -> dict:
-        """A JSON-serializable state; :meth:`set_state` with it reproduces the following draws."""
+        """A JSON-serializable state; `set_state` with it reproduces the following draws."""
         ...
 
     def set_state(self, state: dict) -> None:
-        """Restore a state returned by :meth:`get_state`."""
+        """Restore a state returned by `get_state`."""
         ...
 
 
@@ -200,11 +204,11 @@ class SeededNoise(NoiseSource):
 class SecureNoise(NoiseSource):
     """Floating-point-safe noise: OpenDP's integer samplers on a public grid; not reproducible by design.
 
-    A release is ``gamma * (round(value / gamma) + K)`` (:mod:`privcvx.privacy.grid`): gamma and the
-    integer noise's scale come from :func:`~privcvx.privacy.grid.calibrate` (public quantities only), K
+    A release is ``gamma * (round(value / gamma) + K)`` ([`privcvx.privacy.grid`][privcvx.privacy.grid]): gamma and the
+    integer noise's scale come from [`calibrate`][privcvx.privacy.grid.calibrate] (public quantities only), K
     is discrete Laplace or discrete Gaussian noise drawn by OpenDP from the operating system's entropy
     (Canonne, Kamath & Steinke 2020), and the ledger records the grid's mechanism
-    (:meth:`Perturbed.accounted`). The integer noise is symmetric, so ``subtract`` is irrelevant here.
+    (`Perturbed.accounted`). The integer noise is symmetric, so ``subtract`` is irrelevant here.
     """
 
     path = GRID_PATH
@@ -268,10 +272,10 @@ def _check_seed(seed: Any) -> int:
 def agent_noise_sources(seed: int | None | str, count: int) -> list[NoiseSource]:
     """One independent noise stream per agent.
 
-    ``seed`` int: ``SeedSequence(seed).spawn(count)``, one :class:`SeededNoise` each, so
+    ``seed`` int: ``SeedSequence(seed).spawn(count)``, one `SeededNoise` each, so
     the same seed gives the same draws. ``None``: the same from a fresh OS-seeded
-    ``SeedSequence`` (reproducible only through :meth:`SeededNoise.get_state`).
-    ``"secure"``: one :class:`SecureNoise` each (the floating-point-safe grid path).
+    ``SeedSequence`` (reproducible only through `SeededNoise.get_state`).
+    ``"secure"``: one `SecureNoise` each (the floating-point-safe grid path).
     """
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
         raise ParameterError(f"must be an int >= 0, got {count!r}", argument="count")

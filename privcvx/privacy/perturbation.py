@@ -1,9 +1,9 @@
 """How noise enters a local update: objective perturbation Eq. (10) and output perturbation Eq. (12).
 
 Both perturbations make, per agent and per local update, one noisy release through the agent's
-release path (:meth:`privcvx.algorithms.base.AgentContext.release`): on the float path (integer seeds) the value plus
+release path (`privcvx.algorithms.base.AgentContext.release`): on the float path (integer seeds) the value plus
 ``scale * u`` with ``u`` standard Laplace or Gaussian noise; on the secure path the value on a public
-grid plus OpenDP's integer noise (:mod:`privcvx.privacy.grid`). What is released is the gradient
+grid plus OpenDP's integer noise ([`privcvx.privacy.grid`][privcvx.privacy.grid]). What is released is the gradient
 (ObjPert) or the projected point (OutPert).
 
 * ObjPert (Eq. (10)): ``xi = scale_g * u`` with ``scale_g`` calibrated to the agent's
@@ -19,7 +19,7 @@ grid plus OpenDP's integer noise (:mod:`privcvx.privacy.grid`). What is released
   ``||z(D) - z(D')||_2 <= ||g(D) - g(D')||_2 / min(m)``, i.e. Delta_2 * eta / (1 + eta rho)
   for a fully shared agent. In L1 the same bound holds for separable sets (R^n, boxes);
   for other sets privcvx uses ``sqrt(n) * Delta_2 / min(m)`` (a declared l2 is needed): the rules of
-  :mod:`privcvx.privacy.sensitivity`. See ``docs/privacy.md``.
+  [`privcvx.privacy.sensitivity`][privcvx.privacy.sensitivity]. See ``docs/privacy.md``.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separ
     """Output sensitivity of the projected step Eq. (9) from the gradient sensitivity.
 
     ``weights`` is the metric m (1/eta on private coordinates, 1/eta + rho on shared ones). The rules are
-    :func:`privcvx.privacy.sensitivity.projected_sensitivity`'s with scale 1 (a(g) - a(g') = -(g - g')/m):
+    `privcvx.privacy.sensitivity.projected_sensitivity`'s with scale 1 (a(g) - a(g') = -(g - g')/m):
     L2: Delta_2 / min(m). L1: Delta_1 / min(m) when W_p is separable (R^n or a box), otherwise
     sqrt(n) * Delta_2 / min(m), which needs a declared l2 (``norm="l1"`` refuses without one). A solver's answer
     is within ``solver_error`` of the exact projection in every coordinate: 2 sqrt(n) solver_error in L2 and

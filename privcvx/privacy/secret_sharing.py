@@ -2,7 +2,7 @@
 Privacy in Decentralized Optimization" (Appendix A, Theorem 2.1).
 
 Every agent i splits its value v_i into N shares that sum to v_i mod p, keeps one and sends one to each
-other agent over a secure pairwise channel (round 1; :mod:`privcvx.privacy.secure_channel` seals it: in the clear
+other agent over a secure pairwise channel (round 1; `privcvx.privacy.secure_channel` seals it: in the clear
 the shares and the partial sums give every v_i away); each agent broadcasts the sum of the shares it holds
 (round 2); the sum of the broadcasts is sum_i v_i mod p (Eq. (15)). Any N - 2 colluders see shares that
 are uniform and independent of an honest agent's value (Theorem 2.1), so N >= 3 is required.
@@ -15,7 +15,7 @@ The paper gives no encoding of reals; this module's (the digest's erratum list a
 * signed values as centred residues mod p: an integer n in (-p/2, p/2) is stored as n mod p and read
   back from the centred representative, which needs p > 2 * bound * 2^scale_bits with ``bound`` the public
   bound on |sum of the values| (checked at construction; values above their own bound are refused);
-* shares uniform on Z_p from the agent's private stream (:meth:`NoiseSource.below`: OS entropy on the
+* shares uniform on Z_p from the agent's private stream (`NoiseSource.below`: OS entropy on the
   secure path);
 * residues travel as little-endian 32-bit limbs in uint64 arrays (messages carry numeric arrays; a share's are
   sealed before it leaves the agent).
@@ -117,7 +117,7 @@ class FixedPointSharing:
         return np.array([[(r >> (32 * k)) & mask for k in range(self.limbs)] for r in residues], dtype=np.uint64)
 
     def from_limbs(self, array: np.ndarray) -> list[int]:
-        """The residues back from their 32-bit limbs (the inverse of :meth:`to_limbs`)."""
+        """The residues back from their 32-bit limbs (the inverse of `to_limbs`)."""
         return [sum(int(limb) << (32 * k) for k, limb in enumerate(row)) for row in np.asarray(array)]
 
 

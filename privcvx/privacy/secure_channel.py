@@ -7,7 +7,7 @@ sent). This module provides the channels, with the ``cryptography`` package's pr
 privcvx implements none:
 
 * **Keys.** Each agent holds one X25519 key pair for the run (RFC 7748), its private key drawn from its noise
-  source's key material (:meth:`NoiseSource.key_material`: the operating system's entropy on the secure path).
+  source's key material (`NoiseSource.key_material`: the operating system's entropy on the secure path).
   The public keys are broadcast in the open before round 1 (payload ``"public_key"``).
 * **One key per direction.** For the ordered pair i -> j both ends compute the X25519 shared secret and derive a
   256-bit key with HKDF-SHA256 (RFC 5869) whose ``info`` names the direction and both public keys, so i -> j and
@@ -16,7 +16,7 @@ privcvx implements none:
   endian: a directional key seals at most one message per round and phase, so no nonce repeats under a key, and
   the nonce needs no randomness (a seeded run's transcript stays bitwise reproducible). The associated data name
   the sender, the receiver, the round and the phase, so a ciphertext replayed in another round or phase, claimed
-  by another sender or redirected to another receiver fails authentication (:class:`~privcvx.errors.PrivacyError`
+  by another sender or redirected to another receiver fails authentication (`PrivacyError`
   naming the receiving agent).
 """
 
@@ -142,7 +142,7 @@ class PairwiseChannels:
                 "peers": {peer: np.frombuffer(key, dtype=np.uint8).copy() for peer, key in self._peers.items()}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the keys of :meth:`state_dict` (read from an untrusted checkpoint: each key is checked)."""
+        """Restore the keys of `state_dict` (read from an untrusted checkpoint: each key is checked)."""
         if not isinstance(state, Mapping) or not isinstance(state.get("peers"), Mapping):
             raise PrivacyError("not the state of sealed channels (a mapping with 'private_key' and 'peers')",
                                agent=self.name, argument="state")

@@ -7,7 +7,7 @@ Several privcvx methods release (with noise) a point computed by one step from a
 where c is public (the same for neighbouring datasets), s > 0 a public scale (a step size), m > 0 a public
 metric and Proj^M_X the projection onto the agent's public set X in the M-norm ||v||_M = sqrt(sum m_i v_i^2)
 (the Euclidean projection when m = 1). Given bounds on ||d(D) - d(D')|| in l1 and/or l2 (the *pre-image*
-sensitivity, e.g. a declared gradient sensitivity), :func:`projected_sensitivity` bounds ||z(D) - z(D')||:
+sensitivity, e.g. a declared gradient sensitivity), `projected_sensitivity` bounds ||z(D) - z(D')||:
 
 * **l2 survives every convex set.** Proj^M_X is non-expansive in the M-norm, so
   ||z - z'||_2 <= ||z - z'||_M / sqrt(min m) <= ||s M^{-1} (d - d')||_M / sqrt(min m) <= s Delta_2 / min(m).
@@ -17,7 +17,7 @@ sensitivity, e.g. a declared gradient sensitivity), :func:`projected_sensitivity
   an l1 step by up to 2(n-1)/n, a line by up to (1 + sqrt n)/2), so Delta_1^z = sqrt(n) Delta_2^z, from
   ||v||_1 <= sqrt(n) ||v||_2. It needs the pre-image's l2 **declared**: the l1 of the pre-image does bound its l2
   (||v||_2 <= ||v||_1), but sqrt(n) Delta_1 is a sqrt(n)-fold weaker guarantee that privcvx does not substitute
-  silently; an l1 release without a declared l2 is refused (:class:`~privcvx.errors.PrivacyError` naming the
+  silently; an l1 release without a declared l2 is refused ([`PrivacyError`][privcvx.errors.PrivacyError] naming the
   agent, the set's kind and what to declare). Declaring ``l2`` equal to the l1 bound accepts that cost.
 * **A projection computed by a solver** (a "conic" set) is exact only to within ``solver_error`` per coordinate,
   so two neighbouring releases may differ by 2 solver_error more per coordinate: 2 sqrt(n) solver_error is added
@@ -35,7 +35,7 @@ import numpy as np
 from privcvx.errors import PrivacyError
 from privcvx.privacy.mechanisms import Sensitivity
 
-#: The kinds of an agent's public set W_p, as :class:`privcvx.localstep.Projection` detects them: R^n, constant
+#: The kinds of an agent's public set W_p, as `privcvx.localstep.Projection` detects them: R^n, constant
 #: bounds on whole variables (projected by np.clip), any other convex set (projected by a solver).
 SET_KINDS = {"free": "R^n", "box": "a box (constant bounds on whole variables)",
              "conic": "a convex set that is not a box"}
@@ -48,11 +48,11 @@ def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale:
                           agent: str | None = None) -> Sensitivity:
     """The sensitivity of z = Proj^M_X[c - scale M^{-1} d] given the sensitivity ``pre_image`` of d (module doc).
 
-    ``kind``: the set's kind (:data:`SET_KINDS`); ``dim``: n; ``metric``: m (``None``: the Euclidean projection,
+    ``kind``: the set's kind (`SET_KINDS`); ``dim``: n; ``metric``: m (``None``: the Euclidean projection,
     m = 1); ``solver_error``: the per-coordinate error of a computed projection (0 for a closed form); ``norm``:
     the norm the release's mechanism is calibrated to ("l1" for Laplace, "l2" for Gaussian, ``None`` for both
     where they can be bounded). Returns the bounds that survive (``l1`` is ``None`` when only l2 does and
-    ``norm`` is not "l1"), with the pre-image's ``nominal`` label. Raises :class:`PrivacyError` when ``norm``
+    ``norm`` is not "l1"), with the pre-image's ``nominal`` label. Raises `PrivacyError` when ``norm``
     cannot be bounded.
     """
     if kind not in SET_KINDS:

@@ -5,19 +5,19 @@ lower bounds", TCC 2016; Lemmas 1-4 and 11 of J. Ding, "Towards Plausible Collab
 Learning: Privacy, Efficiency and Fairness", PhD dissertation, University of Houston, 2022):
 
 * the Gaussian mechanism with L2 sensitivity Delta and noise sigma is Delta^2 / (2 sigma^2)-zCDP (Lemma 1);
-* rho-zCDP releases compose by summing rho (Lemma 2): :class:`ZCDPLedger` sums every release's rho
+* rho-zCDP releases compose by summing rho (Lemma 2): `ZCDPLedger` sums every release's rho
   exactly, round by round (never a closed form: the one of the thesis's Thm. 2 is short of one
   rho^1, see docs/zcdp_admm.md);
 * pure epsilon-DP implies epsilon^2 / 2-zCDP (Lemma 3, first part);
 * rho-zCDP implies (rho + 2 sqrt(rho ln(1/delta)), delta)-DP (Lemma 4), inverted exactly by
-  :func:`dp_to_zcdp`;
+  `dp_to_zcdp`;
 * agents hold disjoint data, so the network's rho is the largest agent's (parallel composition,
-  Lemma 11): :class:`ZCDPAccountant`;
+  Lemma 11): `ZCDPAccountant`;
 * (xi, rho)-zCDP (Bun & Steinke, Def. 1.1: D_alpha <= xi + rho alpha) composes by summing xi and rho, and gives
   (xi + rho + 2 sqrt(rho ln(1/delta)), delta)-DP (their Lemma 3.5 with the additive xi carried): PP-ADMM's objective
-  perturbation is (xi, rho)-zCDP with xi its Jacobian term (:func:`objective_perturbation`, docs/zcdp_admm.md).
+  perturbation is (xi, rho)-zCDP with xi its Jacobian term (`objective_perturbation`, docs/zcdp_admm.md).
 
-:func:`ledger_rho` reads the zCDP cost of an ordinary :class:`~privcvx.privacy.accounting.PrivacyLedger`
+`ledger_rho` reads the zCDP cost of an ordinary [`PrivacyLedger`][privcvx.privacy.accounting.PrivacyLedger]
 (Gaussian and discrete Gaussian releases: 1 / (2 s^2) for noise multiplier s; Laplace kinds:
 epsilon^2 / 2), so any run's ledger can be accounted in zCDP.
 """
@@ -58,7 +58,7 @@ def zcdp_to_dp(rho: float, delta: float, xi: float = 0.0) -> float:
 def dp_to_zcdp(epsilon: float, delta: float, xi: float = 0.0) -> float:
     """The largest rho whose Lemma 4 conversion, with an additive xi, is (epsilon, delta)-DP.
 
-    rho* = (sqrt(ln(1/delta) + epsilon - xi) - sqrt(ln(1/delta)))^2; a :class:`PrivacyError` if xi >= epsilon.
+    rho* = (sqrt(ln(1/delta) + epsilon - xi) - sqrt(ln(1/delta)))^2; a `PrivacyError` if xi >= epsilon.
 
     This is a *budget* conversion (how much zCDP a target (epsilon, delta) allows), not the claim that an
     (epsilon, delta)-DP mechanism is rho-zCDP, which is false in general.
@@ -97,7 +97,7 @@ def jacobian_epsilon(hessian_change: float, modulus: float) -> float:
     local step's modulus); a neighbour changes it by A of rank <= 2 with ||A||_2 <= h (one sample's term of the
     Hessian, c1 / |D_i|). So det(E + A) / det(E) = det(I + E^-1 A) lies in [(1 - h/mu)^2, (1 + h/mu)^2], and the
     log-ratio of the Jacobians is at most -2 ln(1 - h/mu) in absolute value, for every output. The thesis bounds it by
-    2.8 h / mu (-ln(1 - x) < 1.4 x on [0, 0.5]); needs 2 h < mu, else a :class:`PrivacyError`.
+    2.8 h / mu (-ln(1 - x) < 1.4 x on [0, 0.5]); needs 2 h < mu, else a `PrivacyError`.
     """
     change = _rho(hessian_change, "hessian_change")
     modulus = _rho(modulus, "modulus", allow_zero=False)
@@ -112,7 +112,7 @@ def objective_perturbation(sensitivity: float, sigma: float, jacobian: float, de
 
     The exact minimizer x of (20) has density phi_sigma(B(x; D)) |det J_D(x)|: its privacy loss is the Gaussian
     loss of b_i1 ~ N(0, sigma^2 I) against a shift of norm <= S (the gradient sensitivity) plus the log-ratio of the
-    Jacobians, at most ``jacobian`` (:func:`jacobian_epsilon`) in absolute value. So each Renyi divergence is at most
+    Jacobians, at most ``jacobian`` (`jacobian_epsilon`) in absolute value. So each Renyi divergence is at most
     xi + rho alpha with rho = S^2 / (2 sigma^2) for the sigma actually drawn and xi = ``jacobian``:
     ``ZCDPRelease(rho, xi)``, with the per-update (zcdp_to_dp(rho, delta, xi), delta) at the run's ``delta``.
     """
@@ -124,7 +124,7 @@ def calibrate_first_sigma(epsilon: float, delta: float, sensitivity: float, weig
     """Inverse calibration: the sigma_1 with which releases k = 1..T of variances sigma_1^2 / weights[k-1] spend
     exactly (epsilon, delta).
 
-    Release k costs weights[k-1] Delta^2 / (2 sigma_1^2); the sum must equal rho* = :func:`dp_to_zcdp`,
+    Release k costs weights[k-1] Delta^2 / (2 sigma_1^2); the sum must equal rho* = `dp_to_zcdp`,
     so sigma_1 = Delta sqrt(sum(weights) / (2 rho*)).
     """
     total = float(sum(_rho(w, "weights") for w in weights))
@@ -135,7 +135,7 @@ def calibrate_first_sigma(epsilon: float, delta: float, sensitivity: float, weig
 
 @lru_cache(maxsize=4096)
 def zcdp_gaussian(rho: float, delta: float) -> Mechanism:
-    """A ledger entry for one rho-zCDP Gaussian release: a :class:`Gaussian` of noise multiplier s = 1 / sqrt(2 rho).
+    """A ledger entry for one rho-zCDP Gaussian release: a `Gaussian` of noise multiplier s = 1 / sqrt(2 rho).
 
     Its per-update (epsilon, delta) is the exact one of that Gaussian at the run's ``delta`` (Balle & Wang 2018,
     ``dp_accounting.get_epsilon_gaussian``), so that basic and advanced composition apply to the ledger too.
@@ -147,7 +147,7 @@ def zcdp_gaussian(rho: float, delta: float) -> Mechanism:
 
 
 def mechanism_rho(mechanism: Mechanism) -> float:
-    """The zCDP of one release recorded as ``mechanism`` (its rho; :func:`mechanism_xi` is its additive xi)."""
+    """The zCDP of one release recorded as ``mechanism`` (its rho; `mechanism_xi` is its additive xi)."""
     if mechanism.kind == "zcdp":
         return mechanism.rho
     if mechanism.kind in ("gaussian", "discrete_gaussian"):
@@ -159,7 +159,7 @@ def mechanism_rho(mechanism: Mechanism) -> float:
 
 def mechanism_xi(mechanism: Mechanism) -> float:
     """The additive xi of one release's (xi, rho)-zCDP: 0 except for a
-    :class:`~privcvx.privacy.mechanisms.ZCDPRelease`."""
+    [`ZCDPRelease`][privcvx.privacy.mechanisms.ZCDPRelease]."""
     return mechanism.xi if mechanism.kind == "zcdp" else 0.0
 
 

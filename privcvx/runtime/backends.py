@@ -1,20 +1,20 @@
 """Backends: where the agents' programs run, behind one protocol.
 
-An :class:`AgentHost` holds some agents' programs (built where it lives, from the algorithm
+An `AgentHost` holds some agents' programs (built where it lives, from the algorithm
 and each agent's context) and answers the generic calls of the run loop: ``start``, ``step``,
 ``diagnostics``, ``outputs``, ``reports``, ``states``, ``load_states``, each with one answer per
 agent. Nothing in it is specific to an algorithm. A backend offers ``call(method, *args)`` and
 ``call_split(method, per_agent, *args)`` (the per-agent list is cut along the hosts) and merges
 the hosts' answers into agent order.
 
-* ``"serial"`` (:class:`SerialBackend`): one host in this process.
-* ``"process"`` (:class:`ProcessBackend`): one host per worker process (one group of agents
-  per core, the groups balanced by the agents' public sizes, :func:`agent_sizes`), driven through
+* ``"serial"`` (`SerialBackend`): one host in this process.
+* ``"process"`` (`ProcessBackend`): one host per worker process (one group of agents
+  per core, the groups balanced by the agents' public sizes, `agent_sizes`), driven through
   pipes. Workers are spawned, not forked, so a script must start the
   run under ``if __name__ == "__main__":``; each worker builds its agents' programs itself.
-* ``"ray"`` (:class:`RayBackend`): one host per Ray actor (one group of agents per CPU of the
+* ``"ray"`` (`RayBackend`): one host per Ray actor (one group of agents per CPU of the
   Ray cluster, or one actor per agent), on a local Ray instance started on first use, or on the
-  cluster named by ``backend=Ray(address=...)`` (:class:`Ray`; see docs/deployment.md).
+  cluster named by ``backend=Ray(address=...)`` (`Ray`; see docs/deployment.md).
 
 Every backend is a context manager and closes its workers on every way out. Results are
 identical on every backend for a given seed: each agent draws from its own noise stream.
@@ -68,7 +68,7 @@ def reserve_cvxpy_ids(agents: Sequence[Agent]) -> None:
 
 
 def write_shard(path: str | None, name: str, state: dict[str, Any], next_round: int) -> str:
-    """Write an agent's state to its shard (the format of :mod:`privcvx.runtime.checkpoint`); return its SHA-256."""
+    """Write an agent's state to its shard (the format of `privcvx.runtime.checkpoint`); return its SHA-256."""
     if path is None:
         raise ParameterError("a checkpoint of factory-built agents needs a shard path on every AgentSpec",
                              agent=name, argument="shard")
@@ -88,7 +88,7 @@ def read_shard(path: str | None, name: str, digest: str, next_round: int) -> dic
 
 def _built(agents: Sequence[Agent | AgentSpec], contexts: Sequence[AgentContext]) -> tuple[list[Agent],
                                                                                        list[AgentContext]]:
-    """The agents, those given by an :class:`~privcvx.problem.AgentSpec` built here by its factory; their contexts
+    """The agents, those given by an [`AgentSpec`][privcvx.problem.AgentSpec] built here by its factory; their contexts
     get the built agent's whole layout (the driver's holds the shared keys only)."""
     built, ready = [], []
     for agent, context in zip(agents, contexts, strict=True):
@@ -133,7 +133,7 @@ class AgentHost:
         """``call(target, item)`` for every agent's program (or ``targets``), in agent order; an exception that is
         not a privcvx error (a user oracle, numpy, CVXPY, a solver) becomes an AgentError naming the agent, with it
         as ``__cause__``. ``timed``: add each call's duration to its agent's busy time (in runs that keep
-        diagnostics, the only ones whose :meth:`usage` reports it)."""
+        diagnostics, the only ones whose `usage` reports it)."""
         targets = self.programs if targets is None else targets
         timed = timed and any(context.diagnostics for context in self.contexts)  # usage() reports them only then
         answers = []
@@ -226,7 +226,7 @@ def _agent_state(program: Any, context: AgentContext) -> dict[str, Any]:
 
 
 def _load_agent_state(program: Any, context: AgentContext, state: Any) -> None:
-    """Restore what :func:`_agent_state` wrote (untrusted: a malformed state raises a CheckpointError)."""
+    """Restore what `_agent_state` wrote (untrusted: a malformed state raises a CheckpointError)."""
     if not isinstance(state, dict) or set(state) != {"program", "context"}:
         raise CheckpointError("not an agent's state (a checkpoint of another version?)", agent=context.name,
                               argument="resume")
@@ -283,7 +283,7 @@ def _worker(connection: Any, host_args: tuple) -> None:
 
 
 class ProcessBackend:
-    """Agents split into groups, one spawned worker process (holding an :class:`AgentHost`) per group."""
+    """Agents split into groups, one spawned worker process (holding an `AgentHost`) per group."""
 
     def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
                  workers: int | None = None) -> None:
@@ -376,13 +376,13 @@ def agent_sizes(problem: DistributedProblem) -> list[int]:
     """The public size of each agent's local problem, by which the backends balance their hosts: the entries of
     its variables plus those of its constraints (one per scalar constraint, a cone constraint counting its
     shape's entries); the cost of its local solves grows with both. Of an agent
-    built by a factory (:class:`~privcvx.problem.AgentSpec`) the driver knows only the shared entries."""
+    built by a factory ([`AgentSpec`][privcvx.problem.AgentSpec]) the driver knows only the shared entries."""
     return [layout.dim if isinstance(agent, AgentSpec) else
             layout.dim + sum(constraint.size for constraint in agent.constraints)
             for agent, layout in zip(problem.agents, problem.layouts, strict=True)]
 
 
-#: Up to this many assignments of agents to groups, :func:`_groups` tries them all (8 agents on 2 hosts: 128).
+#: Up to this many assignments of agents to groups, `_groups` tries them all (8 agents on 2 hosts: 128).
 EXACT_GROUPING_LIMIT = 20_000
 
 
@@ -457,7 +457,7 @@ class Ray:
         started on first use (``ray.init(num_cpus=os.cpu_count(), include_dashboard=False)``), which stays up
         for later runs until ``ray.shutdown()``.
     actors:
-        How many actors host the agents (groups balanced by :func:`agent_sizes`); default: one per CPU of
+        How many actors host the agents (groups balanced by `agent_sizes`); default: one per CPU of
         the cluster, at most one per agent. Each actor reserves one CPU, or an equal share of the cluster's CPUs
         when there are more actors than CPUs.
     agent_options:
@@ -478,7 +478,7 @@ LOCAL_RAY_CONFIG: dict[str, Any] = {"worker_niceness": 0}
 
 
 class _HostActor:
-    """The body of a Ray actor: an :class:`AgentHost` built inside the actor, then called by method name."""
+    """The body of a Ray actor: an `AgentHost` built inside the actor, then called by method name."""
 
     def __init__(self) -> None:
         self.host: AgentHost | None = None
@@ -501,7 +501,7 @@ def _ray() -> Any:
 
 
 class RayBackend:
-    """Agents in Ray actors, each holding an :class:`AgentHost` for one group of agents (or one agent)."""
+    """Agents in Ray actors, each holding an `AgentHost` for one group of agents (or one agent)."""
 
     def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
                  options: Ray | None = None) -> None:
@@ -595,8 +595,8 @@ _Backend = SerialBackend | ProcessBackend | RayBackend
 
 def make_backend(backend: str | Ray, algorithm: Algorithm, problem: DistributedProblem,
                  contexts: Sequence[AgentContext]) -> _Backend:
-    """The backend registered under ``backend`` in :data:`BACKENDS` (or an options object of
-    :data:`BACKEND_OPTIONS`), hosting every agent's program."""
+    """The backend registered under ``backend`` in `BACKENDS` (or an options object of
+    `BACKEND_OPTIONS`), hosting every agent's program."""
     if type(backend) in BACKEND_OPTIONS:
         return BACKENDS[BACKEND_OPTIONS[type(backend)]](algorithm, problem, contexts, backend)
     if not isinstance(backend, str) or backend not in BACKENDS:

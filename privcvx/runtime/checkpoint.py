@@ -5,9 +5,9 @@ A checkpoint is two files:
 * ``path``: a ``.npz`` archive (read with ``allow_pickle=False``) holding the run state (the
   coordinator's, every agent program's, the monitor's, the undelivered messages, the history so
   far, the driver's copy of the ledgers) as JSON with its arrays stored beside it, and a header:
-  the format and library versions and a fingerprint of the run (:func:`fingerprint`: the problem's
+  the format and library versions and a fingerprint of the run (`fingerprint`: the problem's
   public structure, a digest of every agent's data, the algorithm and its settings, the topology,
-  the seed). :func:`read_state` refuses a file whose header does not match the run being resumed,
+  the seed). `read_state` refuses a file whose header does not match the run being resumed,
   and says what differs. It is written to a temporary file and renamed after every round, owner-only:
   it holds the agents' noise states and iterates, so it is as secret as their data.
 * ``path + ".transcript"``: every message of the run, appended round by round (a length-prefixed
@@ -195,11 +195,11 @@ def _digest(state_text: str, arrays: Mapping[str, np.ndarray]) -> str:
 
 
 def read_state(path: str | os.PathLike, expected: dict[str, Any]) -> dict[str, Any]:
-    """Read a state written by :func:`write_state`, after checking its header against ``expected``.
+    """Read a state written by `write_state`, after checking its header against ``expected``.
 
     Nothing in the file is executed (``allow_pickle=False``). A missing, damaged or foreign file, or one
     written by another run (another problem, data, algorithm, setting, seed or version), raises
-    :class:`~privcvx.errors.CheckpointError` saying what differs.
+    [`CheckpointError`][privcvx.errors.CheckpointError] saying what differs.
     """
     try:
         with np.load(path, allow_pickle=False) as archive:

@@ -12,7 +12,7 @@ For every algorithm the same loop runs, for t = 1..T and for each of the algorit
 After the round the monitor computes the public metrics from the round's messages, the
 diagnostics (private, for research runs) are gathered if kept, and the history row is
 appended; then the checkpoint is written and the stopping rules are checked. A failure raises
-:class:`~privcvx.errors.RunFailed` whose ``.result`` keeps every finished round.
+[`RunFailed`][privcvx.errors.RunFailed] whose ``.result`` keeps every finished round.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from privcvx.problem import DistributedProblem
 from privcvx.results import TIMING_COLUMNS, Result
 from privcvx.runtime import checkpoint as checkpoints
 from privcvx.runtime.backends import Ray, make_backend
+from privcvx.solver_warnings import inaccurate_solves
 from privcvx.topology import SERVER, Topology
 
 
@@ -183,10 +184,11 @@ class Run:
         return int(state["next_round"]), float(state["elapsed"])
 
     def result(self, backend: Any, stop: str) -> Result:
-        """The :class:`~privcvx.results.Result` of the run so far (also for a run that failed part-way)."""
+        """The [`Result`][privcvx.results.Result] of the run so far (also for a run that failed part-way)."""
         reports = backend.call("reports")
         result = self._result(stop, reports, backend.call("outputs", self.released_only))
         result.info.update(self.algorithm.summarize(reports))
+        result.info.update(inaccurate_solves(result.agents, reports))  # one warning naming the agents
         result.info["hosts"] = backend.call("usage")
         if not self.released_only:  # the whole local vectors: write them back, as cp.Problem.solve does
             self.problem.write_back(result.z)
@@ -227,7 +229,7 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         seed: int | str | None = None, backend: str | Ray = "serial", progress: bool = False,
         callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: str | os.PathLike | None = None,
         resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True) -> Result:
-    """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see :meth:`privcvx.DistributedProblem.solve`."""
+    """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see `privcvx.DistributedProblem.solve`."""
     rounds = check_int(rounds, argument="rounds")
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm (pc.algorithms.*), got {algorithm!r}", argument="algorithm")
