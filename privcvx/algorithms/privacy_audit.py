@@ -531,10 +531,12 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
 def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping,
                       rounds: int, runs: int, factor: float, delta: float, confidence: float,
                       seed: int | str) -> tuple[str, float, _Sample, _Sample]:
-    """The black-box variant of :func:`_audit` (Gaussian releases only): the projection of the releases on their
-    noise-free change, z-scored with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4``
-    runs per dataset that the bound does not use, so that the thresholds (GAUSSIAN_THRESHOLDS) are fixed before the
-    audited runs. For releases y = c(D) + N(0, s^2 I) with a data-independent s this is the LLR's z-score."""
+    """The black-box variant of :func:`_audit`: the projection of the releases on their noise-free change, z-scored
+    with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4`` runs per dataset that the bound
+    does not use, so that the thresholds are fixed before the audited runs. For releases y = c(D) + N(0, s^2 I)
+    with a data-independent s this is the LLR's z-score. A ledger of Gaussian releases is audited on the mu scale
+    (GAUSSIAN_THRESHOLDS); any other (:func:`_claim_scale`) on the epsilon scale at ``delta``
+    (EPSILON_PROJECTION_THRESHOLDS): (epsilon, delta)-DP bounds every test, whatever the noise."""
     centres = (_noise_free(algorithm, pair.original, pair.index, topology, inboxes, rounds),
                _noise_free(algorithm, pair.neighbour, pair.index, topology, inboxes, rounds))
     pilot = max(50, runs // 4)
@@ -599,7 +601,9 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         "llr" (default): the exact log-likelihood ratio by replay. "projection": a black-box statistic, the
         projection of the releases on their noise-free change (:func:`_projection_audit`), for releases whose
         likelihood the replay cannot compute: PP-ADMM's objective perturbation, whose noise is drawn before a solve
-        and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN).
+        and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN). A
+        ledger with no mu (IPP-ADMM's PureDP SVT with zCDP broadcasts) is audited on the epsilon scale, and a run
+        of a gated agent that stays silent where the noise-free run released gets the statistic -inf.
     """
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm, got {algorithm!r}", argument="algorithm")
