@@ -4,7 +4,8 @@
 
 One row per configuration: the method, the scale of the claim (epsilon at the method's delta for Laplace releases,
 mu for Gaussian ones), the ledger's claim, the empirical lower bound at 95% confidence, the lower bound of the
-0.75x under-noised variant (the power: it must exceed the claim), the replay's attained/charged sensitivity ratio,
+0.75x under-noised variant (the power: it must exceed the claim; a row may name another factor), the replay's
+attained/charged sensitivity ratio,
 and N (runs per dataset and variant), on the secure path (``seed="secure"``, not reproducible by design: the bounds
 move by a few hundredths between runs). The last row is DPDG's calibration before issue 26 on the affine set
 {sum x = 1}, n = 3 (the declared l1 taken through the projection): the audit must fail it. ``--only`` runs the rows

@@ -237,3 +237,6 @@ def test_check_privacy_refuses_what_it_cannot_audit():
         check_privacy(algorithms.DPDistributedGradient())
     with pytest.raises(PrivacyError, match="pass neighbours=NeighbouringPair"):
         check_privacy(PRIVATE[algorithms.QDPSGD][0][0])
+    with pytest.raises(PrivacyError, match="nothing to project on"):  # an SVT gate that never opens: no broadcast
+        check_privacy(algorithms.IPPADMM(epsilon=8.0, hessian_change=0.0, threshold=1e6), neighbours=quadratic_pair(
+            **LINE), runs=50, statistic="projection")

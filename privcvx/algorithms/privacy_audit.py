@@ -545,6 +545,10 @@ def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: To
     (pilot_negatives, pilot_positives), (negatives, positives) = samples[:2], samples[2:]
     pilot = [np.asarray(sample.llr) for sample in (pilot_negatives, pilot_positives)]
     pilot = [values[np.isfinite(values)] for values in pilot]  # silent runs (-inf) do not set the scale
+    if min(values.size for values in pilot) < 2:
+        raise PrivacyError("the audited agent stayed silent in almost every pilot run: the projection needs a setting "
+                           "in which it releases (e.g. a lower SVT threshold)", agent=pair.original.names[pair.index],
+                           argument="neighbours")
     spread = math.sqrt(0.5 * (np.var(pilot[0], ddof=1) + np.var(pilot[1], ddof=1)))
     centre = float(np.mean(pilot[1]))
     statistics = [(np.asarray(sample.llr) - centre) / spread for sample in (negatives, positives)]
