@@ -4,7 +4,8 @@
 
 One row per configuration: the method, the scale of the claim (epsilon at the method's delta for Laplace releases,
 mu for Gaussian ones), the ledger's claim, the empirical lower bound at 95% confidence, the lower bound of the
-0.75x under-noised variant (the power: it must exceed the claim), the replay's attained/charged sensitivity ratio,
+0.75x under-noised variant (the power: it must exceed the claim; a row may name another factor), the replay's
+attained/charged sensitivity ratio,
 and N (runs per dataset and variant), on the secure path (``seed="secure"``, not reproducible by design: the bounds
 move by a few hundredths between runs). The last row is DPDG's calibration before issue 26 on the affine set
 {sum x = 1}, n = 3 (the declared l1 taken through the projection): the audit must fail it. ``--only`` runs the rows
@@ -27,15 +28,15 @@ from privcvx.algorithms import check_privacy
 from privcvx.algorithms.privacy_audit import NeighbouringPair, PrivacyAuditFailure, quadratic_pair
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_privacy_audit import AUDITED, _old_dpdg_rule, _OldPPADMM  # noqa: E402
+from test_privacy_audit import AUDITED, _old_dpdg_rule, _OldPPADMM, audited_pair  # noqa: E402
 
 
 def _row(label: str, algorithm: algorithms.Algorithm, pair: NeighbouringPair, runs: int, rounds: int = 1,
-         statistic: str = "llr") -> str:
+         statistic: str = "llr", **options: float) -> str:
     started = time.perf_counter()
     try:
         report, verdict = check_privacy(algorithm, neighbours=pair, runs=runs, rounds=rounds,
-                                        statistic=statistic), "pass"
+                                        statistic=statistic, **options), "pass"
     except PrivacyAuditFailure as failure:
         report, verdict = failure.report, "FAIL: " + "; ".join(failure.report.failures)
     return (f"| {label} | {report.scale} | {report.claimed:.3f} | {report.lower_bound:.3f} | "
@@ -55,9 +56,11 @@ def main() -> None:
     for cls, entry in AUDITED.items():
         if isinstance(entry, str) or (only and cls.__name__ not in only):
             continue
-        for algorithm, pair, _, *statistic in entry:
-            print(_row(f"`{algorithm!r}`, {_describe(pair)}" + (", projection" if statistic else ""), algorithm,
-                       quadratic_pair(**pair), runs, statistic=statistic[0] if statistic else "llr"), flush=True)
+        for algorithm, pair, _, *rest in entry:
+            statistic, options = (*rest, *("llr", {})[len(rest):])
+            label = f"`{algorithm!r}`, {_describe(pair)}" + ("" if statistic == "llr" else f", {statistic}") + "".join(
+                f", {name} = {value}" for name, value in options.items())
+            print(_row(label, algorithm, audited_pair(pair), runs, statistic=statistic, **options), flush=True)
     if only:
         if "PPADMM" in only:  # PP-ADMM's calibration before issue 26 (tests/test_privacy_audit.py), epsilon = 4
             old = _OldPPADMM(epsilon=4.0, beta=1e-6, hessian_change=0.0)
@@ -79,8 +82,10 @@ def main() -> None:
                quadratic_pair("affine", direction=np.eye(3)[0]), runs), flush=True)
 
 
-def _describe(pair: dict) -> str:
+def _describe(pair: dict | NeighbouringPair) -> str:
     """The neighbouring pair of a row, in words."""
+    if isinstance(pair, NeighbouringPair):  # Q-DPSGD's per-record pair (tests/test_privacy_audit.py, LOGISTIC)
+        return "binary_logistic, one record (e_1, +1) added"
     n = pair.get("n", 3)
     direction = "e_1" if pair.get("direction") is None else "(1, ..., 1)/sqrt(n)"
     return f"{pair['set_kind']} set, n = {n}, d = {direction}"

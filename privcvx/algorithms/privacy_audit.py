@@ -62,6 +62,9 @@ from privcvx.topology import SERVER, Topology
 LAPLACE_THRESHOLDS = (0.25, 0.5, 0.75, 0.9, 0.999)
 #: z-scores of the LLR under D' (Gaussian releases: LLR ~ N(mu^2/2, mu^2)) at which the test is made.
 GAUSSIAN_THRESHOLDS = (-0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5)
+#: z-scores (under D') of the projection statistic at which an epsilon claim is tested: an epsilon bound comes from
+#: the tails, where FPR is small (the largest is about log(runs) at the runs CI can afford).
+EPSILON_PROJECTION_THRESHOLDS = (0.0, 0.5, 1.0, 1.5, 2.0)
 #: A release's attained sensitivity may exceed its charged one by this relative amount, plus the rounding of its
 #: values (`_rounding`), before the replay reports the charge as exceeded.
 ATTAINED_TOLERANCE = 1e-6
@@ -424,12 +427,17 @@ def _projections(algorithm: Algorithm, pair: NeighbouringPair, topology: Topolog
         context.drawn = []
         recording.run(inboxes, rounds)
         observed = [release.value for release in context.releases]
-        if [np.shape(y) for y in observed] != [np.shape(c) for c in original]:
+        if [np.shape(y) for y in observed] == [np.shape(c) for c in original]:
+            sample.llr.append(sum(float(np.dot(y - c, d)) for y, c, d in zip(observed, original, change, strict=True))
+                              / length)
+        elif getattr(algorithm, "silent_neighbours", False):
+            # A gated agent (IPP-ADMM's SVT) may stay silent where the noise-free run broadcast: silence is an
+            # observation too, and the fixed statistic maps it to -inf (a run the test "statistic >= tau" never flags).
+            sample.llr.append(-math.inf)
+        else:
             raise PrivcvxError("a run makes other releases than the noise-free run: the projection needs a program "
                                "whose releases do not depend on the noise in number or shape", agent=context.name,
                                argument="neighbours")
-        sample.llr.append(sum(float(np.dot(y - c, d)) for y, c, d in zip(observed, original, change, strict=True))
-                          / length)
         sample.kinds |= {"laplace" if drawn.kind == "laplace" else "gaussian" for drawn in context.drawn
                          if drawn is not None and drawn.bound > 0}
         if sample.ledger is None:
@@ -504,7 +512,7 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
     """The empirical lower bound of one variant (noise factor ``factor``): its scale ("epsilon" for Laplace
     releases, "mu" for Gaussian ones), the bound, and the two samples."""
     if statistic == "projection":
-        return _projection_audit(algorithm, pair, topology, inboxes, rounds, runs, factor, confidence, seed)
+        return _projection_audit(algorithm, pair, topology, inboxes, rounds, runs, factor, delta, confidence, seed)
     negatives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, False, seed)
     positives = _runs(algorithm, pair, topology, inboxes, rounds, runs, factor, True, seed)
     kinds = negatives.kinds | positives.kinds
@@ -521,26 +529,46 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
 
 
 def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping,
-                      rounds: int, runs: int, factor: float, confidence: float,
+                      rounds: int, runs: int, factor: float, delta: float, confidence: float,
                       seed: int | str) -> tuple[str, float, _Sample, _Sample]:
-    """The black-box variant of :func:`_audit` (Gaussian releases only): the projection of the releases on their
-    noise-free change, z-scored with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4``
-    runs per dataset that the bound does not use, so that the thresholds (GAUSSIAN_THRESHOLDS) are fixed before the
-    audited runs. For releases y = c(D) + N(0, s^2 I) with a data-independent s this is the LLR's z-score."""
+    """The black-box variant of :func:`_audit`: the projection of the releases on their noise-free change, z-scored
+    with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4`` runs per dataset that the bound
+    does not use, so that the thresholds are fixed before the audited runs. For releases y = c(D) + N(0, s^2 I)
+    with a data-independent s this is the LLR's z-score. A ledger of Gaussian releases is audited on the mu scale
+    (GAUSSIAN_THRESHOLDS); any other (:func:`_claim_scale`) on the epsilon scale at ``delta``
+    (EPSILON_PROJECTION_THRESHOLDS): (epsilon, delta)-DP bounds every test, whatever the noise."""
     centres = (_noise_free(algorithm, pair.original, pair.index, topology, inboxes, rounds),
                _noise_free(algorithm, pair.neighbour, pair.index, topology, inboxes, rounds))
     pilot = max(50, runs // 4)
     samples = [_projections(algorithm, pair, topology, inboxes, rounds, size, factor, on_neighbour, seed, centres)
                for size in (pilot, runs) for on_neighbour in (False, True)]
-    if any(kinds != {"gaussian"} for kinds in (sample.kinds for sample in samples)):
-        raise PrivacyError("the projection audit needs Gaussian releases (a mu claim)",
-                           agent=pair.original.names[pair.index], argument="statistic")
     (pilot_negatives, pilot_positives), (negatives, positives) = samples[:2], samples[2:]
-    spread = math.sqrt(0.5 * (np.var(pilot_negatives.llr, ddof=1) + np.var(pilot_positives.llr, ddof=1)))
-    centre = float(np.mean(pilot_positives.llr))
-    lower = mu_lower_bound((np.asarray(negatives.llr) - centre) / spread, (np.asarray(positives.llr) - centre) / spread,
-                           np.array(GAUSSIAN_THRESHOLDS), confidence)
-    return "mu", lower, negatives, positives
+    pilot = [np.asarray(sample.llr) for sample in (pilot_negatives, pilot_positives)]
+    pilot = [values[np.isfinite(values)] for values in pilot]  # silent runs (-inf) do not set the scale
+    if min(values.size for values in pilot) < 2:
+        raise PrivacyError("the audited agent stayed silent in almost every pilot run: the projection needs a setting "
+                           "in which it releases (e.g. a lower SVT threshold)", agent=pair.original.names[pair.index],
+                           argument="neighbours")
+    spread = math.sqrt(0.5 * (np.var(pilot[0], ddof=1) + np.var(pilot[1], ddof=1)))
+    centre = float(np.mean(pilot[1]))
+    statistics = [(np.asarray(sample.llr) - centre) / spread for sample in (negatives, positives)]
+    if _claim_scale(negatives.ledger) == "mu":
+        if any(sample.kinds != {"gaussian"} for sample in samples):
+            raise PrivacyError("the projection audit of a mu claim needs Gaussian releases",
+                               agent=pair.original.names[pair.index], argument="statistic")
+        return "mu", mu_lower_bound(*statistics, np.array(GAUSSIAN_THRESHOLDS), confidence), negatives, positives
+    return "epsilon", epsilon_lower_bound(*statistics, np.array(EPSILON_PROJECTION_THRESHOLDS), delta,
+                                          confidence), negatives, positives
+
+
+def _claim_scale(ledger: PrivacyLedger | None) -> str:
+    """"mu" for a ledger of Gaussian releases (:func:`claimed_mu` applies), else "epsilon": a mix such as IPP-ADMM's
+    PureDP SVT and zCDP broadcasts has no one mu, and is audited against its tightest epsilon at delta."""
+    try:
+        claimed_mu(ledger if ledger is not None else PrivacyLedger(""))
+    except PrivacyError:
+        return "epsilon"
+    return "mu"
 
 
 def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None = None, runs: int = 1000,
@@ -577,7 +605,9 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         "llr" (default): the exact log-likelihood ratio by replay. "projection": a black-box statistic, the
         projection of the releases on their noise-free change (:func:`_projection_audit`), for releases whose
         likelihood the replay cannot compute: PP-ADMM's objective perturbation, whose noise is drawn before a solve
-        and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN).
+        and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN). A
+        ledger with no mu (IPP-ADMM's PureDP SVT with zCDP broadcasts) is audited on the epsilon scale, and a run
+        of a gated agent that stays silent where the noise-free run released gets the statistic -inf.
     """
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm, got {algorithm!r}", argument="algorithm")
