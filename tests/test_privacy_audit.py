@@ -131,10 +131,12 @@ def _old_dpdg_rule(self, agent, kind, dim, step=1.0, solver_error=0.0):
     return self.declared_sensitivity(agent).l1 * step + solver_error
 
 
-def test_the_audit_fails_the_old_dpdg_calibration_on_an_affine_set(monkeypatch):
-    """X = {sum x = 1}, n = 3, d = e_1: the projected change has l1 norm 4/3 per unit l1; the old rule charged 1."""
+@pytest.mark.parametrize("set_kind", ["affine", "simplex"])
+def test_the_audit_fails_the_old_dpdg_calibration_on_an_affine_set(monkeypatch, set_kind):
+    """X = {sum x = 1} (and the simplex, whose faces the releases do not reach here), n = 3, d = e_1: the projected
+    change has l1 norm 4/3 per unit l1; the old rule charged 1."""
     monkeypatch.setattr(algorithms.DPDistributedGradient, "release_sensitivity", _old_dpdg_rule)
-    pair = quadratic_pair("affine", direction=np.eye(3)[0])
+    pair = quadratic_pair(set_kind, direction=np.eye(3)[0], shift=0.2)
     with pytest.raises(PrivacyAuditFailure) as failure:
         check_privacy(algorithms.DPDistributedGradient(epsilon=2.0, q=0.05), neighbours=pair, runs=3000)
     report = failure.value.report

@@ -96,10 +96,10 @@ def quadratic_pair(set_kind: str = "box", *, n: int = 3, agents: int = 3, shift:
     vector along (n - 1, -1, ..., -1), whose projection has the largest l1 norm for its l2 norm (the pair on which
     the sqrt(n) l2 rule of [`privcvx.privacy.sensitivity`][privcvx.privacy.sensitivity] is closest to attained).
     """
-    if set_kind not in ("box", "affine", "free"):
-        raise ParameterError(f'must be "box", "affine" or "free", got {set_kind!r}', argument="set_kind")
+    if set_kind not in ("box", "affine", "simplex", "free"):
+        raise ParameterError(f'must be "box", "affine", "simplex" or "free", got {set_kind!r}', argument="set_kind")
     if direction is None:
-        direction = np.r_[n - 1.0, -np.ones(n - 1)] if set_kind == "affine" else np.eye(n)[0]
+        direction = np.r_[n - 1.0, -np.ones(n - 1)] if set_kind in ("affine", "simplex") else np.eye(n)[0]
     change = shift * np.asarray(direction, dtype=float) / np.linalg.norm(direction)
     if declared is None:
         declared = Sensitivity(l1=float(np.abs(change).sum()), l2=float(np.linalg.norm(change)))
@@ -110,7 +110,8 @@ def quadratic_pair(set_kind: str = "box", *, n: int = 3, agents: int = 3, shift:
         built = []
         for i, centre in enumerate([first, *centres[1:]]):
             x = cp.Variable(n)
-            constraints = {"box": [x >= -bound, x <= bound], "affine": [cp.sum(x) == 1], "free": []}[set_kind]
+            constraints = {"box": [x >= -bound, x <= bound], "affine": [cp.sum(x) == 1],
+                           "simplex": [cp.sum(x) == 1, x >= 0], "free": []}[set_kind]
             built.append(Agent(0.5 * cp.sum_squares(x - centre), constraints, shared=x, name=f"agent-{i}",
                                smoothness=1.0, sensitivity=declared))
         return DistributedProblem(built)
