@@ -140,7 +140,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
 
 @contextlib.contextmanager
 def moved_load(model: SocModel, entry: int, beta: float) -> Iterator[None]:
-    """Load entry ``entry`` of (pd, qd) moved by +``beta`` (:data:`RELATION`) inside the block, restored after."""
+    """Load entry ``entry`` of (pd, qd) moved by +``beta`` (`RELATION`) inside the block, restored after."""
     parameter, index = (model.pd, entry) if entry < model.pd.size else (model.qd, entry - model.pd.size)
     original = parameter.value.copy()
     moved = original.copy()
@@ -154,7 +154,7 @@ def moved_load(model: SocModel, entry: int, beta: float) -> Iterator[None]:
 
 def worst_case_pairs(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int, Hashable] = 3, *,
                      beta: float = 0.01, sensitivity: str = "exact", seed: int = 0) -> Iterator[NeighbouringPair]:
-    """The neighbours of :data:`RELATION` that attain :func:`gradient_sensitivity` (``privcvx.sensitivity_audit``).
+    """The neighbours of `RELATION` that attain `gradient_sensitivity` (``privcvx.sensitivity_audit``).
 
     For each zone, the load entry whose mismatch row a_i has the largest l1 norm, and the one with the largest l2
     norm, moved by +beta: the zone's Eq. (28) gradient changes by 2 beta a_i at every point, the "exact" bound.

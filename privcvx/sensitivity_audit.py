@@ -6,17 +6,17 @@ a gradient sensitivity (Eqs. (18), (21) of Ryu & Kim; a callable is evaluated at
 mechanism). Each builder module provides ``worst_case_pairs(...)``: neighbouring datasets, built with the builder
 itself, chosen so that the change comes as close to the declared bound as the builder's derivation allows.
 
-:func:`check_builder` replays an agent's gradient on both datasets of each pair (its numpy oracle, or the compiled
-expression tree of :class:`privcvx.gradients.GradientEvaluator`) at a set of points: the origin, random points and
-corners of the agent's public box (a free or conic set: random points at two scales). :func:`check_release` does
+`check_builder` replays an agent's gradient on both datasets of each pair (its numpy oracle, or the compiled
+expression tree of `privcvx.gradients.GradientEvaluator`) at a set of points: the origin, random points and
+corners of the agent's public box (a free or conic set: random points at two scales). `check_release` does
 the same for any released vector given on both datasets. Both compare the change in each declared norm with the
 bound at the same point:
 
-* a change above the bound (beyond :data:`TOLERANCE`) raises :class:`SensitivityExceeded` naming the builder, the
+* a change above the bound (beyond `TOLERANCE`) raises `SensitivityExceeded` naming the builder, the
   agent and the norm: the declared bound is not valid;
 * the looseness ratio bound / change at the point where the change comes closest to its bound is reported per
-  norm (:class:`NormAudit`); a ratio above :data:`LOOSE_RATIO` marks the bound as loose
-  (:attr:`BuilderAudit.loose`), which is reported, not an error: the bound is valid, but costs that much noise.
+  norm (`NormAudit`); a ratio above `LOOSE_RATIO` marks the bound as loose
+  (`BuilderAudit.loose`), which is reported, not an error: the bound is valid, but costs that much noise.
 
 privcvx imports no builder: the builders call it (tests/test_builder_audit.py walks them all).
 """
@@ -72,7 +72,7 @@ class NormAudit:
 
 @dataclass(frozen=True)
 class BuilderAudit:
-    """The audit of one builder: one :class:`NormAudit` per declared norm."""
+    """The audit of one builder: one `NormAudit` per declared norm."""
 
     builder: str
     relation: str
@@ -80,7 +80,7 @@ class BuilderAudit:
 
     @property
     def loose(self) -> list[NormAudit]:
-        """The norms whose bound is loose by more than :data:`LOOSE_RATIO` (reported, not an error)."""
+        """The norms whose bound is loose by more than `LOOSE_RATIO` (reported, not an error)."""
         return [row for row in self.norms if row.loose]
 
     def rows(self) -> list[str]:
@@ -126,7 +126,7 @@ def check_release(builder: str, relation: str, changes: Iterable[tuple[str, np.n
                   declared: Sensitivity, *, coordinate: float | None = None, factor: float = 1.0) -> BuilderAudit:
     """Replay released vectors ``(agent, on D, on D')`` against the constant ``declared`` bound (and a declared
     linf ``coordinate`` bound), times ``factor`` (below 1: a deliberately wrong bound, which must fail). Raises
-    :class:`SensitivityExceeded` on a change above a bound."""
+    `SensitivityExceeded` on a change above a bound."""
     tightest = _Tightest(builder, relation)
     bounds = _bounds(declared, coordinate, factor)
     for agent, original, neighbour in changes:
@@ -135,7 +135,7 @@ def check_release(builder: str, relation: str, changes: Iterable[tuple[str, np.n
 
 
 def audit_points(agent: Agent, layout: AgentLayout, *, count: int = 4, seed: int = 0) -> list[np.ndarray]:
-    """Where :func:`check_builder` replays: the origin, ``count`` random points and ``count`` corners of the agent's
+    """Where `check_builder` replays: the origin, ``count`` random points and ``count`` corners of the agent's
     public box (clipped to it), or ``count`` random points at scales 1 and 10 on a free or conic set."""
     rng = np.random.default_rng(seed)
     bounds = _box_bounds(agent, layout) if agent.constraints else None
@@ -163,7 +163,7 @@ def gradient(agent: Agent, layout: AgentLayout) -> Callable[[np.ndarray], np.nda
 
 def clipped_record_sum(clip: float) -> Release:
     """The sum over an agent's records of their gradients clipped to l2 norm ``clip`` (Q-DPSGD's pre-image, computed
-    here independently of :mod:`privcvx.algorithms.qdpsgd`); the agent must declare ``samples``."""
+    here independently of `privcvx.algorithms.qdpsgd`); the agent must declare ``samples``."""
     def release(agent: Agent, layout: AgentLayout) -> Callable[[np.ndarray], np.ndarray]:
         def clipped(z: np.ndarray) -> np.ndarray:
             rows = agent.samples.gradients(z, np.arange(agent.samples.count))
@@ -176,12 +176,12 @@ def check_builder(builder: str, pairs: Iterable[NeighbouringPair], *, relation: 
                   points: Sequence[np.ndarray] | None = None, declared: Declared | None = None,
                   coordinate: float | None = None, release: Release = gradient, factor: float = 1.0) -> BuilderAudit:
     """Replay agent ``pair.index``'s release (default its gradient) on D and D' of every pair at ``points``
-    (default :func:`audit_points`).
+    (default `audit_points`).
 
     The bound is the original agent's declared ``sensitivity`` (a callable evaluated at the point) unless
     ``declared`` overrides it; ``coordinate`` is a declared linf bound; every bound is multiplied by ``factor``
     (below 1: a deliberately wrong bound, to show that the audit fails it). Raises
-    :class:`SensitivityExceeded` when a change exceeds a bound, and returns the :class:`BuilderAudit`.
+    `SensitivityExceeded` when a change exceeds a bound, and returns the `BuilderAudit`.
     """
     tightest = _Tightest(builder, relation)
     for pair in pairs:

@@ -85,11 +85,11 @@ RELATION = "add_remove: one record added to one agent"
 
 
 def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:
-    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s records in D, and in D'
+    """Neighbours under `RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s records in D, and in D'
     one more record (e_1, +1), (e_1, -1) or (-e_1, +1), a unit feature vector, whose gradient -y sigmoid(-y x^T w) x
     + lam w has norm up to 1 + lam ||w||: at least the clipping norm wherever the clip binds.
 
-    ``builder``: the other arguments of :func:`binary_logistic`.
+    ``builder``: the other arguments of `binary_logistic`.
     """
     original = binary_logistic(X, y, **builder)
     records: RecordLoss = original.agents[agent].samples

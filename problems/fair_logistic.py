@@ -152,12 +152,12 @@ def attribute_mask(d: int, attribute: int) -> np.ndarray:
     return mask.flat()
 
 
-#: The relation of :func:`coefficient_sensitivity`: one tuple (x, y, z) replaced, n fixed, x >= 0 with ||x|| <= 1.
+#: The relation of `coefficient_sensitivity`: one tuple (x, y, z) replaced, n fixed, x >= 0 with ||x|| <= 1.
 RELATION = "replace_one: one tuple (x, y, z) replaced, x >= 0, ||x|| <= 1"
 
 
 def worst_case_coefficients(d: int, tuples: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
-    """theta = (a, M, c) flattened on neighbouring datasets under :data:`RELATION` (``privcvx.sensitivity_audit``).
+    """theta = (a, M, c) flattened on neighbouring datasets under `RELATION` (``privcvx.sensitivity_audit``).
 
     Every dataset of ``tuples`` tuples whose first tuple is any of the extreme tuples and whose other tuples are all
     one extreme tuple, paired with every replacement of its first tuple. The extreme tuples: x in {0, e_1, e_2,

@@ -85,11 +85,11 @@ RELATION = "replace_one: one sample of one agent replaced, ||z|| <= 1"
 
 
 def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:
-    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s first sample (e_1, +1) in
+    """Neighbours under `RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s first sample (e_1, +1) in
     D, replaced in D' by (e_2, -1) or (e_1, -1): the loss gradient -(1/|D_i|) y sigmoid(-y x^T z) z moves by up to
     sqrt(2) / |D_i| or 1 / |D_i|, against the declared 2 / |D_i|.
 
-    ``builder``: the other arguments of :func:`decentralized_logistic`; the split is kept.
+    ``builder``: the other arguments of `decentralized_logistic`; the split is kept.
     """
     X, y = np.array(X, dtype=float), np.array(y, dtype=float)
     options = inspect.signature(decentralized_logistic).bind_partial(X, y, **builder)

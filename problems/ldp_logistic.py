@@ -93,12 +93,12 @@ RELATION = "replace_one: one sample of one agent replaced within the declared do
 
 
 def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:
-    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s first sample set to
+    """Neighbours under `RELATION` (``privcvx.sensitivity_audit``): agent ``agent``'s first sample set to
     (high e_1, smallest label) in D and replaced in D' by (high e_2, largest label) or (high e_1, largest label),
     features ``low`` elsewhere (``feature_range`` = (low, high)). Its gradient term -(1/b) L sigmoid(-L x^T z) z then
     moves between the extremes of the products of the module docstring.
 
-    ``builder``: the other arguments of :func:`ldp_logistic`; the rows each agent draws are kept.
+    ``builder``: the other arguments of `ldp_logistic`; the rows each agent draws are kept.
     """
     X, y = np.array(X, dtype=float), np.array(y, dtype=float)
     options = {**ldp_logistic.__kwdefaults__, **builder}

@@ -367,9 +367,9 @@ def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[
     (e_1, last class) or (-e_1, last class) (replace-one), or that sample is added to the agent's share (add/remove;
     the pair read backwards removes it).
 
-    ``builder``: the other arguments of :func:`federated_logistic`; the split is kept. A per-sample gradient
+    ``builder``: the other arguments of `federated_logistic`; the split is kept. A per-sample gradient
     x (s - e_k)^T then flips its sign or its class: the samples that come closest to the two-sample bound of
-    :meth:`LogisticLoss.worst_case_sensitivity`.
+    `LogisticLoss.worst_case_sensitivity`.
     """
     X, y = _check_data(X, y, "X")
     first = federated_logistic(X, y, **builder)

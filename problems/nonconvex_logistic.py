@@ -94,11 +94,11 @@ RELATION = "replace_one: one sample of one node replaced, feature norm <= featur
 
 def worst_case_pairs(features: Sequence[np.ndarray], labels: Sequence[np.ndarray], *, feature_bound: float,
                      agent: int = 0, **builder: float) -> list[NeighbouringPair]:
-    """Neighbours under :data:`RELATION` (``privcvx.sensitivity_audit``): node ``agent``'s first sample (B e_1, +1)
+    """Neighbours under `RELATION` (``privcvx.sensitivity_audit``): node ``agent``'s first sample (B e_1, +1)
     in D, replaced in D' by (B e_2, -1) or (B e_1, -1). The loss gradient -(1/m) y sigmoid(-y x^T z) z then moves by
     up to sqrt(2) B / m (orthogonal y z) or B / m (opposite y z), against the declared 2 B / m.
 
-    ``builder``: ``lam`` and ``omega`` of :func:`nonconvex_logistic`.
+    ``builder``: ``lam`` and ``omega`` of `nonconvex_logistic`.
     """
     unit = np.eye(np.asarray(features[agent]).shape[1])[:2] * feature_bound
     problems = []

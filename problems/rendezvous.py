@@ -88,7 +88,7 @@ def _squared_distance_gradient(address: np.ndarray, x: np.ndarray) -> np.ndarray
 
 def worst_case_pairs(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None, *,
                      agent: int = 0) -> list[NeighbouringPair]:
-    """The neighbours of :data:`RELATION` that attain the declared sensitivity (for ``privcvx.sensitivity_audit``).
+    """The neighbours of `RELATION` that attain the declared sensitivity (for ``privcvx.sensitivity_audit``).
 
     Agent ``agent``'s address at the box's corner lo in D and at hi in D': its gradient 2 (x - a) changes by
     2 (hi - lo) at every x, exactly the declared l1 and l2 bounds.

@@ -532,11 +532,11 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
 def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping,
                       rounds: int, runs: int, factor: float, delta: float, confidence: float,
                       seed: int | str) -> tuple[str, float, _Sample, _Sample]:
-    """The black-box variant of :func:`_audit`: the projection of the releases on their noise-free change, z-scored
+    """The black-box variant of `_audit`: the projection of the releases on their noise-free change, z-scored
     with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4`` runs per dataset that the bound
     does not use, so that the thresholds are fixed before the audited runs. For releases y = c(D) + N(0, s^2 I)
     with a data-independent s this is the LLR's z-score. A ledger of Gaussian releases is audited on the mu scale
-    (GAUSSIAN_THRESHOLDS); any other (:func:`_claim_scale`) on the epsilon scale at ``delta``
+    (GAUSSIAN_THRESHOLDS); any other (`_claim_scale`) on the epsilon scale at ``delta``
     (EPSILON_PROJECTION_THRESHOLDS): (epsilon, delta)-DP bounds every test, whatever the noise."""
     centres = (_noise_free(algorithm, pair.original, pair.index, topology, inboxes, rounds),
                _noise_free(algorithm, pair.neighbour, pair.index, topology, inboxes, rounds))
@@ -563,7 +563,7 @@ def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: To
 
 
 def _claim_scale(ledger: PrivacyLedger | None) -> str:
-    """"mu" for a ledger of Gaussian releases (:func:`claimed_mu` applies), else "epsilon": a mix such as IPP-ADMM's
+    """"mu" for a ledger of Gaussian releases (`claimed_mu` applies), else "epsilon": a mix such as IPP-ADMM's
     PureDP SVT and zCDP broadcasts has no one mu, and is audited against its tightest epsilon at delta."""
     try:
         claimed_mu(ledger if ledger is not None else PrivacyLedger(""))
@@ -604,7 +604,7 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         The audited runs' noise: "secure" (default, the path users run) or an integer (the seeded float path).
     statistic:
         "llr" (default): the exact log-likelihood ratio by replay. "projection": a black-box statistic, the
-        projection of the releases on their noise-free change (:func:`_projection_audit`), for releases whose
+        projection of the releases on their noise-free change (`_projection_audit`), for releases whose
         likelihood the replay cannot compute: PP-ADMM's objective perturbation, whose noise is drawn before a solve
         and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN). A
         ledger with no mu (IPP-ADMM's PureDP SVT with zCDP broadcasts) is audited on the epsilon scale, and a run
