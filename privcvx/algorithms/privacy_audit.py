@@ -484,13 +484,18 @@ def claimed_mu(ledger: PrivacyLedger) -> float:
     """The mu of a ledger of Gaussian releases: sqrt(sum 2 rho), rho = 1 / (2 multiplier^2) per release (the
     continuous Gaussian's mu-GDP, composed exactly; for the grid's discrete Gaussian, the mu of its charged rho; for
     a ``ZCDPRelease`` with xi = 0, PP-ADMM's objective perturbation of a loss whose Hessian no record moves, its
-    rho)."""
+    rho; for a Poisson-sampled discrete Gaussian at rate 1, Q-DPSGD-1's secure release of the whole sum, its
+    discrete Gaussian's)."""
     total = 0.0
     for mechanism, count in ledger.entries:
         if mechanism.kind == "zcdp" and mechanism.xi == 0:  # a Gaussian's rho-zCDP (objective perturbation, h = 0)
             total += count * 2.0 * mechanism.rho
             continue
-        if mechanism.kind not in ("gaussian", "discrete_gaussian") or mechanism.budget is not None:
+        sampled = mechanism.kind == "poisson_discrete_gaussian"
+        if sampled and mechanism.sampling_rate < 1.0:
+            raise PrivacyError(f"a mu claim of a subsampled release needs its amplified curve, got {mechanism!r}",
+                               argument="ledger")
+        if not sampled and (mechanism.kind not in ("gaussian", "discrete_gaussian") or mechanism.budget is not None):
             raise PrivacyError(f"a mu claim needs Gaussian releases of a fixed multiplier, got {mechanism!r}",
                                argument="ledger")
         total += count / mechanism.noise_multiplier ** 2
