@@ -31,7 +31,8 @@ class Result:
     no :data:`TIMING_COLUMNS` with ``diagnostics=False``), ``privacy`` one row per agent (``None``
     without privacy), ``reference`` the centralized solution when one was computed, ``transcript``
     every message of the run (:class:`~privcvx.messages.Transcript`), and ``info``: how the run ended
-    (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed"), the algorithm and
+    (``info["stop"]``: "rounds", "tolerance", "callback", "diverging", "interrupted" or "failed"; and
+    ``info["status"]``, read as :attr:`status`), the algorithm and
     topology, and ``info["diagnostics"]``, the history columns computed from private data (not
     protected by DP, research runs only). Algorithm 1 adds, per agent, its local projection's kind and
     solver counters (``info["projection"]``).
@@ -46,14 +47,29 @@ class Result:
     info: dict[str, Any] = field(default_factory=dict)
     transcript: Transcript = field(default_factory=Transcript)
 
+    @property
+    def status(self) -> str:
+        """How the run ended, computed from the public metrics alone (releases only, under privacy):
+
+        * ``"converged"``: the last round meets the method's tolerance (``tol``, or its default when not given;
+          :meth:`~privcvx.algorithms.base.Algorithm.converged`);
+        * ``"max_rounds"``: the rounds ran out (or a callback stopped the run) before that;
+        * ``"diverging"``: the iterates grow without bound, and the run stopped early
+          (:class:`~privcvx.runtime.loop.Divergence`);
+        * ``"failed"``: the partial result of :class:`~privcvx.errors.RunFailed`; ``"interrupted"``: Ctrl-C.
+
+        A run that ends "max_rounds" or "diverging" warns with :class:`~privcvx.errors.ConvergenceWarning`.
+        """
+        return str(self.info.get("status", "max_rounds"))
+
     def summary(self, file: Any = None) -> str:
         """Print (to ``file``, default stdout) and return the run's final metrics and its privacy table, in full.
 
         The accountants' valid bounds are kept apart from ``epsilon_moments``, the paper's Thm. 4.9 as printed,
         which is not a bound (the erratum in docs/privacy.md).
         """
-        lines = [f"{self.info.get('algorithm', 'run')}: {len(self.history)} rounds, stopped by "
-                 f"{self.info.get('stop', '?')}; noise: {self.info.get('noise', 'none')}"]
+        lines = [f"{self.info.get('algorithm', 'run')}: {len(self.history)} rounds, status {self.status} (stopped by "
+                 f"{self.info.get('stop', '?')}); noise: {self.info.get('noise', 'none')}"]
         if len(self.history):
             last = self.history.iloc[-1]
             diagnostics = set(self.info.get("diagnostics", []))

@@ -399,8 +399,29 @@ class Algorithm(ABC):
     def monitor(self, problem: DistributedProblem, topology: Topology) -> Monitor:
         """The public-metric computer of a run."""
 
-    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
-        """A reason to stop after a round with these public metrics (e.g. "tolerance"), or None."""
+    #: The tolerance of :meth:`converged` when a method's ``tol`` is not given: the disagreement and the change of
+    #: the average release, relative to max(1, ||w||) (measured in docs/algorithms.md, "Status").
+    default_tol: ClassVar[float] = 1e-4
+
+    def converged(self, metrics: Mapping[str, float], w: np.ndarray) -> bool | None:
+        """Whether a round's public metrics meet the tolerance (``tol`` when given, else :attr:`default_tol`), or
+        None for a method without a test on its public metrics.
+
+        The test here: the largest disagreement of two agents' releases and the change of the average release
+        both <= tol max(1, ||w||) (the change alone for a method that reports no disagreement). It reads the
+        releases only (public metrics), so it holds under privacy too, where the noise may keep it from passing.
+        """
+        if "average_change" not in metrics:
+            return None
+        tol = getattr(self, "_tol", None) or self.default_tol
+        bound = tol * max(1.0, float(np.linalg.norm(w)))
+        return metrics["average_change"] <= bound and metrics.get("disagreement", 0.0) <= bound
+
+    def stop_reason(self, metrics: Mapping[str, float], w: np.ndarray) -> str | None:
+        """A reason to stop after a round with these public metrics ("tolerance" once a given ``tol`` is met), or
+        None; without a ``tol`` the run goes to its last round (its status still reads :meth:`converged`)."""
+        if getattr(self, "_tol", None) is not None and self.converged(metrics, w):
+            return "tolerance"
         return None
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:

@@ -45,7 +45,6 @@ stop at the bias of Theorem 10 (see docs/algorithms.md for how far, and for the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -234,11 +233,6 @@ class DPDistributedGradient(Algorithm):
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> DPDGMonitor:
         return DPDGMonitor(problem, self.schedule())
-
-    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
-        if self._tol is not None and metrics["disagreement"] <= self._tol and metrics["average_change"] <= self._tol:
-            return "tolerance"
-        return None
 
 
 class DPDGAgent(AgentProgram):

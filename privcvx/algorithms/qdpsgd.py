@@ -62,7 +62,6 @@ With ``epsilon`` the noise multiplier s is calibrated in :meth:`QDPSGD.prepare` 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import dp_accounting
@@ -325,11 +324,6 @@ class QDPSGD(Algorithm):
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> QDPSGDMonitor:
         return QDPSGDMonitor(problem, topology, self.schedule(), self.bits)
-
-    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
-        if self._tol is not None and metrics["disagreement"] <= self._tol and metrics["average_change"] <= self._tol:
-            return "tolerance"
-        return None
 
 
 class QDPSGDAgent(AgentProgram):

@@ -24,10 +24,12 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from privcvx.algorithms.base import AgentContext, Algorithm
 from privcvx.errors import (
+    ConvergenceWarning,
     ParameterError,
     PrivacyError,
     PrivcvxError,
@@ -97,6 +99,41 @@ class Router:
         self.inboxes = {name: list(inbox) for name, inbox in state.items()}
 
 
+class Divergence:
+    """The test for iterates growing without bound, on the public global vector w alone (releases only).
+
+    Over two windows of :attr:`WINDOW` rounds, the displacements D_0 = w_{t-K} - w_{t-2K} and D_1 = w_t - w_{t-K}
+    (each divided by the window's total step when the history has a ``step`` column, e.g. DPDG's gamma_t):
+    diverging when they point the same way (cosine >= :attr:`ALIGNED`), D_1 is no shorter than D_0 and ||w||
+    grows over both windows. A run that converges has displacements that shrink (at any linear rate the
+    method has, by (1 - rate)^K per window); the differences w_t - w_{t-1} of ADMM on a problem with no
+    optimum tend to a fixed nonzero direction instead (Banjac et al. 2019, Sec. 5), which this detects.
+    """
+
+    WINDOW = 5
+    ALIGNED = 0.99
+
+    def __init__(self) -> None:
+        self.points: list[np.ndarray] = []
+        self.steps: list[float] = []
+
+    def diverging(self, w: np.ndarray, step: float | None) -> bool:
+        """Record round t's w (and its step); whether the last 2K rounds show divergence."""
+        k = self.WINDOW
+        self.points = [*self.points[-2 * k:], np.asarray(w, dtype=float).copy()]
+        self.steps = [*self.steps[-2 * k:], 1.0 if step is None else float(step)]
+        if len(self.points) <= 2 * k:
+            return False
+        first, middle, last = self.points[0], self.points[k], self.points[2 * k]
+        old = (middle - first) / max(sum(self.steps[1:k + 1]), np.finfo(float).tiny)
+        new = (last - middle) / max(sum(self.steps[k + 1:]), np.finfo(float).tiny)
+        old_norm, new_norm = float(np.linalg.norm(old)), float(np.linalg.norm(new))
+        if not old_norm > 0.0 or new_norm < old_norm:
+            return False
+        norms = [float(np.linalg.norm(v)) for v in (first, middle, last)]
+        return float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
+
+
 class Run:
     """One run of an algorithm on a problem: the state the loop advances, and the result it builds."""
 
@@ -121,6 +158,9 @@ class Run:
         self.transcript = Transcript()
         self.rows: list[dict[str, Any]] = []
         self.reference: Any = None
+        self.divergence = Divergence()
+        self.last_metrics: dict[str, float] = {}
+        self.last_w = np.zeros(problem.dim)
         diagnostic = set(algorithm.diagnostic_columns) if self.keep_diagnostics else set()
         # step times depend on the private data (solver iterations): like the backends' busy_s, only with diagnostics
         dropped = set() if self.keep_diagnostics else set(TIMING_COLUMNS)
@@ -199,7 +239,20 @@ class Run:
         if missing:
             raise PrivcvxError(f"{type(self.algorithm).__name__} produced no value for the columns {missing}",
                                argument="algorithm")
-        return row, self.algorithm.stop_reason(metrics)
+        self.last_metrics, self.last_w = metrics, w
+        if self.divergence.diverging(w, row.get("step")):
+            return row, "diverging"
+        return row, self.algorithm.stop_reason(metrics, w)
+
+    def status(self, stop: str) -> str:
+        """``result.status`` of a run that ended with ``stop``: "converged" when the last round meets the method's
+        tolerance (:meth:`~privcvx.algorithms.base.Algorithm.converged`, public metrics only), else "max_rounds"
+        (also for a run a callback stopped), or "diverging", "interrupted", "failed"."""
+        if stop in ("diverging", "interrupted", "failed"):
+            return stop
+        if stop == "tolerance" or (self.last_metrics and self.algorithm.converged(self.last_metrics, self.last_w)):
+            return "converged"
+        return "max_rounds"
 
     def epsilon(self) -> float:
         """The worst-off agent's cumulative epsilon so far (tightest accountant but PLD, which is slow)."""
@@ -269,7 +322,8 @@ class Run:
             public = privacy["agent"].isin([agent.name for agent in self.problem.agents if _public(agent)])
             privacy.loc[public & (privacy["epsilon_basic"] == 0.0), "calibration"] = PUBLIC_CALIBRATION
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
-        info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
+        info = {"stop": stop, "status": self.status(stop), "rounds": self.rounds,
+                "algorithm": repr(self.algorithm), "topology": repr(self.topology),
                 "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": self.released_only,
                 "layout": self.problem.layout_description()}
@@ -370,7 +424,15 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         finally:
             if bar is not None:
                 bar.close()
-        return run_.result(hosts, stop)
+        result = run_.result(hosts, stop)
+    if result.status in ("max_rounds", "diverging"):
+        last = f"round {len(result.history)}" if len(result.history) else "no round"
+        warnings.warn(f"{type(algorithm).__name__} ended {result.status!r} at {last} of {rounds}: "
+                      + ("the iterates grow without bound (is the problem bounded below?)"
+                         if result.status == "diverging" else
+                         "the tolerance is not met; result.w is the last iterate (more rounds, or see "
+                         "result.average() and docs/tuning.md)"), ConvergenceWarning, stacklevel=3)
+    return result
 
 
 def resolve_seed(seed: int | str | None, private: bool) -> int | str | None:
