@@ -62,6 +62,28 @@ class Result:
         """
         return str(self.info.get("status", "max_rounds"))
 
+    def average(self) -> Result:
+        """The running (ergodic) average of the released iterates over every round, as a :class:`Result`.
+
+        ``w`` is (1/T) sum_t w^t of the public global vectors, ``z`` each agent's average release (empty when the
+        method's monitor keeps no releases), and ``history`` one row (round T) with the metrics of the average:
+        ``consensus_residual`` sqrt(sum_p ||A_p w_bar - z_bar_p||^2) when each release is the agent's shared
+        entries, and the problem's metrics at w_bar. Computed during the run from each round's messages, the
+        values the transcript holds: post-processing, so it costs no privacy (``privacy`` is this run's table).
+        The convergence theorems of several papers bound this average, not the last iterate (docs/algorithms.md,
+        "Last iterate or average").
+        """
+        average = self.info.get("average") or {}
+        if not average:
+            raise ParameterError("this result has no round to average (or was saved before result.average())",
+                                 argument="result")
+        history = pd.DataFrame([{"round": average["rounds"], **average["metrics"]}])
+        z = [np.asarray(z_p, dtype=float) for z_p in average["z"]] if average["z"] is not None else []
+        return Result(w=np.asarray(average["w"], dtype=float), z=z, history=history, privacy=self.privacy,
+                      reference=self.reference, agents=list(self.agents),
+                      info={**self.info, "iterate": "ergodic average", "release_only": True},
+                      transcript=self.transcript)
+
     def summary(self, file: Any = None) -> str:
         """Print (to ``file``, default stdout) and return the run's final metrics and its privacy table, in full.
 

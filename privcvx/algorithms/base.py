@@ -272,6 +272,11 @@ class Monitor(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state written by :meth:`state_dict`."""
 
+    def releases(self) -> list[np.ndarray] | None:
+        """Every agent's latest released shared entries, in agent order (for ``result.average()``), or None when
+        the monitor keeps none."""
+        return None
+
 
 class LatestReleases(Monitor):
     """A monitor's memory for decentralized methods: each agent's latest broadcast of one payload key,
@@ -289,6 +294,9 @@ class LatestReleases(Monitor):
         stacked = np.stack([self.latest[name] for name in self.names])
         self.w = stacked.mean(axis=0)
         return stacked
+
+    def releases(self) -> list[np.ndarray] | None:
+        return [self.latest[name] for name in self.names] if len(self.latest) == len(self.names) else None
 
     def agreement(self, messages: list[Message]) -> dict[str, float]:
         """Take the round's broadcasts; return ``disagreement``, the largest pairwise distance of the agents'

@@ -711,6 +711,7 @@ class ADMMMonitor(Monitor):
     """
 
     def __init__(self, problem: DistributedProblem) -> None:
+        self.released: list[np.ndarray] | None = None
         self.layouts = problem.layouts
         self.names = problem.names
         self.duals = ConsensusDuals(self.layouts)
@@ -738,7 +739,7 @@ class ADMMMonitor(Monitor):
                 if "lam" in downlink[name].payload:
                     self.duals.lam[p] = downlink[name]["lam"]
         self.w = w
-        released = [uplink[name]["z"] for name in self.names]
+        released = self.released = [uplink[name]["z"] for name in self.names]
         residuals = self.duals.update(w, w_previous, released, rho,
                                       [downlink[name]["w"] for name in self.names] if relaxed else None)
         return {**residuals, "consensus_residual": residuals["primal_residual"],
@@ -746,6 +747,9 @@ class ADMMMonitor(Monitor):
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()
+
+    def releases(self) -> list[np.ndarray] | None:
+        return self.released
 
     def state_dict(self) -> dict[str, Any]:
         return {"lam": self.duals.lam, "w": self.w}

@@ -104,14 +104,16 @@ class Divergence:
 
     Over two windows of :attr:`WINDOW` rounds, the displacements D_0 = w_{t-K} - w_{t-2K} and D_1 = w_t - w_{t-K}
     (each divided by the window's total step when the history has a ``step`` column, e.g. DPDG's gamma_t):
-    diverging when they point the same way (cosine >= :attr:`ALIGNED`), D_1 is no shorter than D_0 and ||w||
-    grows over both windows. A run that converges has displacements that shrink (at any linear rate the
+    diverging when they point the same way (cosine >= :attr:`ALIGNED`), D_1 is no shorter than D_0, ||w||
+    grows over both windows, w_t - w_{t-K} is above rounding (:attr:`FLOOR` max(1, ||w_t||)) and the round does
+    not meet the method's tolerance. A run that converges has displacements that shrink (at any linear rate the
     method has, by (1 - rate)^K per window); the differences w_t - w_{t-1} of ADMM on a problem with no
     optimum tend to a fixed nonzero direction instead (Banjac et al. 2019, Sec. 5), which this detects.
     """
 
     WINDOW = 5
     ALIGNED = 0.99
+    FLOOR = 1e-6
 
     def __init__(self) -> None:
         self.points: list[np.ndarray] = []
@@ -131,7 +133,57 @@ class Divergence:
         if not old_norm > 0.0 or new_norm < old_norm:
             return False
         norms = [float(np.linalg.norm(v)) for v in (first, middle, last)]
-        return float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
+        return (float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
+                and float(np.linalg.norm(last - middle)) > self.FLOOR * max(1.0, norms[2]))
+
+
+class Ergodic:
+    """The running (ergodic) sums of the public global vector w^t and of every agent's released shared entries over
+    rounds 1..t: post-processing of the messages, which the monitor reads (``result.average()``)."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.w: np.ndarray | None = None
+        self.z: list[np.ndarray] | None = None
+        self.kept = True  # whether every round so far had every agent's release
+
+    def add(self, w: np.ndarray, releases: list[np.ndarray] | None) -> None:
+        """Add round t's global vector and releases (None: the monitor keeps none, and z is dropped)."""
+        self.rounds += 1
+        self.w = np.array(w, dtype=float) if self.w is None else self.w + w
+        self.kept = self.kept and releases is not None
+        if not self.kept:
+            self.z = None
+        elif self.z is None:
+            self.z = [np.array(z_p, dtype=float) for z_p in releases]
+        else:
+            self.z = [total + z_p for total, z_p in zip(self.z, releases, strict=True)]
+
+    def summary(self, problem: DistributedProblem) -> dict[str, Any]:
+        """``info["average"]``: the averages over the rounds (lists, for the result file), their consensus residual
+        sqrt(sum_p ||A_p w_bar - z_bar_p||^2) when every release is the agent's shared entries, and the problem's
+        metrics at w_bar."""
+        if not self.rounds or self.w is None:
+            return {}
+        w = self.w / self.rounds
+        out: dict[str, Any] = {"rounds": self.rounds, "w": w.tolist(), "z": None, "metrics": {}}
+        if self.z is not None:
+            z = [total / self.rounds for total in self.z]
+            out["z"] = [z_p.tolist() for z_p in z]
+            if all(z_p.shape == layout.shared_global.shape for z_p, layout in zip(z, problem.layouts, strict=True)):
+                out["metrics"]["consensus_residual"] = math.sqrt(sum(
+                    float(((w[layout.shared_global] - z_p) ** 2).sum())
+                    for z_p, layout in zip(z, problem.layouts, strict=True)))
+        out["metrics"].update({name: float(metric(w)) for name, metric in problem.metrics.items()})
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The sums so far, for the checkpoint."""
+        return {"rounds": self.rounds, "w": self.w, "z": self.z, "kept": self.kept}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the sums of :meth:`state_dict`."""
+        self.rounds, self.w, self.z, self.kept = int(state["rounds"]), state["w"], state["z"], bool(state["kept"])
 
 
 class Run:
@@ -159,6 +211,7 @@ class Run:
         self.rows: list[dict[str, Any]] = []
         self.reference: Any = None
         self.divergence = Divergence()
+        self.ergodic = Ergodic()
         self.last_metrics: dict[str, float] = {}
         self.last_w = np.zeros(problem.dim)
         diagnostic = set(algorithm.diagnostic_columns) if self.keep_diagnostics else set()
@@ -240,7 +293,8 @@ class Run:
             raise PrivcvxError(f"{type(self.algorithm).__name__} produced no value for the columns {missing}",
                                argument="algorithm")
         self.last_metrics, self.last_w = metrics, w
-        if self.divergence.diverging(w, row.get("step")):
+        self.ergodic.add(w, self.monitor.releases())
+        if self.divergence.diverging(w, row.get("step")) and not self.algorithm.converged(metrics, w):
             return row, "diverging"
         return row, self.algorithm.stop_reason(metrics, w)
 
@@ -268,6 +322,7 @@ class Run:
         return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": agents,
                 "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
                 "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
+                "ergodic": self.ergodic.state_dict(),
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
 
     def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
@@ -279,6 +334,7 @@ class Run:
         if self.coordinator is not None:
             self.coordinator.load_state_dict(state["coordinator"])
         self.monitor.load_state_dict(state["monitor"])
+        self.ergodic.load_state_dict(state["ergodic"])
         self.router.load_state_dict(state["router"])
         for ledger, data in zip(self.ledgers, state["ledgers"], strict=True):
             ledger.load_dict(data)
@@ -326,7 +382,7 @@ class Run:
                 "algorithm": repr(self.algorithm), "topology": repr(self.topology),
                 "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": self.released_only,
-                "layout": self.problem.layout_description()}
+                "layout": self.problem.layout_description(), "average": self.ergodic.summary(self.problem)}
         return Result(w=self.monitor.global_vector(), z=z, history=history, privacy=privacy,
                       reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
 
