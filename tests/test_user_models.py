@@ -91,8 +91,9 @@ PUBLIC = pc.Sensitivity(l1=0.0, l2=0.0)
 @pytest.mark.parametrize(("build", "algorithm"), [
     (_dispatch, pc.algorithms.PRADMM(epsilon=1.0)),
     (_dispatch, pc.algorithms.LinearizedADMM(privacy=pc.ObjectivePerturbation(pc.Laplace(epsilon=0.1)))),
+    (_dispatch, pc.algorithms.LinearizedADMM(privacy=pc.OutputPerturbation(pc.Gaussian(epsilon=0.5, delta=1e-5)))),
     (_consensus_dispatch, pc.algorithms.DPDistributedGradient(epsilon=1.0)),
-], ids=["PRADMM", "Algorithm1", "DPDG"])
+], ids=["PRADMM", "Algorithm1", "Algorithm1-OutPert", "DPDG"])
 @pytest.mark.filterwarnings("ignore::privcvx.errors.ReproducibleNoiseWarning")
 def test_an_agent_without_private_data_is_charged_nothing(build, algorithm):
     public = build(PUBLIC).solve(algorithm, rounds=8, seed=3)
