@@ -152,3 +152,19 @@ def test_readme_example_reports_its_status_honestly():
     assert re.search(r'print\(result\.status\)\s+# "max_rounds"', code)
     last = result.history["consensus_residual"].iloc[-1]
     assert result.average().history["consensus_residual"].iloc[0] < last
+
+
+def test_average_survives_a_checkpoint_and_resume(tmp_path):
+    problem = box_least_squares()
+    path = tmp_path / "run.ckpt"
+    full = problem.solve(rounds=8)
+
+    def interrupt(row):
+        if row["round"] == 4:
+            raise KeyboardInterrupt
+
+    problem.solve(rounds=8, checkpoint=path, callback=interrupt)
+    resumed = problem.solve(rounds=8, resume=path)
+    np.testing.assert_array_equal(resumed.average().w, full.average().w)
+    for mine, theirs in zip(resumed.average().z, full.average().z, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
