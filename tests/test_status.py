@@ -168,3 +168,34 @@ def test_average_survives_a_checkpoint_and_resume(tmp_path):
     np.testing.assert_array_equal(resumed.average().w, full.average().w)
     for mine, theirs in zip(resumed.average().z, full.average().z, strict=True):
         np.testing.assert_array_equal(mine, theirs)
+
+
+def _least_squares_6(seed: int = 0) -> pc.DistributedProblem:
+    """Six agents, strongly convex least squares sum_p ||A_p x - b_p||^2 (A_p 20 x 4 Gaussian), no constraints."""
+    rng = np.random.default_rng(seed)
+    agents = []
+    for _ in range(6):
+        a, b = rng.normal(size=(20, 4)), rng.normal(size=20)
+        x = cp.Variable(4)
+        agents.append(pc.Agent(cp.sum_squares(a @ x - b), shared=x,
+                               smoothness=2 * float(np.linalg.eigvalsh(a.T @ a).max())))
+    return pc.DistributedProblem(agents)
+
+
+@pytest.mark.parametrize("topology", [pc.Topology.random(), pc.Topology.ring()], ids=["random", "ring"])
+def test_diadsp_default_step_blows_up_and_stops_diverging(topology):
+    """DiaDSP's default alpha = 0.1 is too long here (alpha L_max = 7.8): the agents' disagreement grows
+    geometrically while their average oscillates; the run stops "diverging" instead of overflowing at round 166."""
+    problem = _least_squares_6()
+    with pytest.warns(ConvergenceWarning, match="diverging"):
+        result = problem.solve(A.DiaDSP(), topology, rounds=300)
+    assert result.status == "diverging" and len(result.history) <= 20
+    assert result.history["disagreement"].iloc[-1] > 100 * result.history["disagreement"].iloc[0]
+
+
+def test_diadsp_with_a_short_step_converges():
+    problem = _least_squares_6()
+    alpha = 0.25 / max(agent.smoothness for agent in problem.agents)
+    result = problem.solve(A.DiaDSP(alpha=alpha), pc.Topology.random(), rounds=500, reference=True)
+    assert result.status == "converged"
+    np.testing.assert_allclose(result.w, result.reference.w, atol=1e-6)

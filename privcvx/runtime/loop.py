@@ -100,39 +100,54 @@ class Router:
 
 
 class Divergence:
-    """The test for iterates growing without bound, on the public global vector w alone (releases only).
+    """The test for iterates growing without bound, on public values alone (releases only).
 
     Over two windows of :attr:`WINDOW` rounds, the displacements D_0 = w_{t-K} - w_{t-2K} and D_1 = w_t - w_{t-K}
-    (each divided by the window's total step when the history has a ``step`` column, e.g. DPDG's gamma_t):
-    diverging when they point the same way (cosine >= :attr:`ALIGNED`), D_1 is no shorter than D_0, ||w||
-    grows over both windows, w_t - w_{t-K} is above rounding (:attr:`FLOOR` max(1, ||w_t||)) and the round does
-    not meet the method's tolerance. A run that converges has displacements that shrink (at any linear rate the
-    method has, by (1 - rate)^K per window); the differences w_t - w_{t-1} of ADMM on a problem with no
-    optimum tend to a fixed nonzero direction instead (Banjac et al. 2019, Sec. 5), which this detects.
+    of the public global vector (each divided by the window's total step when the history has a ``step``
+    column, e.g. DPDG's gamma_t): diverging when they point the same way (cosine >= :attr:`ALIGNED`), D_1 is no
+    shorter than D_0, ||w|| grows over both windows, w_t - w_{t-K} is above rounding (:attr:`FLOOR`
+    max(1, ||w_t||)) and the round does not meet the method's tolerance. A run that converges has displacements
+    that shrink (at any linear rate the method has, by (1 - rate)^K per window); the differences w_t - w_{t-1}
+    of ADMM on a problem with no optimum tend to a fixed nonzero direction instead (Banjac et al. 2019, Sec. 5).
+
+    Also diverging: ||w|| grows by :attr:`GROWTH`, or the public residual (the releases' disagreement, or the
+    primal residual), once above max(1, ||w||), grows by :attr:`RESIDUAL_GROWTH`, over each of the two windows.
+    That is an oscillating blow-up (a gradient step too long for the graph), whose displacements alternate and
+    whose average may stay put while the agents drift apart.
     """
 
     WINDOW = 5
     ALIGNED = 0.99
     FLOOR = 1e-6
+    GROWTH = 10.0
+    RESIDUAL_GROWTH = 4.0
 
     def __init__(self) -> None:
         self.points: list[np.ndarray] = []
         self.steps: list[float] = []
+        self.residuals: list[float] = []
 
-    def diverging(self, w: np.ndarray, step: float | None) -> bool:
-        """Record round t's w (and its step); whether the last 2K rounds show divergence."""
+    def diverging(self, w: np.ndarray, step: float | None, residual: float = 0.0) -> bool:
+        """Record round t's w, its step and its public residual (the disagreement of the releases, or the
+        primal residual); whether the last 2K rounds show divergence."""
         k = self.WINDOW
         self.points = [*self.points[-2 * k:], np.asarray(w, dtype=float).copy()]
         self.steps = [*self.steps[-2 * k:], 1.0 if step is None else float(step)]
+        self.residuals = [*self.residuals[-2 * k:], float(residual)]
         if len(self.points) <= 2 * k:
             return False
         first, middle, last = self.points[0], self.points[k], self.points[2 * k]
+        norms = [float(np.linalg.norm(v)) for v in (first, middle, last)]
+        residuals = self.residuals[0], self.residuals[k], self.residuals[2 * k]
+        # a geometric blow-up, which the directions below miss when it oscillates
+        for sizes, growth, floor in ((norms, self.GROWTH, 0.0), (residuals, self.RESIDUAL_GROWTH, max(1.0, norms[2]))):
+            if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
+                return True
         old = (middle - first) / max(sum(self.steps[1:k + 1]), np.finfo(float).tiny)
         new = (last - middle) / max(sum(self.steps[k + 1:]), np.finfo(float).tiny)
         old_norm, new_norm = float(np.linalg.norm(old)), float(np.linalg.norm(new))
         if not old_norm > 0.0 or new_norm < old_norm:
             return False
-        norms = [float(np.linalg.norm(v)) for v in (first, middle, last)]
         return (float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
                 and float(np.linalg.norm(last - middle)) > self.FLOOR * max(1.0, norms[2]))
 
@@ -294,7 +309,8 @@ class Run:
                                argument="algorithm")
         self.last_metrics, self.last_w = metrics, w
         self.ergodic.add(w, self.monitor.releases())
-        if self.divergence.diverging(w, row.get("step")) and not self.algorithm.converged(metrics, w):
+        residual = metrics.get("disagreement", metrics.get("primal_residual", 0.0))
+        if self.divergence.diverging(w, row.get("step"), residual) and not self.algorithm.converged(metrics, w):
             return row, "diverging"
         return row, self.algorithm.stop_reason(metrics, w)
 
