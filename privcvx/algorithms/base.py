@@ -425,6 +425,13 @@ class Algorithm(ABC):
         bound = tol * max(1.0, float(np.linalg.norm(w)))
         return metrics["average_change"] <= bound and metrics.get("disagreement", 0.0) <= bound
 
+    def divergence_step(self, metrics: Mapping[str, float]) -> float | None:
+        """The public step of the round, by which the divergence test divides w's displacements, for a method whose
+        steps are not summable (a decaying step moves w less each round even when f has no minimum); None (the
+        default) compares the displacements themselves. Summable steps must return None: their iterates stay
+        within sum_t gamma_t G of the start, so a displacement that does not shrink once divided is no sign."""
+        return None
+
     def stop_reason(self, metrics: Mapping[str, float], w: np.ndarray) -> str | None:
         """A reason to stop after a round with these public metrics ("tolerance" once a given ``tol`` is met), or
         None; without a ``tol`` the run goes to its last round (its status still reads :meth:`converged`)."""

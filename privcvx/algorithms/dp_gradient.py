@@ -45,6 +45,7 @@ stop at the bias of Theorem 10 (see docs/algorithms.md for how far, and for the 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -227,6 +228,10 @@ class DPDistributedGradient(Algorithm):
         c = 1.0 if self._c is None else self._c
         scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (self._p - self._q))
         return scale * self._p if self.calibration == "paper" else scale
+
+    def divergence_step(self, metrics: Mapping[str, float]) -> float | None:
+        """gamma_t for the non-summable "diminishing" steps c / t^(3/4); None for geometric or given ones."""
+        return metrics["step"] if self._kind == "diminishing" else None
 
     def agent_program(self, agent: Agent, context: AgentContext) -> DPDGAgent:
         return DPDGAgent(agent, context, self)

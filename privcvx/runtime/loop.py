@@ -103,39 +103,51 @@ class Divergence:
     """The test for iterates growing without bound, on public values alone (releases only).
 
     Over two windows of :attr:`WINDOW` rounds, the displacements D_0 = w_{t-K} - w_{t-2K} and D_1 = w_t - w_{t-K}
-    of the public global vector (each divided by the window's total step when the history has a ``step``
-    column, e.g. DPDG's gamma_t): diverging when they point the same way (cosine >= :attr:`ALIGNED`), D_1 is no
-    shorter than D_0, ||w|| grows over both windows, w_t - w_{t-K} is above rounding (:attr:`FLOOR`
-    max(1, ||w_t||)) and the round does not meet the method's tolerance. A run that converges has displacements
-    that shrink (at any linear rate the method has, by (1 - rate)^K per window); the differences w_t - w_{t-1}
-    of ADMM on a problem with no optimum tend to a fixed nonzero direction instead (Banjac et al. 2019, Sec. 5).
+    of the public global vector (each divided by the window's total step when the method's steps are not
+    summable, :meth:`~privcvx.algorithms.base.Algorithm.divergence_step`, e.g. DPDG's c / t^(3/4)). Diverging
+    when: they point the same way (cosine >= :attr:`ALIGNED`); D_1 is no shorter than D_0 (to :attr:`SLACK`);
+    ||w|| grows over both windows; w_t - w_{t-K} is above rounding (:attr:`FLOOR` max(1, ||w_t||)); each window's
+    path is nearly straight (its displacement at least :attr:`STRAIGHT` times the length of its round-by-round
+    path: noise and methods circling an optimum fail this); and the round does not meet the method's tolerance.
+    A run that converges has displacements that shrink (at any linear rate the method has, by (1 - rate)^K per
+    window); the differences w_t - w_{t-1} of ADMM on a problem with no optimum tend to a fixed nonzero direction
+    instead (Banjac et al. 2019, Sec. 5).
 
     Also diverging: ||w|| grows by :attr:`GROWTH`, or the public residual (the releases' disagreement, or the
     primal residual), once above max(1, ||w||), grows by :attr:`RESIDUAL_GROWTH`, over each of the two windows.
     That is an oscillating blow-up (a gradient step too long for the graph), whose displacements alternate and
-    whose average may stay put while the agents drift apart.
+    whose average may stay put while the agents drift apart. Either sign must hold in :attr:`PERSIST`
+    consecutive rounds.
     """
 
     WINDOW = 5
     ALIGNED = 0.99
+    STRAIGHT = 0.9
+    SLACK = 1e-3
     FLOOR = 1e-6
     GROWTH = 10.0
     RESIDUAL_GROWTH = 4.0
+    PERSIST = 3
 
     def __init__(self) -> None:
         self.points: list[np.ndarray] = []
         self.steps: list[float] = []
         self.residuals: list[float] = []
+        self.streak = 0
 
     def diverging(self, w: np.ndarray, step: float | None, residual: float = 0.0) -> bool:
         """Record round t's w, its step and its public residual (the disagreement of the releases, or the
-        primal residual); whether the last 2K rounds show divergence."""
+        primal residual); whether the last :attr:`PERSIST` rounds each showed divergence over their 2K rounds."""
         k = self.WINDOW
         self.points = [*self.points[-2 * k:], np.asarray(w, dtype=float).copy()]
         self.steps = [*self.steps[-2 * k:], 1.0 if step is None else float(step)]
         self.residuals = [*self.residuals[-2 * k:], float(residual)]
-        if len(self.points) <= 2 * k:
-            return False
+        self.streak = self.streak + 1 if len(self.points) > 2 * k and self._signs() else 0
+        return self.streak >= self.PERSIST
+
+    def _signs(self) -> bool:
+        """Whether the last 2K + 1 rounds show divergence (class docstring)."""
+        k = self.WINDOW
         first, middle, last = self.points[0], self.points[k], self.points[2 * k]
         norms = [float(np.linalg.norm(v)) for v in (first, middle, last)]
         residuals = self.residuals[0], self.residuals[k], self.residuals[2 * k]
@@ -143,13 +155,26 @@ class Divergence:
         for sizes, growth, floor in ((norms, self.GROWTH, 0.0), (residuals, self.RESIDUAL_GROWTH, max(1.0, norms[2]))):
             if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
                 return True
+        moves = [float(np.linalg.norm(b - a)) for a, b in zip(self.points[:-1], self.points[1:], strict=True)]
+        if float(np.linalg.norm(middle - first)) < self.STRAIGHT * sum(moves[:k]) \
+                or float(np.linalg.norm(last - middle)) < self.STRAIGHT * sum(moves[k:]):
+            return False  # not a straight path: noise, or a method circling its optimum
         old = (middle - first) / max(sum(self.steps[1:k + 1]), np.finfo(float).tiny)
         new = (last - middle) / max(sum(self.steps[k + 1:]), np.finfo(float).tiny)
         old_norm, new_norm = float(np.linalg.norm(old)), float(np.linalg.norm(new))
-        if not old_norm > 0.0 or new_norm < old_norm:
+        if not old_norm > 0.0 or new_norm < (1.0 - self.SLACK) * old_norm:
             return False
         return (float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
                 and float(np.linalg.norm(last - middle)) > self.FLOOR * max(1.0, norms[2]))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The last 2K + 1 rounds' values and the streak, for the checkpoint."""
+        return {"points": self.points, "steps": self.steps, "residuals": self.residuals, "streak": self.streak}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.points, self.steps = list(state["points"]), [float(v) for v in state["steps"]]
+        self.residuals, self.streak = [float(v) for v in state["residuals"]], int(state["streak"])
 
 
 class Ergodic:
@@ -310,7 +335,8 @@ class Run:
         self.last_metrics, self.last_w = metrics, w
         self.ergodic.add(w, self.monitor.releases())
         residual = metrics.get("disagreement", metrics.get("primal_residual", 0.0))
-        if self.divergence.diverging(w, row.get("step"), residual) and not self.algorithm.converged(metrics, w):
+        step = self.algorithm.divergence_step(metrics)
+        if self.divergence.diverging(w, step, residual) and not self.algorithm.converged(metrics, w):
             return row, "diverging"
         return row, self.algorithm.stop_reason(metrics, w)
 
@@ -338,7 +364,7 @@ class Run:
         return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": agents,
                 "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
                 "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
-                "ergodic": self.ergodic.state_dict(),
+                "ergodic": self.ergodic.state_dict(), "divergence": self.divergence.state_dict(),
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
 
     def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
@@ -351,6 +377,7 @@ class Run:
             self.coordinator.load_state_dict(state["coordinator"])
         self.monitor.load_state_dict(state["monitor"])
         self.ergodic.load_state_dict(state["ergodic"])
+        self.divergence.load_state_dict(state["divergence"])
         self.router.load_state_dict(state["router"])
         for ledger, data in zip(self.ledgers, state["ledgers"], strict=True):
             ledger.load_dict(data)
