@@ -127,7 +127,7 @@ class Divergence:
     FLOOR = 1e-6
     GROWTH = 10.0
     RESIDUAL_GROWTH = 4.0
-    PERSIST = 3
+    PERSIST = 15
 
     def __init__(self) -> None:
         self.points: list[np.ndarray] = []
