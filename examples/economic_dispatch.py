@@ -52,8 +52,10 @@ def dispatch_problem(data: dict[str, np.ndarray]) -> pc.DistributedProblem:
         agents.append(pc.Agent(cost, limits, shared={f"gen-{g}": p}, name=f"generator-{g}",
                                smoothness=2 * data["a"][g]))  # the Hessian 2 a_g I: a public bound on L_p
     schedules = [cp.Variable(periods, name=f"operator_p_{g}") for g in range(generators)]
+    # the operator holds no private data: sensitivity 0 (its releases are public, without noise or charge), L = 0
     agents.append(pc.Agent(cp.Constant(0.0), [sum(schedules) == data["demand"]],
-                           shared={f"gen-{g}": s for g, s in enumerate(schedules)}, name="operator"))
+                           shared={f"gen-{g}": s for g, s in enumerate(schedules)}, name="operator",
+                           sensitivity=pc.Sensitivity(l1=0.0, l2=0.0), smoothness=0.0))
     return pc.DistributedProblem(agents)
 
 

@@ -116,6 +116,11 @@ class NominalPrivacyWarning(UserWarning):
     """
 
 
+class ConvergenceWarning(UserWarning):
+    """A run ended without meeting its tolerance (``result.status`` is "max_rounds" or "diverging"), as
+    scikit-learn's ``ConvergenceWarning``: the result is the last iterate, not a solution."""
+
+
 class ReproducibleNoiseWarning(UserWarning):
     """A private run was given an explicit integer seed: anyone who knows it can regenerate the noise."""
 

@@ -160,6 +160,12 @@ class Agent:
         self.variables = self._collect_variables()
         if not self.variables:
             raise DeclarationError("the agent has no variables", agent=label, argument="objective")
+        for variable in self.variables:
+            kind = _unsupported_kind(variable)
+            if kind is not None:
+                raise DeclarationError(f"variable {variable.name()} is {kind}: privcvx solves convex problems over "
+                                       "real variables (drop the attribute, or relax it to bounds)",
+                                       agent=label, argument="variables")
         used = {var.id for source in [objective, *constraints] for var in source.variables()}
         for key, expr in shared_map.items():
             variable = _shared_variable(expr, key=key, agent=label)
@@ -182,6 +188,19 @@ class Agent:
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, variables={len(self.variables)}, "
                 f"constraints={len(self.constraints)}, shared={list(self.shared)})")
+
+
+def _unsupported_kind(variable: cp.Variable) -> str | None:
+    """The kind of a variable privcvx cannot run ("integer", "boolean", "complex"), or None for a real one."""
+    for kind in ("boolean", "integer"):
+        if variable.attributes.get(kind):
+            return kind
+    return "complex" if variable.is_complex() else None
+
+
+def _has_attributes(variable: cp.Variable) -> bool:
+    """Whether a variable carries CVXPY attributes (nonneg, bounds, symmetric, ...) that constrain its values."""
+    return any(value is not None and value is not False for value in variable.attributes.values())
 
 
 def data_leaves(expressions: Sequence[cp.Expression | cp.Constraint]) -> Iterator[tuple[Any, Any]]:
@@ -565,18 +584,19 @@ class DistributedProblem:
     def _consensus_model(self, agents: Sequence[Agent], objective: bool) -> tuple[cp.Problem, dict, dict]:
         """The agents' model with the consensus equalities: their objectives (or 0) and constraints.
 
-        A whole shared variable is replaced by its key's global variable (fewer variables and no
-        equality rows); an indexed one is tied to it by an equality constraint.
+        A whole shared variable without CVXPY attributes is replaced by its key's global variable (fewer
+        variables and no equality rows); an indexed one, or one with attributes (``nonneg=True``, ``bounds=``,
+        ...), is kept, so its attributes stay in the model, and tied to the global variable by an equality.
         """
         keys = {key for agent in agents for key in agent.shared}
         globals_ = {key: cp.Variable(shape if shape else ()) for key, shape in self.key_shapes.items() if key in keys}
         substitute = {expr.id: globals_[key] for agent in agents for key, expr in agent.shared.items()
-                      if isinstance(expr, cp.Variable)}
+                      if isinstance(expr, cp.Variable) and not _has_attributes(expr)}
         constraints: list[cp.Constraint] = []
         for agent in agents:
             constraints.extend(c.copy([_substituted(a, substitute) for a in c.args]) for c in agent.constraints)
             constraints.extend(_substituted(expr, substitute) == globals_[key] for key, expr in agent.shared.items()
-                               if not isinstance(expr, cp.Variable))
+                               if expr.id not in substitute)
         goal = cp.sum([_substituted(agent.objective, substitute) for agent in agents]) if objective else 0
         return cp.Problem(cp.Minimize(goal), constraints), globals_, substitute
 

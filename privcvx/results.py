@@ -31,7 +31,8 @@ class Result:
     no `TIMING_COLUMNS` with ``diagnostics=False``), ``privacy`` one row per agent (``None``
     without privacy), ``reference`` the centralized solution when one was computed, ``transcript``
     every message of the run ([`Transcript`][privcvx.messages.Transcript]), and ``info``: how the run ended
-    (``info["stop"]``: "rounds", "tolerance", "callback", "interrupted" or "failed"), the algorithm and
+    (``info["stop"]``: "rounds", "tolerance", "callback", "diverging", "interrupted" or "failed"; and
+    ``info["status"]``, read as `status`), the algorithm and
     topology, and ``info["diagnostics"]``, the history columns computed from private data (not
     protected by DP, research runs only). Algorithm 1 adds, per agent, its local projection's kind and
     solver counters (``info["projection"]``).
@@ -46,14 +47,51 @@ class Result:
     info: dict[str, Any] = field(default_factory=dict)
     transcript: Transcript = field(default_factory=Transcript)
 
+    @property
+    def status(self) -> str:
+        """How the run ended, computed from the public metrics alone (releases only, under privacy):
+
+        * ``"converged"``: the last round meets the method's tolerance (``tol``, or its default when not given;
+          [`converged`][privcvx.algorithms.base.Algorithm.converged]);
+        * ``"max_rounds"``: the rounds ran out (or a callback stopped the run) before that;
+        * ``"diverging"``: the iterates grow without bound, and the run stopped early
+          ([`Divergence`][privcvx.runtime.loop.Divergence]);
+        * ``"failed"``: the partial result of [`RunFailed`][privcvx.errors.RunFailed]; ``"interrupted"``: Ctrl-C.
+
+        A run that ends "max_rounds" or "diverging" warns with `ConvergenceWarning`.
+        """
+        return str(self.info.get("status", "max_rounds"))
+
+    def average(self) -> Result:
+        """The running (ergodic) average of the released iterates over every round, as a `Result`.
+
+        ``w`` is (1/T) sum_t w^t of the public global vectors, ``z`` each agent's average release (empty when the
+        method's monitor keeps no releases), and ``history`` one row (round T) with the metrics of the average:
+        ``consensus_residual`` sqrt(sum_p ||A_p w_bar - z_bar_p||^2) when each release is the agent's shared
+        entries, and the problem's metrics at w_bar. Computed during the run from each round's messages, the
+        values the transcript holds: post-processing, so it costs no privacy (``privacy`` is this run's table).
+        The convergence theorems of several papers bound this average, not the last iterate (docs/algorithms.md,
+        "Last iterate or average").
+        """
+        average = self.info.get("average") or {}
+        if not average:
+            raise ParameterError("this result has no round to average (or was saved before result.average())",
+                                 argument="result")
+        history = pd.DataFrame([{"round": average["rounds"], **average["metrics"]}])
+        z = [np.asarray(z_p, dtype=float) for z_p in average["z"]] if average["z"] is not None else []
+        return Result(w=np.asarray(average["w"], dtype=float), z=z, history=history, privacy=self.privacy,
+                      reference=self.reference, agents=list(self.agents),
+                      info={**self.info, "iterate": "ergodic average", "release_only": True},
+                      transcript=self.transcript)
+
     def summary(self, file: Any = None) -> str:
         """Print (to ``file``, default stdout) and return the run's final metrics and its privacy table, in full.
 
         The accountants' valid bounds are kept apart from ``epsilon_moments``, the paper's Thm. 4.9 as printed,
         which is not a bound (the erratum in docs/privacy.md).
         """
-        lines = [f"{self.info.get('algorithm', 'run')}: {len(self.history)} rounds, stopped by "
-                 f"{self.info.get('stop', '?')}; noise: {self.info.get('noise', 'none')}"]
+        lines = [f"{self.info.get('algorithm', 'run')}: {len(self.history)} rounds, status {self.status} (stopped by "
+                 f"{self.info.get('stop', '?')}); noise: {self.info.get('noise', 'none')}"]
         if len(self.history):
             last = self.history.iloc[-1]
             diagnostics = set(self.info.get("diagnostics", []))

@@ -135,7 +135,7 @@ def test_variant_2_releases_discrete_gaussians_of_constant_rho(logistic):
     problem, _ = logistic
     rounds = 30
     algorithm = QDPSGD(variant=2, noise_multiplier=5.0, clip=1.0, sampling_rate=0.2, bits=12, resolution=2.0 ** -6)
-    with pytest.warns(ReproducibleNoiseWarning), pytest.warns(pc.errors.ModelingWarning, match=r"sampling_rate=0.2"):
+    with pytest.warns(ReproducibleNoiseWarning), pytest.warns(pc.errors.ConvergenceWarning, match=r"sampling_rate=0.2"):
         result = problem.solve(algorithm, pc.Topology.ring(), rounds=rounds, seed=4)
     accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=NEIGHBOURING_RELATION)
     accountant.compose(dp_accounting.ZCDpEvent(rho=0.5 / 25.0), rounds)
@@ -158,7 +158,7 @@ def test_check_algorithm(variant):
     check_algorithm(QDPSGD(variant=variant, bits=16, resolution=2.0 ** -8))
 
 
-@pytest.mark.filterwarnings("ignore::privcvx.errors.ModelingWarning")  # variant 2 with q < 1
+@pytest.mark.filterwarnings("ignore::privcvx.errors.ConvergenceWarning")  # variant 2 with q < 1
 @pytest.mark.parametrize("variant", [1, 2])
 def test_the_secure_path_runs_on_opendp_and_records_grid_releases(logistic, variant):
     problem, _ = logistic

@@ -169,8 +169,8 @@ def test_full_consensus_average_is_the_per_agent_sum_bitwise(digits) -> None:
 
 
 def test_a_run_without_tol_has_the_history_of_a_run_whose_tol_never_stops_it(digits) -> None:
-    """Without ``tol`` the monitor computes the residuals without line 8 and their scales, and a fixed rho's server
-    computes no residuals; a tolerance that is never met makes both compute everything."""
+    """A fixed rho's server computes no residuals without ``tol``; a tolerance that is never met makes it compute
+    them, and changes nothing else."""
     _, _, problem = digits
     settings = {"rounds": 8, "local_updates": 2, "rho": 0.05, "seed": 0, "diagnostics": False}
     plain = problem.solve(**settings)

@@ -272,6 +272,11 @@ class Monitor(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state written by `state_dict`."""
 
+    def releases(self) -> list[np.ndarray] | None:
+        """Every agent's latest released shared entries, in agent order (for ``result.average()``), or None when
+        the monitor keeps none."""
+        return None
+
 
 class LatestReleases(Monitor):
     """A monitor's memory for decentralized methods: each agent's latest broadcast of one payload key,
@@ -289,6 +294,9 @@ class LatestReleases(Monitor):
         stacked = np.stack([self.latest[name] for name in self.names])
         self.w = stacked.mean(axis=0)
         return stacked
+
+    def releases(self) -> list[np.ndarray] | None:
+        return [self.latest[name] for name in self.names] if len(self.latest) == len(self.names) else None
 
     def agreement(self, messages: list[Message]) -> dict[str, float]:
         """Take the round's broadcasts; return ``disagreement``, the largest pairwise distance of the agents'
@@ -399,8 +407,36 @@ class Algorithm(ABC):
     def monitor(self, problem: DistributedProblem, topology: Topology) -> Monitor:
         """The public-metric computer of a run."""
 
-    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
-        """A reason to stop after a round with these public metrics (e.g. "tolerance"), or None."""
+    #: The tolerance of `converged` when a method's ``tol`` is not given: the disagreement and the change of
+    #: the average release, relative to max(1, ||w||) (measured in docs/algorithms.md, "Status").
+    default_tol: ClassVar[float] = 1e-4
+
+    def converged(self, metrics: Mapping[str, float], w: np.ndarray) -> bool | None:
+        """Whether a round's public metrics meet the tolerance (``tol`` when given, else `default_tol`), or
+        None for a method without a test on its public metrics.
+
+        The test here: the largest disagreement of two agents' releases and the change of the average release
+        both <= tol max(1, ||w||) (the change alone for a method that reports no disagreement). It reads the
+        releases only (public metrics), so it holds under privacy too, where the noise may keep it from passing.
+        """
+        if "average_change" not in metrics:
+            return None
+        tol = getattr(self, "_tol", None) or self.default_tol
+        bound = tol * max(1.0, float(np.linalg.norm(w)))
+        return metrics["average_change"] <= bound and metrics.get("disagreement", 0.0) <= bound
+
+    def divergence_step(self, metrics: Mapping[str, float]) -> float | None:
+        """The public step of the round, by which the divergence test divides w's displacements, for a method whose
+        steps are not summable (a decaying step moves w less each round even when f has no minimum); None (the
+        default) compares the displacements themselves. Summable steps must return None: their iterates stay
+        within sum_t gamma_t G of the start, so a displacement that does not shrink once divided is no sign."""
+        return None
+
+    def stop_reason(self, metrics: Mapping[str, float], w: np.ndarray) -> str | None:
+        """A reason to stop after a round with these public metrics ("tolerance" once a given ``tol`` is met), or
+        None; without a ``tol`` the run goes to its last round (its status still reads `converged`)."""
+        if getattr(self, "_tol", None) is not None and self.converged(metrics, w):
+            return "tolerance"
         return None
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:

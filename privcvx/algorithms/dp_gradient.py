@@ -229,16 +229,15 @@ class DPDistributedGradient(Algorithm):
         scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (self._p - self._q))
         return scale * self._p if self.calibration == "paper" else scale
 
+    def divergence_step(self, metrics: Mapping[str, float]) -> float | None:
+        """gamma_t for the non-summable "diminishing" steps c / t^(3/4); None for geometric or given ones."""
+        return metrics["step"] if self._kind == "diminishing" else None
+
     def agent_program(self, agent: Agent, context: AgentContext) -> DPDGAgent:
         return DPDGAgent(agent, context, self)
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> DPDGMonitor:
         return DPDGMonitor(problem, self.schedule())
-
-    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
-        if self._tol is not None and metrics["disagreement"] <= self._tol and metrics["average_change"] <= self._tol:
-            return "tolerance"
-        return None
 
 
 class DPDGAgent(AgentProgram):

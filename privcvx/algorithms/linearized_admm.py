@@ -51,6 +51,10 @@ HISTORY_COLUMNS = ("round", "objective", "consensus_residual", "primal_residual"
 LOCAL_STEPS = ("exact", "auto")
 
 
+#: Boyd et al.'s (abs, rel) thresholds of ``result.status`` when ``tol`` is not given (docs/algorithms.md, "Status").
+DEFAULT_TOL = (1e-4, 1e-3)
+
+
 def check_tol(tol: Any) -> tuple[float, float] | None:
     """``tol=(abs, rel)``: two finite numbers >= 0, not both 0 (Boyd et al. Sec. 3.3.1)."""
     if tol is None:
@@ -93,7 +97,9 @@ class LinearizedADMM(Algorithm):
     privacy:
         ``None``, ``pc.ObjectivePerturbation(mechanism)`` (Eq. (10)) or ``pc.OutputPerturbation(...)`` (Eq. (12)).
     tol:
-        ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1).
+        ``(abs, rel)``: stop when both ADMM residuals meet Boyd et al.'s thresholds (Sec. 3.3.1). Without it the
+        run goes to its last round, and ``result.status`` is "converged" when the last round meets
+        `DEFAULT_TOL`.
     relaxation:
         Over-relaxation alpha in [1, 2) of the server's averaging and dual update (Boyd et al. Sec. 3.4.3;
         [`OverRelaxation`][privcvx.acceleration.OverRelaxation]); 1 is Algorithm 1 as printed.
@@ -217,19 +223,15 @@ class LinearizedADMM(Algorithm):
         return ADMMServer(problem, self._rho, self._relaxation, self._anderson)
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor:
-        return ADMMMonitor(problem, scales=self._tol is not None)
+        return ADMMMonitor(problem)
 
-    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
-        """Boyd et al. Sec. 3.3.1: stop when both residuals are below their thresholds."""
-        if self._tol is None:
-            return None
-        eps_abs, eps_rel = self._tol
+    def converged(self, metrics: Mapping[str, float], w: np.ndarray) -> bool:
+        """Boyd et al. Sec. 3.3.1: both residuals below their thresholds, at ``tol`` or `DEFAULT_TOL`."""
+        eps_abs, eps_rel = self._tol or DEFAULT_TOL
         root = math.sqrt(metrics["entries"])
         eps_pri = root * eps_abs + eps_rel * metrics["scale_primal"]
         eps_dual = root * eps_abs + eps_rel * metrics["scale_dual"]
-        if metrics["primal_residual"] <= eps_pri and metrics["dual_residual"] <= eps_dual:
-            return "tolerance"
-        return None
+        return metrics["primal_residual"] <= eps_pri and metrics["dual_residual"] <= eps_dual
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
         """``info["projection"]``: per agent, its projection's kind and solver counters; ``info["local_updates"]``:
@@ -524,20 +526,6 @@ class ConsensusDuals:
                 lam_sq += float((lam_p * lam_p).sum())
         return {**self._residuals(primal_sq, dual_sq, rho), **self._scales(z_sq, w_sq, lam_sq)} if residuals else {}
 
-    def residuals(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray],
-                  rho: float | np.ndarray) -> dict[str, float]:
-        """The primal and dual residuals of `update` (bitwise), without line 8 and the scales."""
-        if self.full:
-            return self._residuals(self._rows_total(w - np.stack(released)),
-                                   self._repeated(self._change_sq(w, w_previous, rho)), rho)
-        primal_sq = dual_sq = 0.0
-        for layout, z_new in zip(self.layouts, released, strict=True):
-            gap = w[layout.shared_global] - z_new
-            primal_sq += float((gap * gap).sum())
-            dual_sq += self._change_sq(w[layout.shared_global], w_previous[layout.shared_global],
-                                       rho_of(rho, layout))
-        return self._residuals(primal_sq, dual_sq, rho)
-
     @staticmethod
     def _change_sq(w_p: np.ndarray, w_previous_p: np.ndarray, rho_p: float | np.ndarray) -> float:
         """||A_p (w^{t+1} - w^t)||^2 for one agent (times rho_p entrywise for a vector rho)."""
@@ -718,17 +706,15 @@ class ADMMMonitor(Monitor):
     line 8 from those; when it over-relaxes, they carry the relaxed vector the agent uses (``"w"``, which
     line 8 uses) and the slice of w itself (``"average"``). A per-key rho is reported by its mean over the
     entries of w.
-
-    ``scales=False`` (a run without ``tol``, whose stopping rule reads no scale): the monitor computes the primal
-    and dual residuals alone, which need no duals, and does not replay line 8.
+    The scales are computed in every run: ``result.status`` reads them (`LinearizedADMM.converged`).
     """
 
-    def __init__(self, problem: DistributedProblem, scales: bool = True) -> None:
+    def __init__(self, problem: DistributedProblem) -> None:
+        self.released: list[np.ndarray] | None = None
         self.layouts = problem.layouts
         self.names = problem.names
         self.duals = ConsensusDuals(self.layouts)
         self.w = np.zeros(problem.dim)
-        self.scales = scales
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         if t == 0:  # the agents' initial points: no round yet
@@ -752,17 +738,17 @@ class ADMMMonitor(Monitor):
                 if "lam" in downlink[name].payload:
                     self.duals.lam[p] = downlink[name]["lam"]
         self.w = w
-        released = [uplink[name]["z"] for name in self.names]
-        if self.scales:
-            residuals = self.duals.update(w, w_previous, released, rho,
-                                          [downlink[name]["w"] for name in self.names] if relaxed else None)
-        else:
-            residuals = self.duals.residuals(w, w_previous, released, rho)
+        released = self.released = [uplink[name]["z"] for name in self.names]
+        residuals = self.duals.update(w, w_previous, released, rho,
+                                      [downlink[name]["w"] for name in self.names] if relaxed else None)
         return {**residuals, "consensus_residual": residuals["primal_residual"],
                 "rho": float(np.mean(rho)) if vector else rho}
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()
+
+    def releases(self) -> list[np.ndarray] | None:
+        return self.released
 
     def state_dict(self) -> dict[str, Any]:
         return {"lam": self.duals.lam, "w": self.w}

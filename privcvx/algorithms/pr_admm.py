@@ -45,6 +45,7 @@ from privcvx.algorithms.decentralized_admm import (
     gradient_sensitivity,
 )
 from privcvx.errors import ParameterError, PrivacyError, require_positive
+from privcvx.privacy.mechanisms import Gaussian
 from privcvx.privacy.zcdp import calibrate_first_sigma, gaussian_rho, zcdp_gaussian
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
@@ -251,6 +252,8 @@ class PRADMM(ConsensusADMM):
     def sigmas(self, sensitivity: float, rounds: int) -> np.ndarray:
         """sigma_k, k = 1..T: sigma_1 calibrated so that the T releases spend exactly (epsilon, delta) in zCDP."""
         weights = np.array([self._schedule.weight(k) for k in range(1, rounds + 1)])
+        if sensitivity == 0.0:  # an agent without private data: its releases are public, drawn without noise
+            return np.zeros(rounds)
         first = calibrate_first_sigma(self._epsilon, self._delta, sensitivity, weights)
         return first / np.sqrt(weights)
 
@@ -283,7 +286,9 @@ class PRADMMAgent(ConsensusADMMAgent):
         if not self.settings.private:
             return x_hat.copy()
         sigma = float(self.sigma[min(t, len(self.sigma)) - 1])
-        mechanism = zcdp_gaussian(gaussian_rho(self.sensitivity, sigma), self.settings._delta)
+        # sensitivity 0: a public value, released without noise and charged nothing (the mechanism is not recorded)
+        mechanism = zcdp_gaussian(gaussian_rho(self.sensitivity, sigma), self.settings._delta) if sigma > 0.0 \
+            else Gaussian(epsilon=1.0, delta=self.settings._delta)
         return self.released(t, x_hat, mechanism, self.sensitivity, "output", sigma)
 
     def report(self) -> dict[str, Any]:

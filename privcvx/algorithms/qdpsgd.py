@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import dp_accounting
@@ -75,8 +74,8 @@ import numpy as np
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import (
+    ConvergenceWarning,
     DeclarationError,
-    ModelingWarning,
     ParameterError,
     PrivacyError,
     PrivcvxError,
@@ -306,7 +305,7 @@ class QDPSGD(Algorithm):
 
     def _warn_sampled_state(self, problem: DistributedProblem, rounds: int) -> None:
         """Q-DPSGD-2 with q < 1: the state's sensitivity D_t grows by up to 1 + alpha_t eps L_rec / q per round (module
-        docstring; no amplification is claimed), so the noise grows with it: a ``ModelingWarning`` with the bound."""
+        docstring; no amplification is claimed), so the noise grows with it: a ``ConvergenceWarning`` with the bound."""
         smoothness = max(agent.record_smoothness for agent in problem.agents)
         step, eps = self.schedule(), self._averaging
         log_growth = sum(math.log1p(step(t) * eps * smoothness / self._rate) for t in range(1, rounds + 1))
@@ -314,7 +313,7 @@ class QDPSGD(Algorithm):
                       f"state's release, and it divides the per-round growth of the state's sensitivity D_t by q "
                       f"(1 + alpha_t eps L_rec / q): over {rounds} rounds D_t may grow by a factor of up to "
                       f"10^{log_growth / math.log(10):.1f}, and "
-                      "the noise with it. Use sampling_rate=1 (or a smaller step) with variant=2", ModelingWarning,
+                      "the noise with it. Use sampling_rate=1 (or a smaller step) with variant=2", ConvergenceWarning,
                       stacklevel=4)
 
     def calibrate(self, rounds: int, *, grid: bool = False) -> float:
@@ -355,11 +354,6 @@ class QDPSGD(Algorithm):
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> QDPSGDMonitor:
         return QDPSGDMonitor(problem, topology, self.schedule(), self.bits)
-
-    def stop_reason(self, metrics: Mapping[str, float]) -> str | None:
-        if self._tol is not None and metrics["disagreement"] <= self._tol and metrics["average_change"] <= self._tol:
-            return "tolerance"
-        return None
 
 
 class QDPSGDAgent(AgentProgram):

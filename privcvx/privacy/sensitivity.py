@@ -53,7 +53,8 @@ def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale:
     the norm the release's mechanism is calibrated to ("l1" for Laplace, "l2" for Gaussian, ``None`` for both
     where they can be bounded). Returns the bounds that survive (``l1`` is ``None`` when only l2 does and
     ``norm`` is not "l1"), with the pre-image's ``nominal`` label. Raises `PrivacyError` when ``norm``
-    cannot be bounded.
+    cannot be bounded. A zero pre-image (an agent without private data) stays zero: the solver then solves the
+    same problem on neighbouring datasets, so its error adds nothing.
     """
     if kind not in SET_KINDS:
         raise PrivacyError(f"must be one of {sorted(SET_KINDS)}, got {kind!r}", agent=agent, argument="kind")
@@ -74,7 +75,7 @@ def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale:
                            argument="sensitivity")
     else:
         l1 = None
-    if solver_error:
+    if solver_error and l2 > 0.0:  # a zero pre-image: no private data, the solver sees the same input on D and D'
         l2 += 2.0 * math.sqrt(dim) * solver_error
         l1 = None if l1 is None else l1 + 2.0 * dim * solver_error
     return Sensitivity(l1=l1, l2=l2, nominal=pre_image.nominal)

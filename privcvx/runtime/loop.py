@@ -24,10 +24,12 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from privcvx.algorithms.base import AgentContext, Algorithm
 from privcvx.errors import (
+    ConvergenceWarning,
     ParameterError,
     PrivacyError,
     PrivcvxError,
@@ -37,6 +39,7 @@ from privcvx.errors import (
 )
 from privcvx.messages import Message, Router, Transcript
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
+from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.problem import DistributedProblem
 from privcvx.results import TIMING_COLUMNS, Result
@@ -44,6 +47,133 @@ from privcvx.runtime import checkpoint as checkpoints
 from privcvx.runtime.backends import Ray, make_backend
 from privcvx.solver_warnings import inaccurate_solves
 from privcvx.topology import SERVER, Topology
+
+
+class Divergence:
+    """The test for iterates growing without bound, on public values alone (releases only).
+
+    Over two windows of `WINDOW` rounds, the displacements D_0 = w_{t-K} - w_{t-2K} and D_1 = w_t - w_{t-K}
+    of the public global vector (each divided by the window's total step when the method's steps are not
+    summable, `divergence_step`, e.g. DPDG's c / t^(3/4)). Diverging
+    when: they point the same way (cosine >= `ALIGNED`); D_1 is no shorter than D_0 (to `SLACK`);
+    ||w|| grows over both windows; w_t - w_{t-K} is above rounding (`FLOOR` max(1, ||w_t||)); each window's
+    path is nearly straight (its displacement at least `STRAIGHT` times the length of its round-by-round
+    path: noise and methods circling an optimum fail this); and the round does not meet the method's tolerance.
+    A run that converges has displacements that shrink (at any linear rate the method has, by (1 - rate)^K per
+    window); the differences w_t - w_{t-1} of ADMM on a problem with no optimum tend to a fixed nonzero direction
+    instead (Banjac et al. 2019, Sec. 5).
+
+    Also diverging: ||w|| grows by `GROWTH`, or the public residual (the releases' disagreement, or the
+    primal residual), once above max(1, ||w||), grows by `RESIDUAL_GROWTH`, over each of the two windows.
+    That is an oscillating blow-up (a gradient step too long for the graph), whose displacements alternate and
+    whose average may stay put while the agents drift apart. Either sign must hold in `PERSIST`
+    consecutive rounds.
+    """
+
+    WINDOW = 5
+    ALIGNED = 0.99
+    STRAIGHT = 0.9
+    SLACK = 1e-3
+    FLOOR = 1e-6
+    GROWTH = 10.0
+    RESIDUAL_GROWTH = 4.0
+    PERSIST = 15
+
+    def __init__(self) -> None:
+        self.points: list[np.ndarray] = []
+        self.steps: list[float] = []
+        self.residuals: list[float] = []
+        self.streak = 0
+
+    def diverging(self, w: np.ndarray, step: float | None, residual: float = 0.0) -> bool:
+        """Record round t's w, its step and its public residual (the disagreement of the releases, or the
+        primal residual); whether the last `PERSIST` rounds each showed divergence over their 2K rounds."""
+        k = self.WINDOW
+        self.points = [*self.points[-2 * k:], np.asarray(w, dtype=float).copy()]
+        self.steps = [*self.steps[-2 * k:], 1.0 if step is None else float(step)]
+        self.residuals = [*self.residuals[-2 * k:], float(residual)]
+        self.streak = self.streak + 1 if len(self.points) > 2 * k and self._signs() else 0
+        return self.streak >= self.PERSIST
+
+    def _signs(self) -> bool:
+        """Whether the last 2K + 1 rounds show divergence (class docstring)."""
+        k = self.WINDOW
+        first, middle, last = self.points[0], self.points[k], self.points[2 * k]
+        norms = [float(np.linalg.norm(v)) for v in (first, middle, last)]
+        residuals = self.residuals[0], self.residuals[k], self.residuals[2 * k]
+        # a geometric blow-up, which the directions below miss when it oscillates
+        for sizes, growth, floor in ((norms, self.GROWTH, 0.0), (residuals, self.RESIDUAL_GROWTH, max(1.0, norms[2]))):
+            if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
+                return True
+        moves = [float(np.linalg.norm(b - a)) for a, b in zip(self.points[:-1], self.points[1:], strict=True)]
+        if float(np.linalg.norm(middle - first)) < self.STRAIGHT * sum(moves[:k]) \
+                or float(np.linalg.norm(last - middle)) < self.STRAIGHT * sum(moves[k:]):
+            return False  # not a straight path: noise, or a method circling its optimum
+        old = (middle - first) / max(sum(self.steps[1:k + 1]), np.finfo(float).tiny)
+        new = (last - middle) / max(sum(self.steps[k + 1:]), np.finfo(float).tiny)
+        old_norm, new_norm = float(np.linalg.norm(old)), float(np.linalg.norm(new))
+        if not old_norm > 0.0 or new_norm < (1.0 - self.SLACK) * old_norm:
+            return False
+        return (float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
+                and float(np.linalg.norm(last - middle)) > self.FLOOR * max(1.0, norms[2]))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The last 2K + 1 rounds' values and the streak, for the checkpoint."""
+        return {"points": self.points, "steps": self.steps, "residuals": self.residuals, "streak": self.streak}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict`."""
+        self.points, self.steps = list(state["points"]), [float(v) for v in state["steps"]]
+        self.residuals, self.streak = [float(v) for v in state["residuals"]], int(state["streak"])
+
+
+class Ergodic:
+    """The running (ergodic) sums of the public global vector w^t and of every agent's released shared entries over
+    rounds 1..t: post-processing of the messages, which the monitor reads (``result.average()``)."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.w: np.ndarray | None = None
+        self.z: list[np.ndarray] | None = None
+        self.kept = True  # whether every round so far had every agent's release
+
+    def add(self, w: np.ndarray, releases: list[np.ndarray] | None) -> None:
+        """Add round t's global vector and releases (None: the monitor keeps none, and z is dropped)."""
+        self.rounds += 1
+        self.w = np.array(w, dtype=float) if self.w is None else self.w + w
+        self.kept = self.kept and releases is not None
+        if not self.kept:
+            self.z = None
+        elif self.z is None:
+            self.z = [np.array(z_p, dtype=float) for z_p in releases]
+        else:
+            self.z = [total + z_p for total, z_p in zip(self.z, releases, strict=True)]
+
+    def summary(self, problem: DistributedProblem) -> dict[str, Any]:
+        """``info["average"]``: the averages over the rounds (lists, for the result file), their consensus residual
+        sqrt(sum_p ||A_p w_bar - z_bar_p||^2) when every release is the agent's shared entries, and the problem's
+        metrics at w_bar."""
+        if not self.rounds or self.w is None:
+            return {}
+        w = self.w / self.rounds
+        out: dict[str, Any] = {"rounds": self.rounds, "w": w.tolist(), "z": None, "metrics": {}}
+        if self.z is not None:
+            z = [total / self.rounds for total in self.z]
+            out["z"] = [z_p.tolist() for z_p in z]
+            if all(z_p.shape == layout.shared_global.shape for z_p, layout in zip(z, problem.layouts, strict=True)):
+                out["metrics"]["consensus_residual"] = math.sqrt(sum(
+                    float(((w[layout.shared_global] - z_p) ** 2).sum())
+                    for z_p, layout in zip(z, problem.layouts, strict=True)))
+        out["metrics"].update({name: float(metric(w)) for name, metric in problem.metrics.items()})
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The sums so far, for the checkpoint."""
+        return {"rounds": self.rounds, "w": self.w, "z": self.z, "kept": self.kept}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the sums of `state_dict`."""
+        self.rounds, self.w, self.z, self.kept = int(state["rounds"]), state["w"], state["z"], bool(state["kept"])
 
 
 class Run:
@@ -70,6 +200,10 @@ class Run:
         self.transcript = Transcript()
         self.rows: list[dict[str, Any]] = []
         self.reference: Any = None
+        self.divergence = Divergence()
+        self.ergodic = Ergodic()
+        self.last_metrics: dict[str, float] = {}
+        self.last_w = np.zeros(problem.dim)
         diagnostic = set(algorithm.diagnostic_columns) if self.keep_diagnostics else set()
         # step times depend on the private data (solver iterations): like the backends' busy_s, only with diagnostics
         dropped = set() if self.keep_diagnostics else set(TIMING_COLUMNS)
@@ -148,7 +282,23 @@ class Run:
         if missing:
             raise PrivcvxError(f"{type(self.algorithm).__name__} produced no value for the columns {missing}",
                                argument="algorithm")
-        return row, self.algorithm.stop_reason(metrics)
+        self.last_metrics, self.last_w = metrics, w
+        self.ergodic.add(w, self.monitor.releases())
+        residual = metrics.get("disagreement", metrics.get("primal_residual", 0.0))
+        step = self.algorithm.divergence_step(metrics)
+        if self.divergence.diverging(w, step, residual) and not self.algorithm.converged(metrics, w):
+            return row, "diverging"
+        return row, self.algorithm.stop_reason(metrics, w)
+
+    def status(self, stop: str) -> str:
+        """``result.status`` of a run that ended with ``stop``: "converged" when the last round meets the method's
+        tolerance ([`converged`][privcvx.algorithms.base.Algorithm.converged], public metrics only), else "max_rounds"
+        (also for a run a callback stopped), or "diverging", "interrupted", "failed"."""
+        if stop in ("diverging", "interrupted", "failed"):
+            return stop
+        if stop == "tolerance" or (self.last_metrics and self.algorithm.converged(self.last_metrics, self.last_w)):
+            return "converged"
+        return "max_rounds"
 
     def epsilon(self) -> float:
         """The worst-off agent's cumulative epsilon so far (tightest accountant but PLD, which is slow)."""
@@ -164,6 +314,7 @@ class Run:
         return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": agents,
                 "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
                 "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
+                "ergodic": self.ergodic.state_dict(), "divergence": self.divergence.state_dict(),
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
 
     def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
@@ -175,6 +326,8 @@ class Run:
         if self.coordinator is not None:
             self.coordinator.load_state_dict(state["coordinator"])
         self.monitor.load_state_dict(state["monitor"])
+        self.ergodic.load_state_dict(state["ergodic"])
+        self.divergence.load_state_dict(state["divergence"])
         self.router.load_state_dict(state["router"])
         for ledger, data in zip(self.ledgers, state["ledgers"], strict=True):
             ledger.load_dict(data)
@@ -216,13 +369,28 @@ class Run:
         if self.algorithm.private:
             table = privacy_table(self.ledgers, delta)
             privacy = table if reports is None else self.algorithm.privacy_report(table, reports)
+            public = privacy["agent"].isin([agent.name for agent in self.problem.agents if _public(agent)])
+            privacy.loc[public & (privacy["epsilon_basic"] == 0.0), "calibration"] = PUBLIC_CALIBRATION
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
-        info = {"stop": stop, "rounds": self.rounds, "algorithm": repr(self.algorithm), "topology": repr(self.topology),
+        info = {"stop": stop, "status": self.status(stop), "rounds": self.rounds,
+                "algorithm": repr(self.algorithm), "topology": repr(self.topology),
                 "seed": repr(self.seed), "noise": self.contexts[0].noise.path if self.algorithm.private else "none",
                 "accounting_delta": delta, "diagnostics": diagnostics, "release_only": self.released_only,
-                "layout": self.problem.layout_description()}
+                "layout": self.problem.layout_description(), "average": self.ergodic.summary(self.problem)}
         return Result(w=self.monitor.global_vector(), z=z, history=history, privacy=privacy,
                       reference=self.reference, agents=self.problem.names, info=info, transcript=self.transcript)
+
+
+#: The privacy table's calibration of an agent that declared ``pc.Sensitivity(l1=0, l2=0)``: it holds no private
+#: data, so its releases carry no noise and nothing is charged.
+PUBLIC_CALIBRATION = "public (no private data)"
+
+
+def _public(agent: Any) -> bool:
+    """Whether an agent declared a zero sensitivity in every norm it gave (no private data)."""
+    declared = getattr(agent, "sensitivity", None)
+    return isinstance(declared, Sensitivity) and all(
+        value in (None, 0.0) for value in (declared.l1, declared.l2))
 
 
 def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | None = None, *, rounds: int = 100,
@@ -306,7 +474,15 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
         finally:
             if bar is not None:
                 bar.close()
-        return run_.result(hosts, stop)
+        result = run_.result(hosts, stop)
+    if result.status in ("max_rounds", "diverging"):
+        last = f"round {len(result.history)}" if len(result.history) else "no round"
+        warnings.warn(f"{type(algorithm).__name__} ended {result.status!r} at {last} of {rounds}: "
+                      + ("the iterates grow without bound (is the problem bounded below?)"
+                         if result.status == "diverging" else
+                         "the tolerance is not met; result.w is the last iterate (more rounds, or see "
+                         "result.average() and docs/tuning.md)"), ConvergenceWarning, stacklevel=3)
+    return result
 
 
 def resolve_seed(seed: int | str | None, private: bool) -> int | str | None:

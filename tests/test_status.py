@@ -1,0 +1,202 @@
+"""result.status from public metrics, the divergence stop, pc.ConvergenceWarning, and result.average()."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from core_problems import box_least_squares
+
+import privcvx as pc
+from privcvx.errors import ConvergenceWarning, RunFailed
+
+ROOT = Path(__file__).resolve().parents[1]
+A = pc.algorithms
+
+
+def _unbounded() -> pc.DistributedProblem:
+    """A linear objective with no constraints: sum_p c_p^T x has no minimum (CVXPY: "unbounded")."""
+    agents = []
+    for p, c in enumerate([np.array([1.0, 0.5]), np.array([0.5, -0.2]), np.array([0.3, 0.1])]):
+        x = cp.Variable(2, name=f"x{p}")
+        agents.append(pc.Agent(c @ x, shared=x, name=f"agent-{p}", smoothness=0.0))
+    return pc.DistributedProblem(agents)
+
+
+def test_the_unbounded_problem_is_unbounded_for_cvxpy():
+    x = cp.Variable(2)
+    problem = cp.Problem(cp.Minimize(np.array([1.8, 0.4]) @ x))
+    problem.solve()
+    assert problem.status == cp.UNBOUNDED
+
+
+@pytest.mark.parametrize("algorithm", [None, A.DPDistributedGradient(), A.PRADMM(), A.RandomizedADMM(),
+                                       A.ExactADMM()],
+                         ids=["Algorithm1", "DPDG", "PRADMM", "RandomizedADMM", "ExactADMM"])
+def test_an_unbounded_problem_stops_diverging_within_a_few_rounds(algorithm):
+    with pytest.warns(ConvergenceWarning, match="diverging"):
+        result = _unbounded().solve(algorithm, rounds=200)
+    assert result.status == "diverging" and result.info["stop"] == "diverging"
+    assert len(result.history) <= 40  # measured: 25 (RandomizedADMM: 25 to 30, its aggregators are random)
+
+
+@pytest.mark.parametrize("algorithm", [None, A.PRADMM(), A.RandomizedADMM(), A.ExactADMM()],
+                         ids=["Algorithm1", "PRADMM", "RandomizedADMM", "ExactADMM"])
+def test_a_converging_default_run_reports_converged_and_does_not_warn(algorithm):
+    problem = box_least_squares()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        result = problem.solve(algorithm, rounds=300, reference=True)
+    assert result.status == "converged" and len(result.history) == 300  # the default tol judges, does not stop
+    gap = abs(result.history["objective"].iloc[-1] - result.reference.value)
+    assert gap <= 1e-6 * max(1.0, abs(result.reference.value))  # the centralized optimum agrees
+
+
+def test_a_short_run_is_max_rounds_and_warns():
+    with pytest.warns(ConvergenceWarning, match="'max_rounds' at round 3 of 3"):
+        result = box_least_squares().solve(rounds=3)
+    assert result.status == "max_rounds"
+
+
+def test_a_given_tol_stops_the_run_converged():
+    result = box_least_squares().solve(rounds=300, tol=(1e-6, 1e-5))
+    assert result.status == "converged" and result.info["stop"] == "tolerance" and len(result.history) < 300
+
+
+def test_status_is_computed_under_privacy_from_releases_and_survives_save(tmp_path):
+    problem = box_least_squares()
+    privacy = pc.ObjectivePerturbation(pc.Gaussian(epsilon=0.5, delta=1e-5))
+    with pytest.warns(ConvergenceWarning):
+        result = problem.solve(rounds=20, privacy=privacy, diagnostics=False)
+    assert result.status == "max_rounds"
+    result.save(tmp_path / "run.npz")
+    loaded = pc.load_result(tmp_path / "run.npz")
+    assert loaded.status == "max_rounds"
+    np.testing.assert_array_equal(loaded.average().w, result.average().w)
+
+
+def test_a_failed_run_and_an_interrupted_run():
+    problem = box_least_squares()
+
+    def fail(row):
+        if row["round"] == 3:
+            raise RuntimeError("injected")
+
+    with pytest.raises(RunFailed, match="injected") as info:
+        problem.solve(rounds=10, callback=fail)
+    assert info.value.result.status == "failed"
+
+    def interrupt(row):
+        if row["round"] == 3:
+            raise KeyboardInterrupt
+
+    stopped = problem.solve(rounds=10, callback=interrupt)
+    assert stopped.status == "interrupted" and len(stopped.history) == 3
+
+
+# ---- the ergodic average ---------------------------------------------------------------------------------------
+def test_average_is_the_mean_of_the_released_iterates_in_the_transcript():
+    """Algorithm 1 under ObjPert: the average recomputed from the transcript (the server's w, each agent's z)."""
+    problem = box_least_squares()
+    privacy = pc.ObjectivePerturbation(pc.Gaussian(epsilon=0.5, delta=1e-5))
+    with pytest.warns(ConvergenceWarning):
+        result = problem.solve(rounds=40, privacy=privacy)
+    rounds = range(1, 41)
+    first = problem.names[0]
+    w = np.mean([next(m["w"] for m in result.transcript.round(t) if m.receiver == first) for t in rounds], axis=0)
+    z = [np.mean([next(m["z"] for m in result.transcript.round(t) if m.sender == name) for t in rounds], axis=0)
+         for name in problem.names]
+    average = result.average()
+    np.testing.assert_allclose(average.w, w, rtol=1e-12, atol=1e-14)
+    for mine, theirs in zip(average.z, z, strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-14)
+    residual = np.sqrt(sum(np.sum((w - z_p) ** 2) for z_p in z))
+    assert average.history["consensus_residual"].iloc[0] == pytest.approx(residual, rel=1e-12)
+    assert residual < result.history["consensus_residual"].iloc[-1]  # the noise averages out
+    assert average.privacy.equals(result.privacy)  # post-processing: the same spend
+
+
+def test_average_of_a_decentralized_method():
+    """DPDG: the average over rounds of the agents' latest broadcasts y_i, and of their mean (w). Round t's step
+    sends y_i(t + 1), stamped t + 1 (the start sends y_i(1))."""
+    problem = box_least_squares()
+    with pytest.warns(ConvergenceWarning):
+        result = problem.solve(A.DPDistributedGradient(), rounds=30)
+    latest = {m.sender: m["y"] for m in result.transcript.round(1)}
+    totals, w_total = dict.fromkeys(problem.names, 0.0), 0.0
+    for t in range(1, 31):
+        latest.update({m.sender: m["y"] for m in result.transcript.round(t + 1)})
+        for name in problem.names:
+            totals[name] = totals[name] + latest[name]
+        w_total = w_total + np.mean([latest[name] for name in problem.names], axis=0)
+    average = result.average()
+    np.testing.assert_allclose(average.w, w_total / 30, rtol=1e-12)
+    for mine, name in zip(average.z, problem.names, strict=True):
+        np.testing.assert_allclose(mine, totals[name] / 30, rtol=1e-12)
+
+
+def test_readme_example_reports_its_status_honestly():
+    """The README's example ends unconverged: the README says so, and prints the status and the average."""
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Example\n\n```python\n(.*?)```", text, re.S).group(1)
+    assert "print(result.status)" in code and "result.average()" in code
+    namespace: dict = {}
+    with pytest.warns(ConvergenceWarning, match="max_rounds"):
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    result = namespace["result"]
+    assert result.status == "max_rounds"
+    assert re.search(r'print\(result\.status\)\s+# "max_rounds"', code)
+    last = result.history["consensus_residual"].iloc[-1]
+    assert result.average().history["consensus_residual"].iloc[0] < last
+
+
+def test_average_survives_a_checkpoint_and_resume(tmp_path):
+    problem = box_least_squares()
+    path = tmp_path / "run.ckpt"
+    full = problem.solve(rounds=8)
+
+    def interrupt(row):
+        if row["round"] == 4:
+            raise KeyboardInterrupt
+
+    problem.solve(rounds=8, checkpoint=path, callback=interrupt)
+    resumed = problem.solve(rounds=8, resume=path)
+    np.testing.assert_array_equal(resumed.average().w, full.average().w)
+    for mine, theirs in zip(resumed.average().z, full.average().z, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def _least_squares_6(seed: int = 0) -> pc.DistributedProblem:
+    """Six agents, strongly convex least squares sum_p ||A_p x - b_p||^2 (A_p 20 x 4 Gaussian), no constraints."""
+    rng = np.random.default_rng(seed)
+    agents = []
+    for _ in range(6):
+        a, b = rng.normal(size=(20, 4)), rng.normal(size=20)
+        x = cp.Variable(4)
+        agents.append(pc.Agent(cp.sum_squares(a @ x - b), shared=x,
+                               smoothness=2 * float(np.linalg.eigvalsh(a.T @ a).max())))
+    return pc.DistributedProblem(agents)
+
+
+@pytest.mark.parametrize("topology", [pc.Topology.random(), pc.Topology.ring()], ids=["random", "ring"])
+def test_diadsp_default_step_blows_up_and_stops_diverging(topology):
+    """DiaDSP's default alpha = 0.1 is too long here (alpha L_max = 7.8): the agents' disagreement grows
+    geometrically while their average oscillates; the run stops "diverging" (measured: round 25) instead of
+    overflowing at round 166."""
+    problem = _least_squares_6()
+    with pytest.warns(ConvergenceWarning, match="diverging"):
+        result = problem.solve(A.DiaDSP(), topology, rounds=300)
+    assert result.status == "diverging" and len(result.history) <= 30
+    assert result.history["disagreement"].iloc[-1] > 100 * result.history["disagreement"].iloc[0]
+
+
+def test_diadsp_with_a_short_step_converges():
+    problem = _least_squares_6()
+    alpha = 0.25 / max(agent.smoothness for agent in problem.agents)
+    result = problem.solve(A.DiaDSP(alpha=alpha), pc.Topology.random(), rounds=500, reference=True)
+    assert result.status == "converged"
+    np.testing.assert_allclose(result.w, result.reference.w, atol=1e-6)
