@@ -144,9 +144,6 @@ def test_full_consensus_line8_and_residuals_are_the_per_agent_loops_bitwise(digi
         used = [w + 0.3 * (w - z) for z in released] if relaxed else None
         expected = looped.update(w, w_previous, released, rho, used)
         assert stacked.update(w, w_previous, released, rho, used) == expected  # floats compared exactly
-        public = stacked.residuals(w, w_previous, released, rho)
-        assert public == looped.residuals(w, w_previous, released, rho)
-        assert public == {k: expected[k] for k in ("primal_residual", "dual_residual")}
         for mine, theirs in zip(stacked.lam, looped.lam, strict=True):
             assert mine.tobytes() == theirs.tobytes()
         w_previous = w

@@ -63,7 +63,9 @@ def test_inaccurate_reference_warns_once(inaccurate_solver):
 def test_accurate_runs_stay_silent():
     problem, _, _ = box_l1_least_squares(agents=3)
     result, caught = _caught(lambda: problem.solve(LinearizedADMM(local_updates="exact"), rounds=3, progress=False))
-    assert "inaccurate_solves" not in result.info and not caught
+    assert "inaccurate_solves" not in result.info
+    # the only warning of a 3-round run is that it did not converge; nothing from the solver
+    assert [w.category for w in caught] == [pc.ConvergenceWarning] and result.status == "max_rounds"
     assert isinstance(pc.errors.SolverAccuracyWarning(), UserWarning)
 
 
