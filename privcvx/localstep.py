@@ -177,7 +177,7 @@ def _has_attributes(var: cp.Variable) -> bool:
     return any(value not in (None, False) for value in var.attributes.values())
 
 
-def _box_bounds(agent: Agent, layout: AgentLayout) -> tuple[np.ndarray, np.ndarray] | None:
+def box_bounds(agent: Agent, layout: AgentLayout) -> tuple[np.ndarray, np.ndarray] | None:
     """Lower and upper bounds of z if every constraint is a constant bound on a whole variable."""
     offsets = {v.id: (o, v) for v, o in zip(agent.variables, layout.offsets, strict=True)}
     lower = np.full(layout.dim, -np.inf)
@@ -217,7 +217,7 @@ class Projection:
         self.stats = ProjectionStats()
         has_attributes = any(_has_attributes(v) for v in agent.variables)
         self.kind = "free" if not agent.constraints and not has_attributes else "conic"
-        self.bounds = _box_bounds(agent, layout) if self.kind == "conic" and not has_attributes else None
+        self.bounds = box_bounds(agent, layout) if self.kind == "conic" and not has_attributes else None
         if self.bounds is not None:
             self.kind = "box"
         if self.kind != "conic":

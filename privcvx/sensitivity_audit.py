@@ -31,7 +31,7 @@ import numpy as np
 
 from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import _box_bounds
+from privcvx.localstep import box_bounds
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.problem import Agent, AgentLayout
 
@@ -138,7 +138,7 @@ def audit_points(agent: Agent, layout: AgentLayout, *, count: int = 4, seed: int
     """Where `check_builder` replays: the origin, ``count`` random points and ``count`` corners of the agent's
     public box (clipped to it), or ``count`` random points at scales 1 and 10 on a free or conic set."""
     rng = np.random.default_rng(seed)
-    bounds = _box_bounds(agent, layout) if agent.constraints else None
+    bounds = box_bounds(agent, layout) if agent.constraints else None
     points = [np.zeros(layout.dim)]
     if bounds is not None and np.all(np.isfinite(bounds[0])) and np.all(np.isfinite(bounds[1])):
         low, high = bounds

@@ -5,7 +5,7 @@ with Laplace noise of scale Delta_1 / epsilon, Delta_1 = `coefficient_sensitivit
 epsilon-DP. `check_functional_mechanism` audits that release the way `pc.algorithms.check_privacy` audits an
 algorithm (issue 27): a neighbouring pair theta(D), theta(D') from `worst_case_coefficients`, ``runs`` draws on
 each through the builders' own secure path (``perturb_coefficients`` with ``agent_noise_sources(resolve_seed(None,
-private=True), 1)``: the grid's discrete Laplace), the exact LLR of each release (``privacy_audit._log_ratio``:
+private=True), 1)``: the grid's discrete Laplace), the exact LLR of each release (``privacy_audit.release_log_ratio``:
 both noise-free coefficient vectors are known), the thresholds ``LAPLACE_THRESHOLDS`` fixed in advance and
 Clopper-Pearson bounds with Bonferroni (`epsilon_lower_bound`).
 
@@ -28,11 +28,11 @@ import numpy as np
 
 from privcvx.algorithms.privacy_audit import (
     LAPLACE_THRESHOLDS,
+    DrawnRelease,
     PrivacyAudit,
     PrivacyAuditFailure,
-    _Drawn,
-    _log_ratio,
     epsilon_lower_bound,
+    release_log_ratio,
 )
 from privcvx.errors import ParameterError, check_int
 from privcvx.privacy.mechanisms import check_epsilon
@@ -52,13 +52,13 @@ def _llr_sample(original: np.ndarray, neighbour: np.ndarray, d: int, epsilon: fl
                 factor: float) -> tuple[np.ndarray, float]:
     """The normalized LLR towards D' of ``runs`` secure PDFC releases on D (or D'), and the pair's bound."""
     noise = agent_noise_sources(resolve_seed(None, private=True), 1)[0]
-    drawn = _Drawn(original, "laplace", coefficient_sensitivity(d)[0] / epsilon * factor,
+    drawn = DrawnRelease(original, "laplace", coefficient_sensitivity(d)[0] / epsilon * factor,
                    coefficient_sensitivity(d)[0], True, False)
     source = neighbour if on_neighbour else original
     statistic, normalizer = np.empty(runs), math.nan
     for run in range(runs):
         released = perturb_coefficients(source, d, "pdfc", epsilon / factor, 0.0, None, 1.0, noise)
-        llr, normalizer = _log_ratio(released, original, neighbour, drawn)
+        llr, normalizer = release_log_ratio(released, original, neighbour, drawn)
         statistic[run] = llr / normalizer
     return statistic, normalizer
 

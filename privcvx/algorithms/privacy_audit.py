@@ -170,7 +170,7 @@ class PrivacyAuditFailure(AssertionError):
 # ---- recording and replaying one agent's releases ---------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Drawn:
+class DrawnRelease:
     """One release as drawn: its noise-free value, the noise's kind and scale, the charged sensitivity, whether it
     was on the grid, and whether the noise was subtracted."""
 
@@ -185,7 +185,7 @@ class _Drawn:
 class _RecordingContext(AgentContext):
     """An agent context that also keeps, for each release, what the replay's likelihood needs."""
 
-    drawn: list[_Drawn | None]
+    drawn: list[DrawnRelease | None]
 
     def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
                 tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
@@ -194,7 +194,7 @@ class _RecordingContext(AgentContext):
                                    charge=charge)
         calibrated = self.noise.calibrated(mechanism)
         drawn = (calibrated.scale(sensitivity) if scale is None else scale) * self.audit_noise_factor
-        self.drawn.append(_Drawn(np.array(value, dtype=float), calibrated.draws, drawn,
+        self.drawn.append(DrawnRelease(np.array(value, dtype=float), calibrated.draws, drawn,
                                  sensitivity.get(calibrated.norm), self.noise.path != SEEDED_PATH, subtract))
         return released
 
@@ -321,7 +321,8 @@ def float_reachable(release: float, value: float, scale: float, subtract: bool =
     return forward(low) == target
 
 
-def _log_ratio(observed: np.ndarray, own: np.ndarray, other: np.ndarray, drawn: _Drawn) -> tuple[float, float]:
+def release_log_ratio(observed: np.ndarray, own: np.ndarray, other: np.ndarray,
+                      drawn: DrawnRelease) -> tuple[float, float]:
     """log p_other(y) - log p_own(y) for one release y, and its normalizer (the largest |LLR| for Laplace noise,
     mu^2 = ||shift||^2 / sigma^2 for Gaussian noise), in the units of the noise actually drawn."""
     if drawn.kind == "discrete_gaussian":  # integer codes with integer noise of scale sigma
@@ -386,7 +387,7 @@ def _runs(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inbo
                 raise PrivacyError("the audited agent charges for noise it drew earlier (objective perturbation): the "
                                    "likelihood of its releases is not the replay's; pass statistic='projection'",
                                    agent=context.name, argument="statistic")
-            ratio, scale = _log_ratio(observed[i], drawn.value, replay.values[i], drawn)
+            ratio, scale = release_log_ratio(observed[i], drawn.value, replay.values[i], drawn)
             change = np.linalg.norm(drawn.value - replay.values[i], ord=1 if drawn.kind == "laplace" else 2)
             sample.attained = max(sample.attained, float(change / (drawn.bound + _rounding(drawn.value))))
             sample.kinds.add("laplace" if drawn.kind == "laplace" else "gaussian")
