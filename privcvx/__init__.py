@@ -12,7 +12,8 @@ from privcvx.errors import ConvergenceWarning, NominalPrivacyWarning
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, Mechanism, Sensitivity
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation
-from privcvx.problem import Agent, CentralizedSolution, DistributedProblem
+from privcvx.problem import Agent, DistributedProblem
+from privcvx.reference import CentralizedSolution
 from privcvx.results import Result, load_result
 from privcvx.topology import Topology
 

@@ -18,7 +18,7 @@ fall back to CVXPY for that sub-expression only, which is correct but slow.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
 import numpy as np
@@ -29,7 +29,8 @@ from cvxpy.atoms.affine.sum import Sum
 from cvxpy.atoms.affine.unary_operators import NegExpression
 from scipy.special import expit, logsumexp, softmax
 
-from privcvx.problem import Agent, AgentLayout
+if TYPE_CHECKING:
+    from privcvx.problem import Agent, AgentLayout
 
 
 class _Node:
