@@ -8,6 +8,7 @@ of Ryu & Kim, DP linearized ADMM with multiple local updates, with objective per
 """
 
 from privcvx import algorithms, errors, runtime, schedules
+from privcvx.compare import Method, Study, compare
 from privcvx.errors import ConvergenceWarning, NominalPrivacyWarning
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, Mechanism, Sensitivity
@@ -19,7 +20,8 @@ from privcvx.topology import Topology
 
 __all__ = [
     "Agent", "Budget", "CentralizedSolution", "ConvergenceWarning", "DistributedProblem", "Gaussian", "Laplace",
-    "Mechanism", "Message", "NominalPrivacyWarning", "ObjectivePerturbation", "OutputPerturbation", "Result",
-    "Sensitivity", "Topology", "Transcript", "algorithms", "errors", "load_result", "runtime", "schedules",
+    "Mechanism", "Message", "Method", "NominalPrivacyWarning", "ObjectivePerturbation", "OutputPerturbation",
+    "Result", "Sensitivity", "Study", "Topology", "Transcript", "algorithms", "compare", "errors", "load_result",
+    "runtime", "schedules",
 ]
 __version__ = "0.1.0"
