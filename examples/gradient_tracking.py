@@ -22,12 +22,16 @@ from typing import Any
 import numpy as np
 
 import privcvx as pc
-from privcvx.algorithms import AgentContext, Algorithm, check_algorithm
-from privcvx.algorithms.base import LatestReleases
-from privcvx.algorithms.conformance import consensus_problem
-from privcvx.gradients import GradientEvaluator
-from privcvx.messages import Message
-from privcvx.problem import Agent, DistributedProblem
+from privcvx.algorithms import (
+    AgentContext,
+    AgentProgram,
+    Algorithm,
+    GradientEvaluator,
+    LatestReleases,
+    Message,
+    check_algorithm,
+    consensus_problem,
+)
 
 
 class GradientTracking(Algorithm):
@@ -45,7 +49,7 @@ class GradientTracking(Algorithm):
     def default_topology(self) -> pc.Topology:
         return pc.Topology.complete()
 
-    def check(self, problem: DistributedProblem, topology: pc.Topology) -> None:
+    def check(self, problem: pc.DistributedProblem, topology: pc.Topology) -> None:
         self.require_decentralized(topology)
         self.require_consensus(problem)
         for agent in problem.agents:
@@ -56,23 +60,23 @@ class GradientTracking(Algorithm):
                 raise self.unsupported("undeclared smoothness", "declare pc.Agent(smoothness=...) or give alpha",
                                        agent=agent.name, argument="smoothness")
 
-    def prepare(self, problem: DistributedProblem, topology: pc.Topology, rounds: int) -> GradientTracking:
+    def prepare(self, problem: pc.DistributedProblem, topology: pc.Topology, rounds: int) -> GradientTracking:
         self.check(problem, topology)
         if self.alpha is not None:
             return self
         return self.clone(alpha=1.0 / (4.0 * max(agent.smoothness for agent in problem.agents)))
 
-    def agent_program(self, agent: Agent, context: AgentContext) -> TrackingAgent:
+    def agent_program(self, agent: pc.Agent, context: AgentContext) -> TrackingAgent:
         return TrackingAgent(agent, context, self)
 
-    def monitor(self, problem: DistributedProblem, topology: pc.Topology) -> TrackingMonitor:
+    def monitor(self, problem: pc.DistributedProblem, topology: pc.Topology) -> TrackingMonitor:
         return TrackingMonitor(problem)
 
 
-class TrackingAgent:
+class TrackingAgent(AgentProgram):
     """Agent i: its estimate x_i, its gradient tracker y_i, and the gradient at x_i."""
 
-    def __init__(self, agent: Agent, context: AgentContext, settings: GradientTracking) -> None:
+    def __init__(self, agent: pc.Agent, context: AgentContext, settings: GradientTracking) -> None:
         self.context, self.settings = context, settings
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.x = np.zeros(context.layout.dim)
@@ -111,7 +115,7 @@ class TrackingAgent:
 class TrackingMonitor(LatestReleases):
     """Public metrics from the messages: the largest distance of an estimate from the average."""
 
-    def __init__(self, problem: DistributedProblem) -> None:
+    def __init__(self, problem: pc.DistributedProblem) -> None:
         super().__init__(problem, "x")
 
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:

@@ -26,7 +26,7 @@ import pandas as pd
 
 import privcvx as pc
 from privcvx.errors import DeclarationError, SolverError
-from privcvx.problem import CentralizedSolution
+from privcvx.reference import CentralizedSolution
 
 from .data import NetworkData, load_case, network_data, quiet_pandapower
 from .model import BLOCKS, SocModel, SocopfResult

@@ -12,13 +12,15 @@ numpy), so privcvx compiles the expression tree once:
 Parameters (an agent's private data) are read when the evaluator compiles the tree, at
 its first use in a run (an agent with a gradient oracle needs the tree only for f_p's value,
 which runs without diagnostics never ask for); they are not meant to change during a run. Atoms without a numpy rule
-fall back to CVXPY for that sub-expression only, which is correct but slow.
+fall back to CVXPY for that sub-expression only, which is correct but slow. The rules are a registry keyed by
+CVXPY atom class (`ATOM_RULES`), which also says which atoms are nonsmooth (`privcvx.tuning.is_smooth`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
 import numpy as np
@@ -27,9 +29,13 @@ from cvxpy.atoms.affine.add_expr import AddExpression
 from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
 from cvxpy.atoms.affine.sum import Sum
 from cvxpy.atoms.affine.unary_operators import NegExpression
+from cvxpy.atoms.elementwise.power import Power
+from cvxpy.atoms.pnorm import Pnorm
+from cvxpy.atoms.quad_form import QuadForm
 from scipy.special import expit, logsumexp, softmax
 
-from privcvx.problem import Agent, AgentLayout
+if TYPE_CHECKING:
+    from privcvx.problem import Agent, AgentLayout
 
 
 class _Node:
@@ -199,77 +205,145 @@ def _expand(up: np.ndarray, x: np.ndarray, axis: int | None) -> np.ndarray:
     return np.broadcast_to(np.expand_dims(np.asarray(up).reshape(np.delete(x.shape, axis)), axis), x.shape)
 
 
+Child = Callable[[int], _Node]
+#: An atom's compile rule: from the expression and its compiled children (``child(i)``), the node, or None when this
+#: form of the atom has no numpy rule (e.g. a p-norm other than 2: the sub-expression then falls back to CVXPY).
+Compile = Callable[[cp.Expression, Child], "_Node | None"]
+
+
+@dataclass(frozen=True)
+class AtomRule:
+    """What privcvx knows of one CVXPY atom class: how to evaluate it in numpy (``compile``, None: CVXPY evaluates
+    it) and whether its (sub)gradient is continuous (``smooth``; used by `privcvx.tuning.is_smooth`)."""
+
+    compile: Compile | None
+    smooth: bool
+
+
+def _scaled_product(expr: cp.Expression, child: Child) -> _Node | None:
+    kids = expr.args
+    if len(kids) != 2 or not (kids[0].is_scalar() or isinstance(expr, multiply)):
+        return None
+    const, var_side = (0, 1) if not kids[0].variables() else (1, 0)
+    if kids[const].variables():
+        return None
+    return _Scaled(expr.shape, child(var_side), np.asarray(kids[const].value, dtype=float))
+
+
+def _quotient(expr: cp.Expression, child: Child) -> _Node | None:
+    if expr.args[1].variables():
+        return None
+    return _Scaled(expr.shape, child(0), 1.0 / np.asarray(expr.args[1].value, dtype=float))
+
+
+def _sum(expr: cp.Expression, child: Child) -> _Node:
+    axis, keepdims = expr.axis, expr.keepdims
+    return _Reduction(expr.shape, child(0), _axis_reduce(np.sum, axis, keepdims), lambda x, up: _expand(up, x, axis))
+
+
+def _quad_over_lin(expr: cp.Expression, child: Child) -> _Node | None:
+    if expr.args[1].variables():
+        return None
+    y = float(expr.args[1].value)
+    return _Reduction(expr.shape, child(0), lambda x: np.sum(x ** 2) / y, lambda x, up: 2.0 * x / y * up)
+
+
+def _power(expr: cp.Expression, child: Child) -> _Node:
+    p = float(expr.p.value)
+    return _Elementwise(expr.shape, child(0), lambda x: x ** p, lambda x: p * x ** (p - 1))
+
+
+def _quad_form(expr: cp.Expression, child: Child) -> _Node | None:
+    if expr.args[1].variables():
+        return None
+    mat = np.asarray(expr.args[1].value, dtype=float)
+    return _Reduction(expr.shape, child(0), lambda x: x @ mat @ x, lambda x, up: (mat + mat.T) @ x * up)
+
+
+def _log_sum_exp(expr: cp.Expression, child: Child) -> _Node:
+    axis, keepdims = expr.axis, expr.keepdims
+    return _Reduction(expr.shape, child(0), _axis_reduce(logsumexp, axis, keepdims),
+                      lambda x, up: softmax(x, axis=axis) * _expand(up, x, axis))
+
+
+def _two_norm(expr: cp.Expression, child: Child) -> _Node | None:
+    if expr.axis is not None or float(expr.p) != 2.0:
+        return None
+    return _Reduction(expr.shape, child(0), np.linalg.norm, lambda x, up: (x / max(np.linalg.norm(x), 1e-300)) * up)
+
+
+def _norm1(expr: cp.Expression, child: Child) -> _Node | None:
+    if expr.axis is not None:
+        return None
+    return _Reduction(expr.shape, child(0), lambda x: np.abs(x).sum(), lambda x, up: np.sign(x) * up)
+
+
+def _norm_inf(expr: cp.Expression, child: Child) -> _Node | None:
+    if expr.axis is not None:
+        return None
+
+    def subgradient(x: np.ndarray, up: np.ndarray) -> np.ndarray:
+        g = np.zeros_like(x)
+        i = np.unravel_index(np.argmax(np.abs(x)), x.shape)
+        g[i] = np.sign(x[i])
+        return g * up
+
+    return _Reduction(expr.shape, child(0), lambda x: np.abs(x).max(), subgradient)
+
+
+def _huber(expr: cp.Expression, child: Child) -> _Node:
+    m = float(expr.M.value)
+    return _Elementwise(expr.shape, child(0), lambda x: np.where(np.abs(x) <= m, x ** 2, 2 * m * np.abs(x) - m ** 2),
+                        lambda x: np.where(np.abs(x) <= m, 2 * x, 2 * m * np.sign(x)))
+
+
+def _elementwise(f: Callable[[np.ndarray], np.ndarray], df: Callable[[np.ndarray], np.ndarray]) -> Compile:
+    return lambda expr, child: _Elementwise(expr.shape, child(0), f, df)
+
+
+_SMOOTH, _NONSMOOTH = True, False
+#: The rules, keyed by CVXPY atom class (a subclass, e.g. ``PowerApprox`` of ``Power``, finds its base's rule), as
+#: cvxpy's canonicalizer maps are. Atoms missing here are evaluated by CVXPY and counted as smooth.
+ATOM_RULES: dict[type, AtomRule] = {
+    AddExpression: AtomRule(lambda expr, child: _Sum(expr.shape, [child(i) for i in range(len(expr.args))]),
+                            _SMOOTH),
+    NegExpression: AtomRule(lambda expr, child: _Sum(expr.shape, [child(0)], sign=-1.0), _SMOOTH),
+    DivExpression: AtomRule(_quotient, _SMOOTH),
+    multiply: AtomRule(_scaled_product, _SMOOTH),
+    MulExpression: AtomRule(_scaled_product, _SMOOTH),
+    Sum: AtomRule(_sum, _SMOOTH),
+    cp.quad_over_lin: AtomRule(_quad_over_lin, _SMOOTH),
+    Power: AtomRule(_power, _SMOOTH),
+    QuadForm: AtomRule(_quad_form, _SMOOTH),
+    cp.log_sum_exp: AtomRule(_log_sum_exp, _SMOOTH),
+    cp.huber: AtomRule(_huber, _SMOOTH),
+    cp.exp: AtomRule(_elementwise(np.exp, np.exp), _SMOOTH),
+    cp.logistic: AtomRule(_elementwise(lambda x: np.logaddexp(0.0, x), expit), _SMOOTH),
+    cp.log: AtomRule(_elementwise(np.log, lambda x: 1.0 / x), _SMOOTH),
+    cp.entr: AtomRule(_elementwise(lambda x: -x * np.log(x), lambda x: -np.log(x) - 1.0), _SMOOTH),
+    cp.abs: AtomRule(_elementwise(np.abs, np.sign), _NONSMOOTH),
+    Pnorm: AtomRule(_two_norm, _NONSMOOTH),
+    cp.norm1: AtomRule(_norm1, _NONSMOOTH),
+    cp.norm_inf: AtomRule(_norm_inf, _NONSMOOTH),
+    **{atom: AtomRule(None, _NONSMOOTH) for atom in (cp.max, cp.min, cp.maximum, cp.minimum, cp.sum_largest,
+                                                     cp.lambda_max, cp.sigma_max, cp.normNuc, cp.cummax, cp.dotsort)},
+}
+
+
+def atom_rule(expr: cp.Expression) -> AtomRule | None:
+    """The rule of ``expr``'s class, or of its nearest base class that has one; None when no class has one."""
+    return next((ATOM_RULES[cls] for cls in type(expr).__mro__ if cls in ATOM_RULES), None)
+
+
 def _compile(expr: cp.Expression, offsets: dict[int, int], dim: int) -> _Node:
     if not expr.variables():
         return _Constant(expr)
     if expr.is_affine():
         return _Affine(expr, offsets, dim)
-    name = type(expr).__name__
-    kids = expr.args
-    shape = expr.shape
-
-    def child(i: int = 0) -> _Node:
-        return _compile(kids[i], offsets, dim)
-
-    if isinstance(expr, AddExpression):
-        return _Sum(shape, [_compile(a, offsets, dim) for a in kids])
-    if isinstance(expr, NegExpression):
-        return _Sum(shape, [child()], sign=-1.0)
-    if isinstance(expr, DivExpression) and not kids[1].variables():
-        return _Scaled(shape, child(0), 1.0 / np.asarray(kids[1].value, dtype=float))
-    if isinstance(expr, (multiply, MulExpression)) and len(kids) == 2 and (
-            kids[0].is_scalar() or isinstance(expr, multiply)):
-        const, var_side = (0, 1) if not kids[0].variables() else (1, 0)
-        if not kids[const].variables():
-            return _Scaled(shape, child(var_side), np.asarray(kids[const].value, dtype=float))
-    if isinstance(expr, Sum):
-        axis, keepdims = expr.axis, expr.keepdims
-        return _Reduction(shape, child(), _axis_reduce(np.sum, axis, keepdims),
-                          lambda x, up: _expand(up, x, axis))
-    if name == "quad_over_lin" and not kids[1].variables():
-        y = float(kids[1].value)
-        return _Reduction(shape, child(), lambda x: np.sum(x ** 2) / y, lambda x, up: 2.0 * x / y * up)
-    if name in ("power", "PowerApprox", "Power"):
-        p = float(expr.p.value)
-        return _Elementwise(shape, child(), lambda x: x ** p, lambda x: p * x ** (p - 1))
-    if name == "QuadForm" and not kids[1].variables():
-        mat = np.asarray(kids[1].value, dtype=float)
-        return _Reduction(shape, child(), lambda x: x @ mat @ x, lambda x, up: (mat + mat.T) @ x * up)
-    if name == "log_sum_exp":
-        axis, keepdims = expr.axis, expr.keepdims
-        return _Reduction(shape, child(), _axis_reduce(logsumexp, axis, keepdims),
-                          lambda x, up: softmax(x, axis=axis) * _expand(up, x, axis))
-    if name in ("PnormApprox", "Pnorm", "pnorm") and expr.axis is None and float(expr.p) == 2.0:
-        return _Reduction(shape, child(), np.linalg.norm,
-                          lambda x, up: (x / max(np.linalg.norm(x), 1e-300)) * up)
-    if name == "norm1" and expr.axis is None:
-        return _Reduction(shape, child(), lambda x: np.abs(x).sum(), lambda x, up: np.sign(x) * up)
-    if name == "norm_inf" and expr.axis is None:
-        def sub_inf(x: np.ndarray, up: np.ndarray) -> np.ndarray:
-            g = np.zeros_like(x)
-            i = np.unravel_index(np.argmax(np.abs(x)), x.shape)
-            g[i] = np.sign(x[i])
-            return g * up
-        return _Reduction(shape, child(), lambda x: np.abs(x).max(), sub_inf)
-    elementwise: dict[str, tuple[Callable, Callable]] = {
-        "abs": (np.abs, np.sign),
-        "exp": (np.exp, np.exp),
-        "logistic": (lambda x: np.logaddexp(0.0, x), expit),
-        "log": (np.log, lambda x: 1.0 / x),
-        "inv_pos": (lambda x: 1.0 / x, lambda x: -1.0 / x ** 2),
-        "entr": (lambda x: -x * np.log(x), lambda x: -np.log(x) - 1.0),
-        "pos": (lambda x: np.maximum(x, 0.0), lambda x: (x > 0).astype(float)),
-        "neg": (lambda x: np.maximum(-x, 0.0), lambda x: -(x < 0).astype(float)),
-    }
-    if name in elementwise:
-        f, df = elementwise[name]
-        return _Elementwise(shape, child(), f, df)
-    if name == "huber":
-        m = float(expr.M.value)
-        return _Elementwise(shape, child(),
-                            lambda x: np.where(np.abs(x) <= m, x ** 2, 2 * m * np.abs(x) - m ** 2),
-                            lambda x: np.where(np.abs(x) <= m, 2 * x, 2 * m * np.sign(x)))
-    return _CvxpyFallback(expr, offsets, dim)
+    rule = atom_rule(expr)
+    node = None if rule is None or rule.compile is None else rule.compile(
+        expr, lambda i: _compile(expr.args[i], offsets, dim))
+    return _CvxpyFallback(expr, offsets, dim) if node is None else node
 
 
 class GradientEvaluator:

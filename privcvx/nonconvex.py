@@ -17,9 +17,10 @@ from scipy.optimize import minimize
 
 from privcvx.errors import CentralizedSolveError, ParameterError, UnsupportedError, check_int
 from privcvx.gradients import GradientEvaluator
+from privcvx.reference import CentralizedSolution
 
 if TYPE_CHECKING:
-    from privcvx.problem import CentralizedSolution, DistributedProblem
+    from privcvx.problem import DistributedProblem
 
 #: The status of a multi-start local solve.
 LOCAL_OPTIMUM = "local_optimum"
@@ -32,8 +33,6 @@ def local_reference(problem: DistributedProblem, *, starts: int = 8, scale: floa
     The first start is w = 0, the others are drawn N(0, scale^2 I) from ``seed`` (public starting points,
     not noise). Needs full consensus and no constraints: every agent shares its whole vector.
     """
-    from privcvx.problem import CentralizedSolution
-
     starts = check_int(starts, argument="starts")
     if not scale > 0:
         raise ParameterError(f"must be > 0, got {scale!r}", argument="scale")

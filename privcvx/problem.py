@@ -20,7 +20,7 @@ import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
@@ -38,6 +38,7 @@ from privcvx.errors import (
     require_positive,
 )
 from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.reference import CentralizedSolution
 from privcvx.solver_warnings import quiet_inaccurate, reference_status_warning
 
 if TYPE_CHECKING:
@@ -268,17 +269,6 @@ class AgentLayout:
     def flatten(self, values: Sequence[Any]) -> np.ndarray:
         """Stack values shaped like the variables into a flat local vector."""
         return np.concatenate([np.asarray(v, dtype=float).reshape(-1, order="F") for v in values])
-
-
-@dataclass
-class CentralizedSolution:
-    """The centralized CVXPY optimum of the whole problem: the yardstick of every run."""
-
-    value: float
-    w: np.ndarray
-    z: list[np.ndarray]
-    status: str
-    solve_time: float = field(default=float("nan"))
 
 
 def agent_vector(agent: Agent) -> cp.Expression:

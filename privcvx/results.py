@@ -234,7 +234,7 @@ def load_result(path: str | os.PathLike) -> Result:
 
 
 def _read_result(path: str | os.PathLike) -> Result:
-    from privcvx.problem import CentralizedSolution
+    from privcvx.reference import CentralizedSolution
 
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(str(data["meta"]))

@@ -29,19 +29,16 @@ import numpy as np
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
 from privcvx.errors import SolverError
-from privcvx.gradients import GradientEvaluator
+from privcvx.gradients import GradientEvaluator, atom_rule
 from privcvx.privacy.mechanisms import Mechanism
 from privcvx.problem import Agent
 
-#: Atoms whose (sub)gradient is discontinuous: an objective holding one is treated as nonsmooth.
-NONSMOOTH_ATOMS = frozenset({"abs", "norm1", "norm_inf", "PnormApprox", "Pnorm", "pnorm", "max", "min",
-                             "maximum", "minimum", "pos", "neg", "sum_largest", "sum_smallest",
-                             "lambda_max", "sigma_max", "normNuc", "cummax", "dotsort"})
-
 
 def is_smooth(expr: cp.Expression) -> bool:
-    """Whether no atom of ``expr`` is in `NONSMOOTH_ATOMS` (only affine atoms are above them)."""
-    if type(expr).__name__ in NONSMOOTH_ATOMS and expr.variables():
+    """Whether no atom of ``expr`` is nonsmooth (its (sub)gradient discontinuous: the ``smooth`` flag of its rule in
+    `privcvx.gradients.ATOM_RULES`); only affine atoms are above them."""
+    rule = atom_rule(expr)
+    if rule is not None and not rule.smooth and expr.variables():
         return False
     return all(is_smooth(arg) for arg in expr.args)
 

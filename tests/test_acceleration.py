@@ -11,7 +11,7 @@ from test_reliability import test_resume_after_sigkill_in_a_new_process_is_bitwi
 
 import privcvx as pc
 from privcvx.acceleration import Anderson, AndersonMixer, OverRelaxation
-from privcvx.algorithms import ExactADMM, LinearizedADMM, check_algorithm
+from privcvx.algorithms import ExactADMM, LinearizedADMM
 from privcvx.errors import ParameterError
 from privcvx.schedules import PerKeyBalancing
 
@@ -107,10 +107,3 @@ def test_bad_acceleration_options_raise(options, argument):
     assert OverRelaxation(1.0).alpha == 1.0
 
 
-def test_accelerated_private_method_conforms():
-    """check_algorithm with all three options under Gaussian ObjPert: same transcript on both backends and after
-    a checkpoint and resume, ledgers that grow every round, agent state that round-trips."""
-    algorithm = LinearizedADMM(relaxation=1.5, anderson=3, rho="adaptive-per-key",
-                               privacy=pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5)))
-    report = check_algorithm(algorithm, rounds=150)
-    assert report["backends"] == ["serial", "process"]

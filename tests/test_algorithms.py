@@ -11,7 +11,7 @@ import pytest
 from core_problems import general_form, soc_linear
 
 import privcvx as pc
-from privcvx.algorithms import LinearizedADMM, check_algorithm
+from privcvx.algorithms import LinearizedADMM
 from privcvx.errors import ParameterError, UnsupportedError
 from privcvx.topology import SERVER
 
@@ -118,15 +118,6 @@ def test_diagnostics_are_labelled_and_can_stay_inside_the_agents(tmp_path):
     path = tmp_path / "run.npz"
     with_reference.save(path)
     assert pc.load_result(path).transcript.same_as(with_reference.transcript)
-
-
-def test_linearized_admm_passes_the_conformance_checks():
-    private = LinearizedADMM(local_updates=2, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)))
-    report = check_algorithm(private, rounds=150)
-    assert any("general form" in line and "gap" in line for line in report["optimum"])
-    check_algorithm(LinearizedADMM(privacy=pc.OutputPerturbation(pc.Budget(1.0, 1e-5, mechanism="laplace",
-                                                                            accountant="pld"))),
-                    rounds=150, backends=("serial",))
 
 
 def test_summary_prints_everything_and_keeps_the_papers_bound_apart(capsys):

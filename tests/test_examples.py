@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import privcvx as pc
-from privcvx.algorithms import check_algorithm
+from privcvx.algorithms import AgentProgram, check_algorithm
 from privcvx.algorithms.conformance import consensus_problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -107,3 +108,36 @@ def test_the_ding_example_shows_the_trends_of_chapters_4_and_5(capsys):
     exact = fair[fair["method"] == "exact"].set_index("tau")
     assert exact.loc[0.1, "risk_difference"] < exact.loc[float("inf"), "risk_difference"]
     assert "Functional mechanism" in capsys.readouterr().out
+
+
+def test_the_state_check_continues_the_restored_program_and_catches_forgotten_state():
+    """A program whose state_dict omits the gradient it keeps round-trips its state dict, yet continues differently:
+    check_state_round_trip compares the next round's messages, and fails it."""
+    from gradient_tracking import TrackingAgent
+
+    from privcvx.algorithms.conformance import check_state_round_trip
+
+    class ForgetfulAgent(TrackingAgent):
+        def state_dict(self):
+            return {"x": self.x, "y": self.y}
+
+        def load_state_dict(self, state):
+            self.x, self.y = state["x"], state["y"]
+
+    class Forgetful(GradientTracking):
+        def agent_program(self, agent, context):
+            return ForgetfulAgent(agent, context, self)
+
+    check_state_round_trip(GradientTracking())
+    with pytest.raises(AssertionError, match="next messages differ"):
+        check_state_round_trip(Forgetful())
+
+
+def test_a_program_that_forgets_a_protocol_method_cannot_be_built():
+    from gradient_tracking import TrackingAgent
+
+    class Incomplete(AgentProgram):
+        start = TrackingAgent.start
+
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete()

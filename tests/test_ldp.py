@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -17,9 +16,9 @@ from scipy import integrate, stats
 from sklearn.preprocessing import MinMaxScaler, OrdinalEncoder, normalize
 
 import privcvx as pc
-from privcvx.algorithms import RandomizedADMM, RandomizedDGD, check_algorithm
+from privcvx.algorithms import RandomizedADMM, RandomizedDGD
 from privcvx.algorithms.conformance import check_determinism, check_state_round_trip, consensus_problem
-from privcvx.errors import ParameterError, PrivacyError, ReproducibleNoiseWarning, RunFailed, UnsupportedError
+from privcvx.errors import ParameterError, PrivacyError, RunFailed, UnsupportedError
 from privcvx.privacy.ex_post import (
     advanced_composition,
     basic_composition,
@@ -35,22 +34,11 @@ from problems.datasets import ADULT_COLUMNS, DatasetNotFoundError, load_adult
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def _quiet_seeds():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReproducibleNoiseWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_seeds")
 
 
 def _gap(result, reference) -> float:
     return abs(result.history["objective"].iloc[-1] - reference.value) / max(1.0, abs(reference.value))
-
-
-@pytest.fixture(scope="module")
-def graph_problem():
-    """8 heterogeneous strongly convex agents on a random connected graph with 14 edges."""
-    problem = consensus_problem(agents=8, bound=None)
-    return problem, pc.Topology.random(edges=14, seed=3), problem.solve_centralized()
 
 
 # ---- priority 1: convergence without noise, the printed dual sign, conformance -----------------------------
@@ -105,16 +93,6 @@ def test_the_papers_range_mixing_of_algorithm_2_star_settles_at_a_biased_point(g
     problem, topology, reference = graph_problem
     paper = problem.solve(RandomizedDGD(interval="range"), topology, rounds=1000, seed=1)
     assert _gap(paper, reference) > 1e-2
-
-
-@pytest.mark.parametrize("algorithm, rounds", [
-    (RandomizedADMM(noise_rate=Geometric(1.02, 1.02)), 300),
-    (RandomizedADMM(exchange="secret_sharing", update="exact"), 300),
-    (RandomizedDGD(noise_rate=2.0), 1500)],
-    ids=["admm-private", "admm-secret-sharing-exact", "dgd-private"])
-def test_check_algorithm_passes(algorithm, rounds):
-    report = check_algorithm(algorithm, rounds=rounds)
-    assert "general form: refused (general-form keys)" in report["optimum"]
 
 
 # ---- priority 2: the accountants -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 import privcvx as pc
-from privcvx.algorithms import QDPSGD, check_algorithm
+from privcvx.algorithms import QDPSGD
 from privcvx.algorithms.conformance import consensus_problem
 from privcvx.algorithms.qdpsgd import stochastic_quantize
 from privcvx.errors import PrivacyError, ReproducibleNoiseWarning, UnsupportedError
@@ -151,11 +151,6 @@ def test_privacy_needs_per_record_gradients_and_a_clip(logistic):
         consensus_problem().solve(QDPSGD(epsilon=1.0, clip=1.0), pc.Topology.ring(), rounds=2)
     with pytest.raises(PrivacyError, match="clip"):
         problem.solve(QDPSGD(epsilon=1.0), pc.Topology.ring(), rounds=2)
-
-
-@pytest.mark.parametrize("variant", [1, 2])
-def test_check_algorithm(variant):
-    check_algorithm(QDPSGD(variant=variant, bits=16, resolution=2.0 ** -8))
 
 
 @pytest.mark.filterwarnings("ignore::privcvx.errors.ConvergenceWarning")  # variant 2 with q < 1

@@ -5,32 +5,17 @@ conformance and the validation of ``relaxation``."""
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 
-import privcvx as pc
-from privcvx.algorithms import RandomizedADMM, check_algorithm
-from privcvx.algorithms.conformance import consensus_problem
-from privcvx.errors import ParameterError, ReproducibleNoiseWarning
+from privcvx.algorithms import RandomizedADMM
+from privcvx.errors import ParameterError
 from privcvx.gradients import GradientEvaluator
 from privcvx.privacy.ex_post import ex_post_epsilon
 from privcvx.schedules import Geometric
 
-
-@pytest.fixture(autouse=True)
-def _quiet_seeds():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReproducibleNoiseWarning)
-        yield
-
-
-@pytest.fixture(scope="module")
-def graph_problem():
-    """8 heterogeneous strongly convex agents on a random connected graph with 14 edges (as in test_ldp.py)."""
-    problem = consensus_problem(agents=8, bound=None)
-    return problem, pc.Topology.random(edges=14, seed=3), problem.solve_centralized()
+pytestmark = pytest.mark.usefixtures("quiet_seeds")
 
 
 def _replay(problem, topology, result, alpha: float, D: float, zeta: float, rounds: int) -> dict[str, list]:
@@ -118,14 +103,6 @@ def test_a_relaxed_non_private_run_reaches_the_centralized_optimum(graph_problem
     assert gap <= 1e-6
     assert np.linalg.norm(result.w - reference.w) <= 1e-4
     assert max(np.linalg.norm(z - reference.w) for z in result.z) <= 1e-4
-
-
-@pytest.mark.parametrize("algorithm", [
-    RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02)),
-    RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02), exchange="secret_sharing")],
-    ids=["private", "private-secret-sharing"])
-def test_check_algorithm_passes_with_relaxation(algorithm):
-    check_algorithm(algorithm, rounds=100)  # the optimum check runs the default-constructed method
 
 
 @pytest.mark.parametrize("value", [0.5, 2.0, 2.5, float("nan"), "1.5x", None])

@@ -4,8 +4,6 @@ replay and redirection, and the results against the plain exchange."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -14,7 +12,7 @@ from privcvx.algorithms import RandomizedADMM
 from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.conformance import check_determinism, consensus_problem
 from privcvx.algorithms.randomized_admm import SEALED_SHARE
-from privcvx.errors import PrivacyError, ReproducibleNoiseWarning
+from privcvx.errors import PrivacyError
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.noise import SecureNoise, SeededNoise
 from privcvx.privacy.secret_sharing import FixedPointSharing
@@ -24,11 +22,7 @@ EXACT = dict(scale_bits=1074, modulus=2 ** 1279 - 1)  # every float is encoded e
 AGENTS, ROUNDS, SEED = 4, 8, 2
 
 
-@pytest.fixture(autouse=True)
-def _quiet_seeds():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReproducibleNoiseWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_seeds")
 
 
 def eavesdrop(transcript: Transcript, sharing: FixedPointSharing, residues) -> dict[tuple[int, str], np.ndarray]:

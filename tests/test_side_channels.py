@@ -48,11 +48,7 @@ PRIVATE = {
 GRADIENT_METHODS = ("DPP2", "DiaDSP", "PPDC")
 
 
-@pytest.fixture(autouse=True)
-def _quiet_seeds():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReproducibleNoiseWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_seeds")
 
 
 def _problem(name: str) -> pc.DistributedProblem:

@@ -226,3 +226,22 @@ def test_residual_balancing_prints_its_settings():
     assert repr(PerKeyBalancing(groups="entry")) == ("PerKeyBalancing(None, tau=2.0, mu=10.0, mode='free', "
                                                      "relative=False, warmup=0, until=100, groups='entry')")
     assert repr(ResidualBalancing(3.0)).startswith("ResidualBalancing(3.0, tau=2.0")
+
+
+def test_the_atom_rules_are_one_registry_keyed_by_class():
+    """Gradient rules and smoothness come from one class-keyed registry: a subclass (PowerApprox) finds its base's
+    rule, pos/neg (maximum/minimum in CVXPY) and sum_smallest count as nonsmooth, inv_pos is compiled as a power."""
+    from cvxpy.atoms.elementwise.power import Power
+
+    from privcvx.gradients import ATOM_RULES, _compile, _CvxpyFallback, atom_rule
+
+    x = cp.Variable(3)
+    assert all(isinstance(atom, type) for atom in ATOM_RULES)
+    assert atom_rule(cp.power(x, 2)) is ATOM_RULES[Power] and type(cp.power(x, 2)) is not Power
+    for nonsmooth in (cp.sum(cp.pos(x)), cp.sum(cp.neg(x)), cp.sum_smallest(x, 2), cp.norm(x, 2), cp.max(x)):
+        assert not is_smooth(nonsmooth), nonsmooth
+    assert is_smooth(cp.sum(cp.inv_pos(x)) + cp.log_sum_exp(x) + cp.sum(cp.huber(x)))
+    node = _compile(cp.sum(cp.inv_pos(x)), {x.id: 0}, 3)
+    assert not isinstance(node, _CvxpyFallback)
+    z = np.array([0.5, 1.0, 2.0])
+    assert node.forward(z) == pytest.approx(np.sum(1.0 / z), rel=1e-15)

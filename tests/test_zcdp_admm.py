@@ -12,7 +12,7 @@ import pytest
 from dp_accounting import rdp
 
 import privcvx as pc
-from privcvx.algorithms import IPPADMM, PPADMM, PRADMM, AgentContext, check_algorithm
+from privcvx.algorithms import IPPADMM, PPADMM, PRADMM, AgentContext
 from privcvx.algorithms.conformance import consensus_problem
 from privcvx.algorithms.pp_admm import lambda_hat_lower_bound
 from privcvx.algorithms.pr_admm import IterationDecay, PeriodicDecay, thm2_printed_total, thm3_total
@@ -60,13 +60,6 @@ def test_non_private_methods_reach_the_centralized_optimum_of_the_logistic_probl
             assert broadcasts < 5 * 60
         else:
             assert broadcasts == 5 * 60
-
-
-@pytest.mark.parametrize("algorithm", [PRADMM(epsilon=1.0), PPADMM(epsilon=2.0, hessian_change=1e-4), IPPADMM()],
-                         ids=["PRADMM", "PPADMM", "IPPADMM"])
-def test_check_algorithm(algorithm):
-    report = check_algorithm(algorithm, rounds=100)
-    assert any("gap" in line for line in report["optimum"])
 
 
 # ---- (2) noise and certificates --------------------------------------------------------------------------

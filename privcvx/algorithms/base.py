@@ -23,7 +23,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -205,8 +205,7 @@ def check_releases(name: str, messages: list[Message], releases: list[Release]) 
                                "agent sent is not what its ledger charged", agent=name, argument="messages")
 
 
-@runtime_checkable
-class AgentProgram(Protocol):
+class AgentProgram(ABC):
     """One agent's side of an algorithm; runs where its private data live.
 
     ``step(t, inbox)`` is called once per phase of round t (``phase=k`` is passed as a keyword
@@ -215,60 +214,76 @@ class AgentProgram(Protocol):
     called after each round with the agent's slice of the public global vector, and only when the
     run keeps diagnostics. ``output(released_only)`` is the agent's last release: in its local layout, or
     (``released_only=True``, runs without diagnostics) only the values it actually sent.
+
+    `AgentProgram`, `Coordinator` and `Monitor` are abstract base classes: a subclass that forgets one of their
+    abstract methods cannot be instantiated (a typing Protocol would have let the method silently return None).
     """
 
+    @abstractmethod
     def start(self) -> list[Message]:
         """The messages the agent sends before round 1 (stamped round 0), e.g. its initial release."""
 
+    @abstractmethod
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Round ``t`` (one phase of it): take the messages addressed to this agent, return those it sends."""
 
+    @abstractmethod
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """Values computed from private data at the agent's slice ``w_p`` of the global vector (research runs)."""
 
+    @abstractmethod
     def output(self, released_only: bool = False) -> np.ndarray:
         """The agent's last release in its local layout (``released_only``: only the entries it sent)."""
 
+    @abstractmethod
     def report(self) -> dict[str, Any]:
         """Public facts about the run of this agent (e.g. solver counters), gathered into ``result.info``."""
 
+    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue bitwise (arrays, numbers, strings; the noise state included)."""
 
+    @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state written by `state_dict` (read from an untrusted checkpoint: validate it)."""
 
 
-@runtime_checkable
-class Coordinator(Protocol):
+class Coordinator(ABC):
     """The server, where an algorithm has one (its name in messages is ``"server"``)."""
 
+    @abstractmethod
     def start(self) -> list[Message]:
         """The messages the server sends before round 1 (stamped round 0)."""
 
+    @abstractmethod
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Round ``t``: take the agents' messages to the server, return what it sends."""
 
+    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue bitwise."""
 
+    @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state written by `state_dict`."""
 
 
-@runtime_checkable
-class Monitor(Protocol):
+class Monitor(ABC):
     """The public metrics of a run, computed from the messages of each round alone (post-processing)."""
 
+    @abstractmethod
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         """The public metrics of round ``t`` from its messages (``t = 0``: the start messages)."""
 
+    @abstractmethod
     def global_vector(self) -> np.ndarray:
         """The current global vector w (``result.w``), computed from the messages only."""
 
+    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue bitwise."""
 
+    @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state written by `state_dict`."""
 

@@ -12,7 +12,8 @@
    release tagged with a payload key is what the step's message carries
    ([`check_releases`][privcvx.algorithms.base.check_releases]).
 5. State: every agent program's ``state_dict`` round-trips through ``load_state_dict``, beside the runtime's part
-   (the agent's noise stream and ledger, `AgentContext.state_dict`).
+   (the agent's noise stream and ledger, `AgentContext.state_dict`), and the restored program's next round
+   sends the same messages and releases, bit for bit.
 
 It runs real solves (and spawns worker processes for the process backend), so it takes seconds.
 """
@@ -29,8 +30,9 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm
 from privcvx.errors import UnsupportedError
+from privcvx.messages import Message, Router
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import SERVER, Topology
@@ -184,24 +186,81 @@ def _equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def check_state_round_trip(algorithm: Algorithm) -> None:
-    """An agent program restored from its ``state_dict`` continues bitwise like the original."""
+class _Exchange:
+    """The runtime's exchange in miniature, in one process: for driving agent programs outside a run."""
+
+    def __init__(self, algorithm: Algorithm, problem: DistributedProblem, topology: Topology,
+                 programs: list[AgentProgram], contexts: list[AgentContext]) -> None:
+        self.algorithm, self.names, self.programs, self.contexts = algorithm, problem.names, programs, contexts
+        self.router = Router(topology, problem.names)
+        self.coordinator = algorithm.coordinator(problem, topology)
+        if self.coordinator is not None:
+            self.router.post(self.coordinator.start(), 0)
+        self._post([program.start() for program in programs], 0)
+
+    def _post(self, sent: list[list[Message]], t: int) -> None:
+        for messages, context in zip(sent, self.contexts, strict=True):
+            self.router.post(messages, t)
+            context.take_releases()
+
+    def inbox(self, t: int, phase: int) -> list[Message]:
+        """Step the coordinator (if any) in round t's phase; return agent 0's inbox, leaving the other agents'."""
+        if self.coordinator is not None:
+            self.router.post(self.coordinator.step(t, self.router.take(SERVER), **_phase(self.algorithm, phase)), t)
+        return self.router.take(self.names[0])
+
+    def round(self, t: int) -> None:
+        for phase in range(self.algorithm.phases):
+            first = self.inbox(t, phase)
+            inboxes = [first, *(self.router.take(name) for name in self.names[1:])]
+            self._post([program.step(t, inbox, **_phase(self.algorithm, phase))
+                        for program, inbox in zip(self.programs, inboxes, strict=True)], t)
+
+
+def _phase(algorithm: Algorithm, phase: int) -> dict[str, int]:
+    return {"phase": phase} if algorithm.phases > 1 else {}
+
+
+def _same_messages(a: list[Message], b: list[Message]) -> bool:
+    def key(m: Message) -> tuple[Any, ...]:
+        return m.round, m.sender, m.receiver, m.phase, sorted(m.payload)
+
+    return len(a) == len(b) and all(key(x) == key(y) and all(np.array_equal(x[k], y[k]) for k in x.payload)
+                                    for x, y in zip(a, b, strict=True))
+
+
+def check_state_round_trip(algorithm: Algorithm, *, rounds: int = 2) -> None:
+    """An agent program restored from its ``state_dict`` continues bitwise like the original.
+
+    Every agent runs ``rounds`` rounds in a miniature exchange; agent 0's state (with its noise stream and ledger,
+    through pickle) is then loaded into a fresh program built with another seed, and both take the next round with
+    the same inbox: their messages and releases must be equal bit for bit, and the state must round-trip."""
     problem = supported_problem(algorithm)
     topology = algorithm.default_topology().bind(problem.names)
-    ready = algorithm.prepare(problem, topology, rounds=4)
+    ready = algorithm.prepare(problem, topology, rounds=rounds + 2)
 
-    def program(seed: int) -> tuple[Any, AgentContext]:
-        context = AgentContext.for_agent(problem, 0, seed=seed, topology=topology, rounds=4)
-        return ready.agent_program(problem.agents[0], context), context
+    def programs(seed: int) -> tuple[list[AgentProgram], list[AgentContext]]:
+        contexts = [AgentContext.for_agent(problem, i, seed=seed, topology=topology, rounds=rounds + 2)
+                    for i in range(len(problem.agents))]
+        return [ready.agent_program(agent, c) for agent, c in zip(problem.agents, contexts, strict=True)], contexts
 
-    (first, first_context), (second, second_context) = program(1), program(2)
-    first.start()
-    first_context.take_releases()
-    state = pickle.loads(pickle.dumps({"program": first.state_dict(), "context": first_context.state_dict()}))
-    second_context.load_state_dict(state["context"])
-    second.load_state_dict(state["program"])
-    if not _equal({"program": second.state_dict(), "context": second_context.state_dict()}, state):
+    (first, first_contexts), (fresh, fresh_contexts) = programs(1), programs(2)
+    exchange = _Exchange(ready, problem, topology, first, first_contexts)
+    for t in range(1, rounds + 1):
+        exchange.round(t)
+    state = pickle.loads(pickle.dumps({"program": first[0].state_dict(), "context": first_contexts[0].state_dict()}))
+    fresh_contexts[0].load_state_dict(state["context"])
+    fresh[0].load_state_dict(state["program"])
+    if not _equal({"program": fresh[0].state_dict(), "context": fresh_contexts[0].state_dict()}, state):
         raise _fail("state", "state_dict -> load_state_dict -> state_dict changed the state")
+    inbox = exchange.inbox(rounds + 1, 0)
+    sent = [program.step(rounds + 1, list(inbox), **_phase(ready, 0)) for program in (first[0], fresh[0])]
+    released = [context.take_releases() for context in (first_contexts[0], fresh_contexts[0])]
+    if not _same_messages(*sent):
+        raise _fail("state", f"restored after round {rounds}, the program's next messages differ from the original's")
+    if not (len(released[0]) == len(released[1])
+            and all(np.array_equal(x.value, y.value) for x, y in zip(*released, strict=True))):
+        raise _fail("state", f"restored after round {rounds}, the program's next releases differ from the original's")
 
 
 def check_algorithm(algorithm: Algorithm, *, rounds: int = 300, gap: float = 1e-3, short_rounds: int = 6,

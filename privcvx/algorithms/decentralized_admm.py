@@ -240,8 +240,8 @@ class ConsensusADMM(Algorithm):
         """mu_i = mu_f + 2 eta |V_i|: the strong convexity of agent i's local step."""
         return self._mu + 2.0 * self._eta * degree
 
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> ADMMMonitor | GeneralFormMonitor:
-        return ADMMMonitor(problem) if full_consensus(problem) else GeneralFormMonitor(problem)
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> ConsensusADMMMonitor | GeneralFormMonitor:
+        return ConsensusADMMMonitor(problem) if full_consensus(problem) else GeneralFormMonitor(problem)
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
         """The zCDP of every agent (exact sums of its releases' rho, and xi), the network's epsilon, broadcasts."""
@@ -472,7 +472,7 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         self.broadcasts = int(state["broadcasts"])
 
 
-class ADMMMonitor(LatestReleases):
+class ConsensusADMMMonitor(LatestReleases):
     """Public metrics from the broadcasts: disagreement, the change of the average release, broadcasts per round."""
 
     def __init__(self, problem: DistributedProblem) -> None:
@@ -485,7 +485,7 @@ class ADMMMonitor(LatestReleases):
 
 
 class GeneralFormMonitor(LatestReleases):
-    """`ADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
+    """`ConsensusADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
     disagreement the largest distance of two agents' latest releases on the entries they both hold."""
 
     def __init__(self, problem: DistributedProblem) -> None:

@@ -1,0 +1,101 @@
+"""The conformance suite, walked over every method: `check_algorithm` runs on each configuration that
+``CONFORMANCE`` lists for each class of `privcvx.algorithms.all_algorithms()`, as scikit-learn's
+``test_common.py`` walks ``all_estimators()``. A method without an entry fails the walk; so does an entry that
+names a class the package no longer exports."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+
+import privcvx as pc
+from privcvx import algorithms
+from privcvx.algorithms import (
+    DPP2,
+    IPPADMM,
+    PPADMM,
+    PPDC,
+    PRADMM,
+    QDPSGD,
+    DiaDSP,
+    DPDistributedGradient,
+    ExactADMM,
+    LinearizedADMM,
+    RandomizedADMM,
+    RandomizedDGD,
+    check_algorithm,
+)
+from privcvx.schedules import Geometric
+
+pytestmark = pytest.mark.usefixtures("quiet_seeds")
+
+
+class Case(NamedTuple):
+    """One configuration: ``rounds`` for the defaults' optimum check, the ``backends`` of the determinism check,
+    lines that the report's optimum check must contain (``expected``: substrings, each in some line), and how many
+    problems it must have solved (``gaps``: the number of gap lines; None for any)."""
+
+    algorithm: algorithms.Algorithm
+    rounds: int = 300
+    backends: tuple[str, ...] = ("serial", "process")
+    expected: tuple[str, ...] = ("gap",)
+    gaps: int | None = None
+
+
+SERIAL = ("serial",)
+REFUSES_GENERAL_FORM = ("gap", "general form: refused (general-form keys)")
+
+#: Per method: the configurations the suite checks. Private configurations use the default secure path's
+#: calibration with seeded noise (check_algorithm compares transcripts bitwise).
+CONFORMANCE: dict[type[algorithms.Algorithm], list[Case]] = {
+    LinearizedADMM: [
+        Case(LinearizedADMM(local_updates=2, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5))), 150,
+             expected=("general form",)),
+        Case(LinearizedADMM(privacy=pc.OutputPerturbation(pc.Budget(1.0, 1e-5, mechanism="laplace",
+                                                                    accountant="pld"))), 150, SERIAL),
+        Case(LinearizedADMM(relaxation=1.5, anderson=3, rho="adaptive-per-key",
+                            privacy=pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5))), 150),
+        Case(LinearizedADMM(local_updates="auto"), 150, expected=("general form",))],
+    ExactADMM: [Case(ExactADMM(), 150, expected=("general form",))],
+    # The defaults' optimum check runs on two problems, on the complete graph and on a ring: four gap lines.
+    DPDistributedGradient: [Case(DPDistributedGradient(epsilon=1.0), 700, expected=("general form: refused",),
+                                 gaps=4)],
+    PRADMM: [Case(PRADMM(epsilon=1.0), 100)],
+    PPADMM: [Case(PPADMM(epsilon=2.0, hessian_change=1e-4), 100),
+             Case(PPADMM(epsilon=2.0, hessian_change=1e-4, relaxation=1.5), 100, SERIAL)],
+    # A private IPP-ADMM has silent rounds, which the check's "a ledger entry every round" refuses: without noise.
+    IPPADMM: [Case(IPPADMM(), 100), Case(IPPADMM(relaxation=1.5), 100, SERIAL)],
+    QDPSGD: [Case(QDPSGD(variant=1, bits=16, resolution=2.0 ** -8)),
+             Case(QDPSGD(variant=2, bits=16, resolution=2.0 ** -8))],
+    DPP2: [Case(DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9), 600)],
+    DiaDSP: [Case(DiaDSP(u_x=0.5, u_y=0.5, r=0.9), 600)],
+    PPDC: [Case(PPDC(u_x=0.5, u_v=0.5, r=0.9), 600)],
+    RandomizedADMM: [
+        Case(RandomizedADMM(noise_rate=Geometric(1.02, 1.02)), expected=REFUSES_GENERAL_FORM),
+        Case(RandomizedADMM(exchange="secret_sharing", update="exact"), expected=REFUSES_GENERAL_FORM),
+        Case(RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02)), 100),
+        Case(RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02), exchange="secret_sharing"), 100)],
+    RandomizedDGD: [Case(RandomizedDGD(noise_rate=2.0), 1500, expected=REFUSES_GENERAL_FORM)],
+}
+
+
+def test_every_method_has_conformance_cases():
+    assert set(CONFORMANCE) == {cls for _, cls in algorithms.all_algorithms()}
+    assert all(CONFORMANCE.values())
+
+
+def test_all_algorithms_lists_the_exported_methods_only():
+    listed = dict(algorithms.all_algorithms())
+    assert list(listed) == sorted(listed)
+    assert "LinearizedADMM" in listed and "Algorithm" not in listed and "check_algorithm" not in listed
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=f"{cls.__name__}-{i}")
+                                  for cls, cases in CONFORMANCE.items() for i, case in enumerate(cases)])
+def test_check_algorithm(case):
+    report = check_algorithm(case.algorithm, rounds=case.rounds, backends=case.backends)
+    for expected in case.expected:
+        assert any(expected in line for line in report["optimum"]), (expected, report["optimum"])
+    if case.gaps is not None:
+        assert sum("gap" in line for line in report["optimum"]) == case.gaps, report["optimum"]

@@ -1,0 +1,90 @@
+"""pc.compare: methods at the same total privacy, each calibrated through its own accountant (read back from the
+ledgers, checked against dp-accounting for Algorithm 1), outputs written, uncalibratable methods refused."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pandas as pd
+import pytest
+
+import privcvx as pc
+from privcvx.algorithms import PRADMM, DPDistributedGradient, LinearizedADMM, RandomizedADMM, consensus_problem
+from privcvx.errors import ParameterError, PrivacyError
+
+pytestmark = pytest.mark.usefixtures("quiet_seeds")
+OBJPERT = LinearizedADMM(privacy=pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5)))
+
+
+def _problem():
+    return consensus_problem(agents=3)
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    study = pc.Study(problem=_problem, methods=[
+        pc.Method("ObjPert", OBJPERT, grid={"local_updates": [1, 3]}),
+        pc.Method("PR-ADMM", PRADMM()), pc.Method("DPDG", DPDistributedGradient())],
+        epsilons=[0.5, 50.0], rounds=12, seeds=(0, 1))
+    return pc.compare(study, out), out
+
+
+def test_every_run_spends_at_most_its_total_and_nearly_all_of_it_for_algorithm_1(comparison):
+    result, _ = comparison
+    last = result.runs.loc[result.runs.groupby(["method", "setting", "epsilon", "seed"])["round"].idxmax()]
+    assert len(last) == (2 + 1 + 1) * 2 * 2
+    assert (last["epsilon_spent"] <= last["epsilon"] * (1 + 1e-6)).all()
+    objpert = last[last["method"] == "ObjPert"]
+    assert np.allclose(objpert["epsilon_spent"], objpert["epsilon"], rtol=1e-3)  # the budget is spent, T*E-fold
+
+
+def test_algorithm_1_at_equal_total_privacy_matches_dp_accounting():
+    """The per-update Gaussian that compare gives Algorithm 1 at total (epsilon, delta) over T*E updates composes,
+    by dp-accounting's own PLD accountant, to that epsilon."""
+    study = pc.Study(problem=_problem, methods=[pc.Method("ObjPert", OBJPERT)], epsilons=[2.0], rounds=5)
+    ready = study.calibrated(OBJPERT.clone(local_updates=3), 2.0)
+    per_update = ready.privacy.mechanism.per_update(15)
+    accountant = dp_accounting.pld.PLDAccountant()
+    accountant.compose(dp_accounting.GaussianDpEvent(per_update.noise_multiplier), 15)
+    assert accountant.get_epsilon(1e-5) == pytest.approx(2.0, rel=1e-2)
+
+
+def test_more_total_privacy_budget_gives_a_better_answer(comparison):
+    summary = comparison[0].summary
+    for (method, setting), group in summary.groupby(["method", "setting"]):
+        gaps = group.sort_values("epsilon")["relative_gap_mean"].to_numpy()
+        assert gaps[1] < gaps[0], (method, setting, gaps)
+
+
+def test_the_outputs_are_written(comparison):
+    result, out = comparison
+    assert {p.name for p in out.iterdir()} >= {"runs.csv", "summary.csv", "reference.csv", "accuracy.png"}
+    runs = pd.read_csv(out / "runs.csv", keep_default_na=False)
+    assert list(runs.columns) == list(result.runs.columns)
+    assert set(runs["setting"]) == {"local_updates=1", "local_updates=3", ""}
+    assert (runs["budget"] == "total").all()
+    assert pd.read_csv(out / "reference.csv")["objective"].iloc[0] == pytest.approx(
+        _problem().solve_centralized().value)
+
+
+def test_per_update_budgets_are_labelled_and_only_for_algorithm_1():
+    study = pc.Study(problem=_problem, methods=[pc.Method("ObjPert", OBJPERT)], epsilons=[1.0], rounds=3,
+                     budget="per_update")
+    runs = pc.compare(study).runs
+    assert (runs["budget"] == "per_update").all()
+    assert runs["epsilon_spent"].iloc[-1] > 1.0  # three updates at epsilon 1 each
+    with pytest.raises(PrivacyError, match="per-update budget"):
+        pc.compare(pc.Study(problem=_problem, methods=[pc.Method("PR", PRADMM())], epsilons=[1.0], rounds=3,
+                            budget="per_update"))
+
+
+def test_methods_without_a_total_budget_and_bad_studies_are_refused():
+    with pytest.raises(PrivacyError, match="RandomizedADMM.*total budget"):
+        pc.compare(pc.Study(problem=_problem, methods=[pc.Method("R", RandomizedADMM())], epsilons=[1.0], rounds=3))
+    with pytest.raises(PrivacyError, match="privacy mode"):
+        pc.compare(pc.Study(problem=_problem, methods=[pc.Method("A1", LinearizedADMM())], epsilons=[1.0], rounds=3))
+    with pytest.raises(ParameterError, match="distinct"):
+        pc.Study(problem=_problem, methods=[pc.Method("A", OBJPERT), pc.Method("A", OBJPERT)], epsilons=[1.0])
+    with pytest.raises(ParameterError, match="budget"):
+        pc.Study(problem=_problem, methods=[pc.Method("A", OBJPERT)], epsilons=[1.0], budget="per-round")
