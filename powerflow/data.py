@@ -27,10 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandapower as pp
 import pandapower.networks as pn
+import scipy.sparse as sp
 from pandapower.converter.pypower.to_ppc import to_ppc
 from pandapower.pypower import idx_brch as B
 from pandapower.pypower import idx_bus as N
 from pandapower.pypower import idx_gen as G
+from scipy.sparse.csgraph import connected_components
 
 from privcvx.errors import DeclarationError
 
@@ -148,12 +150,18 @@ class NetworkData:
         return np.isfinite(self.rate)
 
 
-def _branch_labels(net: pp.pandapowerNet, nbranch: int) -> list[str]:
-    labels = [""] * nbranch
+def _branch_labels(net: pp.pandapowerNet, in_service: np.ndarray) -> list[str]:
+    """Labels ``<element><index>`` of the branches ``to_ppc`` kept.
+
+    ``net._pd2ppc_lookups["branch"]`` spans every line and transformer, in service or not, while ``to_ppc``
+    returns only the rows of ``in_service`` (pandapower's ``ppci["internal"]["branch_is"]``): out-of-service
+    branches and branches at out-of-service buses are dropped.
+    """
+    labels = [""] * len(in_service)
     for element, (start, stop) in net._pd2ppc_lookups["branch"].items():
         for offset, index in enumerate(net[element].index[: stop - start]):
             labels[start + offset] = f"{element}{index}"
-    return labels
+    return [label for label, kept in zip(labels, in_service, strict=True) if kept]
 
 
 def _pairs(f: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -194,6 +202,26 @@ def quiet_pandapower() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _refuse_islands(bus_labels: np.ndarray, f: np.ndarray, t: np.ndarray, bus_type: np.ndarray,
+                    unsupplied: np.ndarray) -> None:
+    """Raise `DeclarationError` naming the in-service buses cut off from the first slack bus.
+
+    ``unsupplied`` are the buses pandapower's connectivity check dropped (no path to any slack); the rest of the
+    in-service network must be one connected piece with the slack, or its other islands are named too.
+    """
+    graph = sp.coo_matrix((np.ones(len(f)), (f, t)), shape=(len(bus_labels),) * 2)
+    _, piece = connected_components(graph, directed=False)
+    slack = np.flatnonzero(bus_type == N.REF)
+    main = piece[slack[0]] if slack.size else 0
+    cut_off = sorted(int(b) for b in [*unsupplied, *bus_labels[piece != main]])
+    if cut_off:
+        raise DeclarationError(f"the in-service network is not connected: {len(cut_off)} buses (pandapower indices) "
+                               f"are cut off from the slack bus {int(bus_labels[slack[0]]) if slack.size else '?'}"
+                               f": {cut_off[:20]}{' ...' if len(cut_off) > 20 else ''}; islands are not supported "
+                               "(put the island's buses out of service, or keep a branch that joins it)",
+                               argument="net")
+
+
 def network_data(net: pp.pandapowerNet) -> NetworkData:
     """Extract `NetworkData` from ``net`` with pandapower's ``to_ppc``."""
     with quiet_pandapower():
@@ -201,21 +229,25 @@ def network_data(net: pp.pandapowerNet) -> NetworkData:
     base = float(ppc["baseMVA"])
     bus = np.asarray(ppc["bus"], float)
     nb = len(bus)
-    ppc_index = net._pd2ppc_lookups["bus"][net.bus.index.to_numpy()]
-    if len(np.unique(ppc_index)) != nb:
+    in_service = net.bus.index[net.bus.in_service.to_numpy(bool)].to_numpy()
+    ppc_index = net._pd2ppc_lookups["bus"][in_service]
+    if len(np.unique(ppc_index)) != len(in_service):
         raise DeclarationError("buses merged by pandapower (e.g. bus-bus switches) are not supported",
                                argument="net")
+    # pandapower's connectivity check puts buses without a path to a slack after the nb kept ones.
+    supplied = ppc_index < nb
     bus_labels = np.empty(nb, dtype=np.int64)
-    bus_labels[ppc_index] = net.bus.index.to_numpy()
+    bus_labels[ppc_index[supplied]] = in_service[supplied]
 
     branch = np.asarray(ppc["branch"])
-    labels = _branch_labels(net, len(branch))
-    branch_g = np.asarray(ppc.get("branch_g", np.zeros(len(branch))), float).ravel()
-    keep = np.real(branch[:, B.BR_STATUS]) > 0
-    branch, branch_g = np.real(branch[keep]).astype(float), branch_g[keep]
-    labels = [label for label, k in zip(labels, keep, strict=True) if k]
+    branch_in_service = np.asarray(ppc["internal"]["branch_is"], dtype=bool)
+    labels = _branch_labels(net, branch_in_service)
+    # to_ppc copies branch_g from the ppc of every branch, in service or not.
+    branch_g = np.asarray(ppc.get("branch_g", np.zeros(len(branch_in_service))), float).ravel()[branch_in_service]
+    branch = np.real(branch).astype(float)
     f = branch[:, B.F_BUS].astype(np.int64)
     t = branch[:, B.T_BUS].astype(np.int64)
+    _refuse_islands(bus_labels, f, t, bus[:, N.BUS_TYPE], in_service[~supplied])
     y = 1.0 / (branch[:, B.BR_R] + 1j * branch[:, B.BR_X])
     tap = np.where(branch[:, B.TAP] == 0, 1.0, branch[:, B.TAP])
     tau = tap * np.exp(1j * np.deg2rad(branch[:, B.SHIFT]))

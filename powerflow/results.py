@@ -152,15 +152,19 @@ def _check_same_network(net_data: NetworkData, data: NetworkData) -> None:
 
 
 def _gen_elements(net: pp.pandapowerNet) -> dict[int, tuple[str, int]]:
-    """ppc generator row -> (pandapower element table, element index) for ext_grid and gen."""
+    """ppc generator row -> (pandapower element table, element index) for the in-service ext_grids and gens.
+
+    pandapower's lookup is indexed by the element index and holds -1 for an element out of service.
+    """
     rows: dict[int, tuple[str, int]] = {}
     for element in ("ext_grid", "gen"):
         lookup = net._pd2ppc_lookups.get(element)
         if lookup is None or not len(net[element]):
             continue
-        index = net[element].index[net[element].in_service.to_numpy(bool)]
-        for position, row in enumerate(np.asarray(lookup, dtype=int)[: len(index)]):
-            rows[int(row)] = (element, int(index[position]))
+        lookup = np.asarray(lookup, dtype=int)
+        for index in net[element].index[net[element].in_service.to_numpy(bool)]:
+            if 0 <= index < len(lookup) and lookup[index] >= 0:
+                rows[int(lookup[index])] = (element, int(index))
     return rows
 
 
@@ -347,17 +351,21 @@ def ac_check(net_with_results: pp.pandapowerNet, **runpp_options: Any) -> AcChec
             flows.append(_max_abs(check[f"res_{element}"][list(columns)], net[f"res_{element}"][list(columns)]))
     # The relaxed p_mw / q_mvar exclude the shed load; runpp's include the compensating loads, so both are served load.
     injection = _max_abs(ac[["p_mw", "q_mvar"]], relaxed[["p_mw", "q_mvar"]])
-    vm = ac.vm_pu.to_numpy(float)
-    vmin = check.bus.min_vm_pu.to_numpy(float) if "min_vm_pu" in check.bus else np.zeros(len(vm))
-    vmax = check.bus.max_vm_pu.to_numpy(float) if "max_vm_pu" in check.bus else np.full(len(vm), np.inf)
+    # Out-of-service buses and branches have NaN results in runpp, as in to_net: only in-service rows are checked.
+    buses = check.bus.in_service.to_numpy(bool)
+    vm = ac.vm_pu.reindex(check.bus.index).to_numpy(float)[buses]
+    vmin = check.bus.min_vm_pu.to_numpy(float)[buses] if "min_vm_pu" in check.bus else np.zeros(len(vm))
+    vmax = check.bus.max_vm_pu.to_numpy(float)[buses] if "max_vm_pu" in check.bus else np.full(len(vm), np.inf)
     voltage_ok = bool(np.all((vm >= np.nan_to_num(vmin, nan=0.0) - _TOLERANCE)
                              & (vm <= np.nan_to_num(vmax, nan=np.inf) + _TOLERANCE)))
     line_ok = True
     for element in ("line", "trafo"):
         if len(check[element]):
-            limit = check[element].get("max_loading_percent", pd.Series(100.0, index=check[element].index))
-            loading = check[f"res_{element}"].loading_percent
-            line_ok &= bool(np.all(loading.to_numpy(float) <= limit.fillna(np.inf).to_numpy(float) + _TOLERANCE))
+            table = check[element]
+            limit = table.get("max_loading_percent", pd.Series(100.0, index=table.index)).fillna(np.inf)
+            loading = check[f"res_{element}"].loading_percent.reindex(table.index)
+            kept = table.in_service.to_numpy(bool) & loading.notna().to_numpy()
+            line_ok &= bool(np.all(loading.to_numpy(float)[kept] <= limit.to_numpy(float)[kept] + _TOLERANCE))
     iterations = check._ppc["iterations"] if getattr(check, "_ppc", None) and "iterations" in check._ppc else None
     return AcCheck(converged=True, max_vm_diff_pu=_max_abs(ac.vm_pu, relaxed.vm_pu),
                    max_va_diff_degree=_max_abs(ac.va_degree, relaxed.va_degree),

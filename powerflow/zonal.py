@@ -18,7 +18,7 @@ from privcvx.errors import PrivacyError, require_positive
 
 from .data import NetworkData, network_data
 from .model import SocModel, as_net
-from .zones import check_zones, partition_data
+from .zones import zone_mapping
 
 #: The gradient sensitivities of `zonal_problem`: ``"exact"`` (valid, the default) and ``"paper"`` (nominal).
 SENSITIVITIES = ("exact", "paper")
@@ -117,7 +117,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
                       pc.NominalPrivacyWarning, stacklevel=2)
     net = as_net(net_or_name, argument="net_or_name")
     data = network_data(net)
-    mapping = check_zones(data, partition_data(data, zones, seed) if not isinstance(zones, Mapping) else zones)
+    mapping = zone_mapping(net, data, zones, seed)
     names = sorted(set(mapping.values()), key=lambda z: (str(type(z)), z))
     zone_of_bus = np.array([names.index(mapping[int(b)]) for b in data.bus_labels])
     models = [SocModel(data, np.flatnonzero(zone_of_bus == k), name=f"zone_{zone}")
