@@ -164,6 +164,13 @@ def _branch_labels(net: pp.pandapowerNet, in_service: np.ndarray) -> list[str]:
     return [label for label, kept in zip(labels, in_service, strict=True) if kept]
 
 
+def branch_ends(net: pp.pandapowerNet) -> list[tuple[int, int]]:
+    """``(from bus, to bus)`` of every line and ``(hv bus, lv bus)`` of every transformer of ``net``, in service or
+    not (pandapower bus indices)."""
+    edges = [(int(a), int(b)) for a, b in zip(net.line.from_bus, net.line.to_bus, strict=True)]
+    return edges + [(int(a), int(b)) for a, b in zip(net.trafo.hv_bus, net.trafo.lv_bus, strict=True)]
+
+
 def _pairs(f: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     lo, hi = np.minimum(f, t), np.maximum(f, t)
     pairs, pair_of_branch = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
@@ -242,8 +249,7 @@ def network_data(net: pp.pandapowerNet) -> NetworkData:
     branch = np.asarray(ppc["branch"])
     branch_in_service = np.asarray(ppc["internal"]["branch_is"], dtype=bool)
     labels = _branch_labels(net, branch_in_service)
-    # to_ppc copies branch_g from the ppc of every branch, in service or not.
-    branch_g = np.asarray(ppc.get("branch_g", np.zeros(len(branch_in_service))), float).ravel()[branch_in_service]
+    branch_g = np.asarray(ppc.get("branch_g", np.zeros(len(branch))), float).ravel()  # rows of the kept branches
     branch = np.real(branch).astype(float)
     f = branch[:, B.F_BUS].astype(np.int64)
     t = branch[:, B.T_BUS].astype(np.int64)

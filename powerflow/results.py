@@ -28,7 +28,7 @@ import privcvx as pc
 from privcvx.errors import DeclarationError, SolverError
 from privcvx.problem import CentralizedSolution
 
-from .data import NetworkData, load_case, network_data, quiet_pandapower
+from .data import NetworkData, branch_ends, load_case, network_data, quiet_pandapower
 from .model import BLOCKS, SocModel, SocopfResult
 
 _TOLERANCE = 1e-6
@@ -272,6 +272,35 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
         net[f"res_{element}"] = frame.reindex(net[element].index)
 
 
+def generation_cost(net_with_results: pp.pandapowerNet) -> float:
+    """The polynomial generation cost of ``net.poly_cost`` at the answer's ``res_gen`` / ``res_ext_grid`` /
+    ``res_sgen`` powers, as pandapower's ``runopp`` counts it (``res_cost``):
+    the sum of ``cp0 + cp1 p + cp2 p^2 + cq0 + cq1 q + cq2 q^2`` (MW, MVAr; the net's currency per hour).
+
+    Elements out of service cost nothing, as in ``runopp``. Raises `DeclarationError` when the net has no
+    ``poly_cost`` rows, costs another element type, or lacks the result of an in-service costed element.
+    """
+    net = net_with_results
+    costs = net.poly_cost
+    if not len(costs):
+        raise DeclarationError("the net has no polynomial generation costs (net.poly_cost is empty)",
+                               argument="net_with_results")
+    total = 0.0
+    for row in costs.itertuples():
+        if row.et not in ("gen", "ext_grid", "sgen"):
+            raise DeclarationError(f"poly_cost of a {row.et!r} element is not supported (gen, ext_grid, sgen)",
+                                   argument="net_with_results")
+        if not net[row.et].in_service.at[row.element]:
+            continue
+        result = net[f"res_{row.et}"].reindex([row.element])
+        p, q = float(result.p_mw.iloc[0]), float(result.q_mvar.iloc[0])
+        if not (np.isfinite(p) and np.isfinite(q)):
+            raise DeclarationError(f"{row.et} {row.element} has no result power", argument="net_with_results")
+        total += (row.cp0_eur + row.cp1_eur_per_mw * p + row.cp2_eur_per_mw2 * p * p
+                  + row.cq0_eur + row.cq1_eur_per_mvar * q + row.cq2_eur_per_mvar2 * q * q)
+    return total
+
+
 # --------------------------------------------------------------------------------------- ac_check
 @dataclass(frozen=True)
 class AcCheck:
@@ -386,13 +415,8 @@ def _coordinates(net: pp.pandapowerNet, seed: int = 0) -> dict[int, tuple[float,
 
     graph = nx.Graph()
     graph.add_nodes_from(int(b) for b in net.bus.index)
-    graph.add_edges_from(_edges(net))
+    graph.add_edges_from(branch_ends(net))
     return {int(b): tuple(p) for b, p in nx.spring_layout(graph, seed=seed).items()}
-
-
-def _edges(net: pp.pandapowerNet) -> list[tuple[int, int]]:
-    edges = [(int(a), int(b)) for a, b in zip(net.line.from_bus, net.line.to_bus, strict=True)]
-    return edges + [(int(a), int(b)) for a, b in zip(net.trafo.hv_bus, net.trafo.lv_bus, strict=True)]
 
 
 def _axes(ax: Any, count: int = 1) -> Any:
@@ -415,7 +439,7 @@ def plot_zones(net: pp.pandapowerNet, zones: Mapping[int, Hashable], ax: Any = N
     names = sorted(set(zones.values()), key=lambda z: (str(type(z)), z))
     colours = {zone: f"C{k % 10}" for k, zone in enumerate(names)}
     ties = 0
-    for a, b in _edges(net):
+    for a, b in branch_ends(net):
         tie = zones.get(a) != zones.get(b)
         ties += tie
         ax.plot([xy[a][0], xy[b][0]], [xy[a][1], xy[b][1]], color="red" if tie else "0.6",
