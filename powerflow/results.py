@@ -221,7 +221,8 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
     base = data.base_mva
     labels = data.bus_labels
     vm = np.sqrt(np.maximum(v["w"], 0.0))
-    slack_rows = [net._pd2ppc_lookups["bus"][int(b)] for b in net.ext_grid.bus[net.ext_grid.in_service]]
+    model_bus = {int(label): k for k, label in enumerate(labels)}
+    slack_rows = [model_bus[int(b)] for b in net.ext_grid.bus[net.ext_grid.in_service]]
     slack_angle = np.deg2rad(net.ext_grid.va_degree[net.ext_grid.in_service].to_numpy(float))
     theta = _angles(data, v["w"], v["wr"], v["wi"], np.asarray(slack_rows, dtype=int), slack_angle)
     pg_bus, qg_bus = np.zeros(data.nb), np.zeros(data.nb)
@@ -240,7 +241,7 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
     for k, row in enumerate(data.gen_rows):
         if int(row) in elements:
             element, index = elements[int(row)]
-            if net._pd2ppc_lookups["bus"][int(net[element].bus[index])] != data.gen_bus[k]:
+            if model_bus.get(int(net[element].bus[index])) != data.gen_bus[k]:
                 raise DeclarationError(f"{element} {index} does not sit at the bus of ppc generator {row}",
                                        argument="net")
             tables[element][index] = (v["pg"][k] * base, v["qg"][k] * base, int(data.gen_bus[k]))
@@ -250,7 +251,9 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
         if element == "gen":
             frame["va_degree"] = [np.rad2deg(theta[r[2]]) for r in rows.values()]
             frame["vm_pu"] = [vm[r[2]] for r in rows.values()]
-        net[f"res_{element}"] = frame.reindex(net[element].index)
+        frame = frame.reindex(net[element].index)
+        frame.loc[~net[element].in_service.to_numpy(bool)] = 0.0  # pandapower's rows of elements out of service
+        net[f"res_{element}"] = frame
 
     smax = np.maximum(np.hypot(v["pf"], v["qf"]), np.hypot(v["pt"], v["qt"]))
     loading = np.where(np.isfinite(data.rate), 100.0 * smax / np.where(np.isfinite(data.rate), data.rate, 1.0),
@@ -269,7 +272,48 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
             f"vm_{t_side}_pu": vm[tb], f"va_{t_side}_degree": np.rad2deg(theta[tb]),
             "loading_percent": loading[k],
         }, index=index)
-        net[f"res_{element}"] = frame.reindex(net[element].index)
+        open_ends = _open_end_rows(data, element, v["w"], theta, (f_side, t_side))
+        if len(open_ends):
+            frame = pd.concat([frame, open_ends])
+        net[f"res_{element}"] = _out_of_service_branches(net, element, frame.reindex(net[element].index),
+                                                         (f_side, t_side))
+
+
+def _open_end_rows(data: NetworkData, element: str, w: np.ndarray, theta: np.ndarray,
+                   sides: tuple[str, str]) -> pd.DataFrame:
+    """Rows of the branches with an open end (`powerflow.data.OpenEnd`): the connected end draws its charging
+    ``S = w conj(Y)``, the open end nothing, and the open end's voltage is ``ratio`` times the connected one's;
+    ``loading_percent`` is NaN (an open branch carries no more than its charging)."""
+    rows = {}
+    for end in data.open_ends:
+        if not (end.label.startswith(element) and end.label[len(element):].isdigit()):
+            continue
+        voltage = np.sqrt(max(w[end.bus], 0.0)) * np.exp(1j * theta[end.bus])
+        s = w[end.bus] * np.conj(end.admittance) * data.base_mva
+        near, far = sides if end.at_from else sides[::-1]
+        rows[int(end.label[len(element):])] = {
+            f"p_{near}_mw": s.real, f"q_{near}_mvar": s.imag, f"p_{far}_mw": 0.0, f"q_{far}_mvar": 0.0,
+            "pl_mw": s.real, "ql_mvar": s.imag,
+            f"vm_{near}_pu": abs(voltage), f"va_{near}_degree": np.rad2deg(np.angle(voltage)),
+            f"vm_{far}_pu": abs(voltage * end.ratio), f"va_{far}_degree": np.rad2deg(np.angle(voltage * end.ratio)),
+            "loading_percent": np.nan}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _out_of_service_branches(net: pp.pandapowerNet, element: str, frame: pd.DataFrame,
+                             sides: tuple[str, str]) -> pd.DataFrame:
+    """pandapower's rows for the branches out of service: no flow, no loss, zero loading, and the voltages of
+    their end buses (NaN at a bus out of service)."""
+    table = net[element]
+    off = ~table.in_service.to_numpy(bool)
+    flows = [c for c in frame.columns if not c.startswith(("vm_", "va_"))]
+    frame.loc[off, flows] = 0.0
+    for side, column in zip(sides, ("from_bus", "to_bus") if element == "line" else ("hv_bus", "lv_bus"),
+                            strict=True):
+        buses = table[column].to_numpy()[off]
+        frame.loc[off, f"vm_{side}_pu"] = net.res_bus.vm_pu.reindex(buses).to_numpy()
+        frame.loc[off, f"va_{side}_degree"] = net.res_bus.va_degree.reindex(buses).to_numpy()
+    return frame
 
 
 def generation_cost(net_with_results: pp.pandapowerNet) -> float:
