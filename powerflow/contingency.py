@@ -111,7 +111,7 @@ def n_minus_1(net_or_name: pp.pandapowerNet | str, outages: Iterable[str] | None
         except DeclarationError as exc:  # an island: the only refusal an outage of a valid net can cause
             rows.append({"outage": label, "status": "island", "note": str(exc)})
             continue
-        problem = zonal_problem(changed, mapping, **problem_options)
+        problem = zonal_problem(changed, "area" if zones == "area" else mapping, **problem_options)
         result = problem.solve(**options)
         seconds = time.perf_counter() - start
         answer = to_net(changed, result, problem=problem)

@@ -160,6 +160,8 @@ def test_n_minus_1_rows_solve_and_runpp_accepts_every_answer() -> None:
         assert powerflow.socopf(powerflow.with_outage(powerflow.load_case("case14"), row.outage)).value <= 1e-8
         assert row.shed_mw <= 2.0 and row.objective <= 1e-4
     assert table.loc[2, "status"] == "island" and "[7]" in table.loc[2, "note"]
+    areas = powerflow.n_minus_1("case39", ["line0"], "area", ac=False)  # case39's area 3 is in two pieces
+    assert areas.status.tolist() == ["converged"] and areas.runpp_converged.isna().all()
     with pytest.raises(DeclarationError, match="already out of service"):
         powerflow.n_minus_1(_outage("case14", "line", 0), ["line0"], zones)
     with pytest.raises(DeclarationError, match="outage label"):
