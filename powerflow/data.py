@@ -112,7 +112,8 @@ class NetworkData:
     """Per-unit data of Appendix D, indexed like pandapower's internal ppc.
 
     Buses are numbered ``0..nb-1`` in ppc order; ``bus_labels`` gives the pandapower
-    bus index of each. Only in-service branches and generators are kept. Branch
+    bus index of each. Only in-service buses, branches and generators are kept; a branch with an open end
+    (pandapower's auxiliary bus) is folded into a shunt of its connected bus (``open_ends``). Branch
     admittances follow MATPOWER with ``tau = TAP * exp(j SHIFT)``:
     ``Yff = (y + (g_sh + j b_sh)/2)/|tau|^2``, ``Yft = -y/conj(tau)``,
     ``Ytf = -y/tau``, ``Ytt = y + (g_sh + j b_sh)/2``.
