@@ -92,7 +92,8 @@ def n_minus_1(net_or_name: pp.pandapowerNet | str, outages: Iterable[str] | None
     Columns: ``status`` (the run's ``result.status``, or ``"island"``), ``rounds``, ``objective`` (the last
     round's sum of the zones' objectives), ``shed_mw`` / ``shed_mvar`` (sum over buses of the absolute mismatch of
     (71b)-(71c), from `powerflow.to_net`), ``cost`` (`powerflow.results.generation_cost` of the answer, NaN when
-    the net has no cost data), ``runpp_converged`` and ``max_vm_diff_pu`` (`powerflow.ac_check`, with ``ac``),
+    the net has no ``poly_cost``; piecewise-linear costs are not evaluated), ``runpp_converged`` and
+    ``max_vm_diff_pu`` (`powerflow.ac_check`, with ``ac``),
     ``seconds`` (build and solve), ``note`` (why an outage was refused).
     """
     net = as_net(net_or_name, argument="net_or_name")
@@ -101,7 +102,10 @@ def n_minus_1(net_or_name: pp.pandapowerNet | str, outages: Iterable[str] | None
     for label in labels:
         _parse(net, label)
     options = {**DEFAULT_SOLVE, **(solve_options or {})}
-    has_cost = len(net.poly_cost) > 0 or len(net.pwl_cost) > 0
+    if options.get("privacy") is not None or options.get("diagnostics") is False:
+        raise DeclarationError("an N-1 study tabulates every zone's internal variables, so it runs without privacy "
+                               "and with diagnostics", argument="solve_options")
+    has_cost = len(net.poly_cost) > 0
     rows = []
     for label in labels:
         changed = with_outage(net, label)

@@ -177,5 +177,7 @@ def test_n_minus_1_rows_solve_and_runpp_accepts_every_answer() -> None:
     assert areas.status.tolist() == ["converged"] and areas.runpp_converged.isna().all()
     with pytest.raises(DeclarationError, match="already out of service"):
         powerflow.n_minus_1(_outage("case14", "line", 0), ["line0"], zones)
+    with pytest.raises(DeclarationError, match="without privacy"):
+        powerflow.n_minus_1("case14", ["line0"], zones, solve_options={"diagnostics": False})
     with pytest.raises(DeclarationError, match="outage label"):
         powerflow.n_minus_1("case14", ["switch1"], zones)
