@@ -19,7 +19,10 @@ from privcvx.errors import DeclarationError
 
 def _outage(case: str, element: str, index: int) -> pp.pandapowerNet:
     net = powerflow.load_case(case)
-    net[element].loc[index, "in_service"] = False
+    if element == "switch":  # an open line switch at the to end of line `index`
+        pp.create_switch(net, bus=int(net.line.to_bus[index]), element=index, et="l", closed=False)
+    else:
+        net[element].loc[index, "in_service"] = False
     return net
 
 
@@ -31,7 +34,7 @@ def _kept_branches(net: pp.pandapowerNet) -> list[str]:
 
 @pytest.mark.parametrize(("case", "element", "index"), [("case33bw", None, None), ("case14", "line", 0),
                                                         ("case14", "trafo", 0), ("case14", "bus", 13),
-                                                        ("case118", "bus", 10)])
+                                                        ("case118", "bus", 10), ("case118", "switch", 3)])
 def test_out_of_service_branches_and_buses_agree_with_runpp(case: str, element: str | None, index: int) -> None:
     """At pandapower's own operating point the model's flows equal runpp's branch by branch, and every bus
     balances: with a bus out (case118's bus 10 has 4 charged lines left open) the folded charging is runpp's."""
@@ -51,14 +54,15 @@ def test_out_of_service_branches_and_buses_agree_with_runpp(case: str, element: 
     model.x.value = x
     assert np.max(np.abs(model.mismatch.value)) <= 1e-4  # (71b)-(71c), the open ends' charging as shunts
     for end in data.open_ends:
-        element, row = end.label.rstrip("0123456789"), int(end.label.lstrip("linetrafo"))
-        side = ("from" if end.at_from else "to") if element == "line" else ("hv" if end.at_from else "lv")
+        table, row = end.label.rstrip("0123456789"), int(end.label.lstrip("linetrafo"))
+        side = ("from" if end.at_from else "to") if table == "line" else ("hv" if end.at_from else "lv")
         w = x[model.block("w")][end.bus]
         charging = w * np.conj(end.admittance) * data.base_mva
-        result = net[f"res_{element}"].loc[row]
+        result = net[f"res_{table}"].loc[row]
         assert abs(charging - complex(result[f"p_{side}_mw"], result[f"q_{side}_mvar"])) <= 1e-6
-    if element == "bus" and case == "case118":
-        assert len(data.open_ends) == 4 and max(abs(end.admittance) for end in data.open_ends) > 1e-2
+    if case == "case118":
+        opened = {"bus": 4, "switch": 1}[element]
+        assert len(data.open_ends) == opened and max(abs(end.admittance) for end in data.open_ends) > 1e-2
 
 
 def test_case33bw_as_shipped_loads_and_solves() -> None:
