@@ -23,14 +23,17 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandapower as pp
 import pandapower.networks as pn
+import scipy.sparse as sp
 from pandapower.converter.pypower.to_ppc import to_ppc
 from pandapower.pypower import idx_brch as B
 from pandapower.pypower import idx_bus as N
 from pandapower.pypower import idx_gen as G
+from scipy.sparse.csgraph import connected_components
 
 from privcvx.errors import DeclarationError
 
@@ -92,12 +95,25 @@ def load_case(name: str, *, argument: str = "name") -> pp.pandapowerNet:
     return net
 
 
+class OpenEnd(NamedTuple):
+    """A branch in service whose other end pandapower leaves open (an auxiliary bus: the other bus is out of
+    service, or an open line switch). It is no branch of the model: ``admittance`` (p.u.) is its Kron-reduced
+    shunt at model bus ``bus``; ``at_from`` says whether that is its from (hv) end; ``ratio`` is V_open / V_bus."""
+
+    label: str
+    bus: int
+    admittance: complex
+    ratio: complex
+    at_from: bool
+
+
 @dataclass(frozen=True)
 class NetworkData:
     """Per-unit data of Appendix D, indexed like pandapower's internal ppc.
 
     Buses are numbered ``0..nb-1`` in ppc order; ``bus_labels`` gives the pandapower
-    bus index of each. Only in-service branches and generators are kept. Branch
+    bus index of each. Only in-service buses, branches and generators are kept; a branch with an open end
+    (pandapower's auxiliary bus) is folded into a shunt of its connected bus (``open_ends``). Branch
     admittances follow MATPOWER with ``tau = TAP * exp(j SHIFT)``:
     ``Yff = (y + (g_sh + j b_sh)/2)/|tau|^2``, ``Yft = -y/conj(tau)``,
     ``Ytf = -y/tau``, ``Ytt = y + (g_sh + j b_sh)/2``.
@@ -137,6 +153,7 @@ class NetworkData:
     qmin: np.ndarray
     qmax: np.ndarray
     cost: np.ndarray | None
+    open_ends: tuple[OpenEnd, ...] = ()
 
     @property
     def nb(self) -> int:
@@ -148,12 +165,25 @@ class NetworkData:
         return np.isfinite(self.rate)
 
 
-def _branch_labels(net: pp.pandapowerNet, nbranch: int) -> list[str]:
-    labels = [""] * nbranch
+def _branch_labels(net: pp.pandapowerNet, in_service: np.ndarray) -> list[str]:
+    """Labels ``<element><index>`` of the branches ``to_ppc`` kept.
+
+    ``net._pd2ppc_lookups["branch"]`` spans every line and transformer, in service or not, while ``to_ppc``
+    returns only the rows of ``in_service`` (pandapower's ``ppci["internal"]["branch_is"]``): out-of-service
+    branches and branches at out-of-service buses are dropped.
+    """
+    labels = [""] * len(in_service)
     for element, (start, stop) in net._pd2ppc_lookups["branch"].items():
         for offset, index in enumerate(net[element].index[: stop - start]):
             labels[start + offset] = f"{element}{index}"
-    return labels
+    return [label for label, kept in zip(labels, in_service, strict=True) if kept]
+
+
+def branch_ends(net: pp.pandapowerNet) -> list[tuple[int, int]]:
+    """``(from bus, to bus)`` of every line and ``(hv bus, lv bus)`` of every transformer of ``net``, in service or
+    not (pandapower bus indices)."""
+    edges = [(int(a), int(b)) for a, b in zip(net.line.from_bus, net.line.to_bus, strict=True)]
+    return edges + [(int(a), int(b)) for a, b in zip(net.trafo.hv_bus, net.trafo.lv_bus, strict=True)]
 
 
 def _pairs(f: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -194,6 +224,56 @@ def quiet_pandapower() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _refuse_islands(bus_labels: np.ndarray, f: np.ndarray, t: np.ndarray, bus_type: np.ndarray,
+                    unsupplied: np.ndarray) -> None:
+    """Raise `DeclarationError` naming the in-service buses cut off from the first slack bus.
+
+    ``unsupplied`` are the buses pandapower's connectivity check dropped (no path to any slack); the rest of the
+    in-service network must be one connected piece with the slack, or its other islands are named too.
+    """
+    graph = sp.coo_matrix((np.ones(len(f)), (f, t)), shape=(len(bus_labels),) * 2)
+    _, piece = connected_components(graph, directed=False)
+    slack = np.flatnonzero(bus_type == N.REF)
+    main = piece[slack[0]] if slack.size else 0
+    cut_off = sorted(int(b) for b in [*unsupplied, *bus_labels[piece != main]])
+    if cut_off:
+        raise DeclarationError(f"the in-service network is not connected: {len(cut_off)} buses (pandapower indices) "
+                               f"are cut off from the slack bus {int(bus_labels[slack[0]]) if slack.size else '?'}"
+                               f": {cut_off[:20]}{' ...' if len(cut_off) > 20 else ''}; islands are not supported "
+                               "(put the island's buses out of service, or keep a branch that joins it)",
+                               argument="net")
+
+
+def _fold_open_ends(labels: np.ndarray, real: np.ndarray, f: np.ndarray, t: np.ndarray,
+                    admittances: tuple[np.ndarray, ...], shunt: np.ndarray) -> list[OpenEnd]:
+    """Fold each branch with one open end into a shunt at its other end (in place); return them (ppc buses).
+
+    pandapower keeps a line or transformer whose other bus is out of service (or behind an open line switch) as
+    a branch to an auxiliary bus of the ppc, with no load and nothing else attached. With no current at that end,
+    Kron reduction of the branch's 2x2 admittance leaves ``Yff - Yft Ytf / Ytt`` (to end open) or
+    ``Ytt - Ytf Yft / Yff`` (from end open) at the connected bus: its charging, exactly as ``runpp`` sees it.
+    Other auxiliary buses (the star point of a three-winding transformer) raise `DeclarationError`.
+    """
+    yff, yft, ytf, ytt = admittances
+    auxiliary = np.flatnonzero(~real)
+    ends = np.bincount(np.concatenate([f, t]), minlength=len(real))
+    joined = [k for k in auxiliary if ends[k] > 1]
+    if joined:
+        touching = sorted({str(labels[b]) for b in range(len(f)) if f[b] in joined or t[b] in joined})
+        raise DeclarationError(f"pandapower's auxiliary buses joining several branches (e.g. the star point of a "
+                               f"three-winding transformer) are not supported; branches {touching[:6]}",
+                               argument="net")
+    open_ends = []
+    for b in np.flatnonzero(real[f] != real[t]):
+        at_from = bool(real[f[b]])
+        y, ratio = ((yff[b] - yft[b] * ytf[b] / ytt[b], -ytf[b] / ytt[b]) if at_from
+                    else (ytt[b] - ytf[b] * yft[b] / yff[b], -yft[b] / yff[b]))
+        bus = int(f[b] if at_from else t[b])
+        shunt[bus] += y
+        open_ends.append(OpenEnd(str(labels[b]), bus, complex(y), complex(ratio), at_from))
+    return open_ends
+
+
 def network_data(net: pp.pandapowerNet) -> NetworkData:
     """Extract `NetworkData` from ``net`` with pandapower's ``to_ppc``."""
     with quiet_pandapower():
@@ -201,25 +281,37 @@ def network_data(net: pp.pandapowerNet) -> NetworkData:
     base = float(ppc["baseMVA"])
     bus = np.asarray(ppc["bus"], float)
     nb = len(bus)
-    ppc_index = net._pd2ppc_lookups["bus"][net.bus.index.to_numpy()]
-    if len(np.unique(ppc_index)) != nb:
+    in_service = net.bus.index[net.bus.in_service.to_numpy(bool)].to_numpy()
+    ppc_index = net._pd2ppc_lookups["bus"][in_service]
+    if len(np.unique(ppc_index)) != len(in_service):
         raise DeclarationError("buses merged by pandapower (e.g. bus-bus switches) are not supported",
                                argument="net")
-    bus_labels = np.empty(nb, dtype=np.int64)
-    bus_labels[ppc_index] = net.bus.index.to_numpy()
+    # pandapower's connectivity check puts buses without a path to a slack after the nb kept ones.
+    supplied = ppc_index < nb
+    real = np.zeros(nb, dtype=bool)
+    real[ppc_index[supplied]] = True
 
     branch = np.asarray(ppc["branch"])
-    labels = _branch_labels(net, len(branch))
-    branch_g = np.asarray(ppc.get("branch_g", np.zeros(len(branch))), float).ravel()
-    keep = np.real(branch[:, B.BR_STATUS]) > 0
-    branch, branch_g = np.real(branch[keep]).astype(float), branch_g[keep]
-    labels = [label for label, k in zip(labels, keep, strict=True) if k]
+    labels = np.array(_branch_labels(net, np.asarray(ppc["internal"]["branch_is"], dtype=bool)), dtype=object)
+    branch_g = np.asarray(ppc.get("branch_g", np.zeros(len(branch))), float).ravel()  # rows of the kept branches
+    branch = np.real(branch).astype(float)
     f = branch[:, B.F_BUS].astype(np.int64)
     t = branch[:, B.T_BUS].astype(np.int64)
     y = 1.0 / (branch[:, B.BR_R] + 1j * branch[:, B.BR_X])
     tap = np.where(branch[:, B.TAP] == 0, 1.0, branch[:, B.TAP])
     tau = tap * np.exp(1j * np.deg2rad(branch[:, B.SHIFT]))
     ysh = (branch_g + 1j * branch[:, B.BR_B]) / 2
+    yff, yft, ytf, ytt = (y + ysh) / np.abs(tau) ** 2, -y / np.conj(tau), -y / tau, y + ysh
+    shunt = (bus[:, N.GS] + 1j * bus[:, N.BS]) / base
+    open_ends = _fold_open_ends(labels, real, f, t, (yff, yft, ytf, ytt), shunt)
+    keep = real[f] & real[t]
+    number = np.cumsum(real) - 1  # ppc bus -> model bus
+    open_ends = [end._replace(bus=int(number[end.bus])) for end in open_ends]
+    bus, shunt, f, t = bus[real], shunt[real], number[f[keep]], number[t[keep]]
+    branch, labels, yff, yft, ytf, ytt = branch[keep], labels[keep], yff[keep], yft[keep], ytf[keep], ytt[keep]
+    bus_labels = np.empty(len(bus), dtype=np.int64)
+    bus_labels[number[ppc_index[supplied]]] = in_service[supplied]
+    _refuse_islands(bus_labels, f, t, bus[:, N.BUS_TYPE], in_service[~supplied])
     rate = branch[:, B.RATE_A] / base
     unrated = ~np.isfinite(rate) | (rate <= 0) | (branch[:, B.RATE_A] >= UNRATED_MVA - 1e-6)
     angmin = np.where(branch[:, B.ANGMIN] <= -UNLIMITED_ANGLE_DEG, np.nan, np.deg2rad(branch[:, B.ANGMIN]))
@@ -234,14 +326,13 @@ def network_data(net: pp.pandapowerNet) -> NetworkData:
         base_mva=base,
         bus_labels=bus_labels,
         pd=bus[:, N.PD] / base, qd=bus[:, N.QD] / base,
-        gs=bus[:, N.GS] / base, bs=bus[:, N.BS] / base,
+        gs=shunt.real, bs=shunt.imag,
         vmin=bus[:, N.VMIN], vmax=bus[:, N.VMAX],
-        branch_labels=tuple(labels), f=f, t=t,
-        yff=(y + ysh) / np.abs(tau) ** 2, yft=-y / np.conj(tau), ytf=-y / tau, ytt=y + ysh,
+        branch_labels=tuple(labels), f=f, t=t, yff=yff, yft=yft, ytf=ytf, ytt=ytt,
         rate=np.where(unrated, np.inf, rate), angmin=angmin, angmax=angmax,
         pair_from=pair_from, pair_to=pair_to, pair_of_branch=pair_of_branch, pair_sign=pair_sign,
-        gen_bus=gen[:, G.GEN_BUS].astype(np.int64), gen_rows=rows,
+        gen_bus=number[gen[:, G.GEN_BUS].astype(np.int64)], gen_rows=rows,
         pmin=gen[:, G.PMIN] / base, pmax=gen[:, G.PMAX] / base,
         qmin=gen[:, G.QMIN] / base, qmax=gen[:, G.QMAX] / base,
-        cost=_gencost(ppc, rows, base),
+        cost=_gencost(ppc, rows, base), open_ends=tuple(open_ends),
     )

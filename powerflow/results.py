@@ -28,7 +28,7 @@ import privcvx as pc
 from privcvx.errors import DeclarationError, SolverError
 from privcvx.reference import CentralizedSolution
 
-from .data import NetworkData, load_case, network_data, quiet_pandapower
+from .data import NetworkData, branch_ends, load_case, network_data, quiet_pandapower
 from .model import BLOCKS, SocModel, SocopfResult
 
 _TOLERANCE = 1e-6
@@ -152,15 +152,19 @@ def _check_same_network(net_data: NetworkData, data: NetworkData) -> None:
 
 
 def _gen_elements(net: pp.pandapowerNet) -> dict[int, tuple[str, int]]:
-    """ppc generator row -> (pandapower element table, element index) for ext_grid and gen."""
+    """ppc generator row -> (pandapower element table, element index) for the in-service ext_grids and gens.
+
+    pandapower's lookup is indexed by the element index and holds -1 for an element out of service.
+    """
     rows: dict[int, tuple[str, int]] = {}
     for element in ("ext_grid", "gen"):
         lookup = net._pd2ppc_lookups.get(element)
         if lookup is None or not len(net[element]):
             continue
-        index = net[element].index[net[element].in_service.to_numpy(bool)]
-        for position, row in enumerate(np.asarray(lookup, dtype=int)[: len(index)]):
-            rows[int(row)] = (element, int(index[position]))
+        lookup = np.asarray(lookup, dtype=int)
+        for index in net[element].index[net[element].in_service.to_numpy(bool)]:
+            if 0 <= index < len(lookup) and lookup[index] >= 0:
+                rows[int(lookup[index])] = (element, int(index))
     return rows
 
 
@@ -217,7 +221,8 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
     base = data.base_mva
     labels = data.bus_labels
     vm = np.sqrt(np.maximum(v["w"], 0.0))
-    slack_rows = [net._pd2ppc_lookups["bus"][int(b)] for b in net.ext_grid.bus[net.ext_grid.in_service]]
+    model_bus = {int(label): k for k, label in enumerate(labels)}
+    slack_rows = [model_bus[int(b)] for b in net.ext_grid.bus[net.ext_grid.in_service]]
     slack_angle = np.deg2rad(net.ext_grid.va_degree[net.ext_grid.in_service].to_numpy(float))
     theta = _angles(data, v["w"], v["wr"], v["wi"], np.asarray(slack_rows, dtype=int), slack_angle)
     pg_bus, qg_bus = np.zeros(data.nb), np.zeros(data.nb)
@@ -236,7 +241,7 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
     for k, row in enumerate(data.gen_rows):
         if int(row) in elements:
             element, index = elements[int(row)]
-            if net._pd2ppc_lookups["bus"][int(net[element].bus[index])] != data.gen_bus[k]:
+            if model_bus.get(int(net[element].bus[index])) != data.gen_bus[k]:
                 raise DeclarationError(f"{element} {index} does not sit at the bus of ppc generator {row}",
                                        argument="net")
             tables[element][index] = (v["pg"][k] * base, v["qg"][k] * base, int(data.gen_bus[k]))
@@ -246,7 +251,9 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
         if element == "gen":
             frame["va_degree"] = [np.rad2deg(theta[r[2]]) for r in rows.values()]
             frame["vm_pu"] = [vm[r[2]] for r in rows.values()]
-        net[f"res_{element}"] = frame.reindex(net[element].index)
+        frame = frame.reindex(net[element].index)
+        frame.loc[~net[element].in_service.to_numpy(bool)] = 0.0  # pandapower's rows of elements out of service
+        net[f"res_{element}"] = frame
 
     smax = np.maximum(np.hypot(v["pf"], v["qf"]), np.hypot(v["pt"], v["qt"]))
     loading = np.where(np.isfinite(data.rate), 100.0 * smax / np.where(np.isfinite(data.rate), data.rate, 1.0),
@@ -265,7 +272,77 @@ def _write_tables(net: pp.pandapowerNet, data: NetworkData, v: dict[str, np.ndar
             f"vm_{t_side}_pu": vm[tb], f"va_{t_side}_degree": np.rad2deg(theta[tb]),
             "loading_percent": loading[k],
         }, index=index)
-        net[f"res_{element}"] = frame.reindex(net[element].index)
+        open_ends = _open_end_rows(data, element, v["w"], theta, (f_side, t_side))
+        if len(open_ends):
+            frame = pd.concat([frame, open_ends])
+        net[f"res_{element}"] = _out_of_service_branches(net, element, frame.reindex(net[element].index),
+                                                         (f_side, t_side))
+
+
+def _open_end_rows(data: NetworkData, element: str, w: np.ndarray, theta: np.ndarray,
+                   sides: tuple[str, str]) -> pd.DataFrame:
+    """Rows of the branches with an open end (`powerflow.data.OpenEnd`): the connected end draws its charging
+    ``S = w conj(Y)``, the open end nothing, and the open end's voltage is ``ratio`` times the connected one's;
+    ``loading_percent`` is NaN (an open branch carries no more than its charging)."""
+    rows = {}
+    for end in data.open_ends:
+        if not (end.label.startswith(element) and end.label[len(element):].isdigit()):
+            continue
+        voltage = np.sqrt(max(w[end.bus], 0.0)) * np.exp(1j * theta[end.bus])
+        s = w[end.bus] * np.conj(end.admittance) * data.base_mva
+        near, far = sides if end.at_from else sides[::-1]
+        rows[int(end.label[len(element):])] = {
+            f"p_{near}_mw": s.real, f"q_{near}_mvar": s.imag, f"p_{far}_mw": 0.0, f"q_{far}_mvar": 0.0,
+            "pl_mw": s.real, "ql_mvar": s.imag,
+            f"vm_{near}_pu": abs(voltage), f"va_{near}_degree": np.rad2deg(np.angle(voltage)),
+            f"vm_{far}_pu": abs(voltage * end.ratio), f"va_{far}_degree": np.rad2deg(np.angle(voltage * end.ratio)),
+            "loading_percent": np.nan}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _out_of_service_branches(net: pp.pandapowerNet, element: str, frame: pd.DataFrame,
+                             sides: tuple[str, str]) -> pd.DataFrame:
+    """pandapower's rows for the branches out of service: no flow, no loss, zero loading, and the voltages of
+    their end buses (NaN at a bus out of service)."""
+    table = net[element]
+    off = ~table.in_service.to_numpy(bool)
+    flows = [c for c in frame.columns if not c.startswith(("vm_", "va_"))]
+    frame.loc[off, flows] = 0.0
+    for side, column in zip(sides, ("from_bus", "to_bus") if element == "line" else ("hv_bus", "lv_bus"),
+                            strict=True):
+        buses = table[column].to_numpy()[off]
+        frame.loc[off, f"vm_{side}_pu"] = net.res_bus.vm_pu.reindex(buses).to_numpy()
+        frame.loc[off, f"va_{side}_degree"] = net.res_bus.va_degree.reindex(buses).to_numpy()
+    return frame
+
+
+def generation_cost(net_with_results: pp.pandapowerNet) -> float:
+    """The polynomial generation cost of ``net.poly_cost`` at the answer's ``res_gen`` / ``res_ext_grid`` /
+    ``res_sgen`` powers, as pandapower's ``runopp`` counts it (``res_cost``):
+    the sum of ``cp0 + cp1 p + cp2 p^2 + cq0 + cq1 q + cq2 q^2`` (MW, MVAr; the net's currency per hour).
+
+    Elements out of service cost nothing, as in ``runopp``. Raises `DeclarationError` when the net has no
+    ``poly_cost`` rows, costs another element type, or lacks the result of an in-service costed element.
+    """
+    net = net_with_results
+    costs = net.poly_cost
+    if not len(costs):
+        raise DeclarationError("the net has no polynomial generation costs (net.poly_cost is empty)",
+                               argument="net_with_results")
+    total = 0.0
+    for row in costs.itertuples():
+        if row.et not in ("gen", "ext_grid", "sgen"):
+            raise DeclarationError(f"poly_cost of a {row.et!r} element is not supported (gen, ext_grid, sgen)",
+                                   argument="net_with_results")
+        if not net[row.et].in_service.at[row.element]:
+            continue
+        result = net[f"res_{row.et}"].reindex([row.element])
+        p, q = float(result.p_mw.iloc[0]), float(result.q_mvar.iloc[0])
+        if not (np.isfinite(p) and np.isfinite(q)):
+            raise DeclarationError(f"{row.et} {row.element} has no result power", argument="net_with_results")
+        total += (row.cp0_eur + row.cp1_eur_per_mw * p + row.cp2_eur_per_mw2 * p * p
+                  + row.cq0_eur + row.cq1_eur_per_mvar * q + row.cq2_eur_per_mvar2 * q * q)
+    return total
 
 
 # --------------------------------------------------------------------------------------- ac_check
@@ -347,17 +424,21 @@ def ac_check(net_with_results: pp.pandapowerNet, **runpp_options: Any) -> AcChec
             flows.append(_max_abs(check[f"res_{element}"][list(columns)], net[f"res_{element}"][list(columns)]))
     # The relaxed p_mw / q_mvar exclude the shed load; runpp's include the compensating loads, so both are served load.
     injection = _max_abs(ac[["p_mw", "q_mvar"]], relaxed[["p_mw", "q_mvar"]])
-    vm = ac.vm_pu.to_numpy(float)
-    vmin = check.bus.min_vm_pu.to_numpy(float) if "min_vm_pu" in check.bus else np.zeros(len(vm))
-    vmax = check.bus.max_vm_pu.to_numpy(float) if "max_vm_pu" in check.bus else np.full(len(vm), np.inf)
+    # Out-of-service buses and branches have NaN results in runpp, as in to_net: only in-service rows are checked.
+    buses = check.bus.in_service.to_numpy(bool)
+    vm = ac.vm_pu.reindex(check.bus.index).to_numpy(float)[buses]
+    vmin = check.bus.min_vm_pu.to_numpy(float)[buses] if "min_vm_pu" in check.bus else np.zeros(len(vm))
+    vmax = check.bus.max_vm_pu.to_numpy(float)[buses] if "max_vm_pu" in check.bus else np.full(len(vm), np.inf)
     voltage_ok = bool(np.all((vm >= np.nan_to_num(vmin, nan=0.0) - _TOLERANCE)
                              & (vm <= np.nan_to_num(vmax, nan=np.inf) + _TOLERANCE)))
     line_ok = True
     for element in ("line", "trafo"):
         if len(check[element]):
-            limit = check[element].get("max_loading_percent", pd.Series(100.0, index=check[element].index))
-            loading = check[f"res_{element}"].loading_percent
-            line_ok &= bool(np.all(loading.to_numpy(float) <= limit.fillna(np.inf).to_numpy(float) + _TOLERANCE))
+            table = check[element]
+            limit = table.get("max_loading_percent", pd.Series(100.0, index=table.index)).fillna(np.inf)
+            loading = check[f"res_{element}"].loading_percent.reindex(table.index)
+            kept = table.in_service.to_numpy(bool) & loading.notna().to_numpy()
+            line_ok &= bool(np.all(loading.to_numpy(float)[kept] <= limit.to_numpy(float)[kept] + _TOLERANCE))
     iterations = check._ppc["iterations"] if getattr(check, "_ppc", None) and "iterations" in check._ppc else None
     return AcCheck(converged=True, max_vm_diff_pu=_max_abs(ac.vm_pu, relaxed.vm_pu),
                    max_va_diff_degree=_max_abs(ac.va_degree, relaxed.va_degree),
@@ -378,13 +459,8 @@ def _coordinates(net: pp.pandapowerNet, seed: int = 0) -> dict[int, tuple[float,
 
     graph = nx.Graph()
     graph.add_nodes_from(int(b) for b in net.bus.index)
-    graph.add_edges_from(_edges(net))
+    graph.add_edges_from(branch_ends(net))
     return {int(b): tuple(p) for b, p in nx.spring_layout(graph, seed=seed).items()}
-
-
-def _edges(net: pp.pandapowerNet) -> list[tuple[int, int]]:
-    edges = [(int(a), int(b)) for a, b in zip(net.line.from_bus, net.line.to_bus, strict=True)]
-    return edges + [(int(a), int(b)) for a, b in zip(net.trafo.hv_bus, net.trafo.lv_bus, strict=True)]
 
 
 def _axes(ax: Any, count: int = 1) -> Any:
@@ -407,7 +483,7 @@ def plot_zones(net: pp.pandapowerNet, zones: Mapping[int, Hashable], ax: Any = N
     names = sorted(set(zones.values()), key=lambda z: (str(type(z)), z))
     colours = {zone: f"C{k % 10}" for k, zone in enumerate(names)}
     ties = 0
-    for a, b in _edges(net):
+    for a, b in branch_ends(net):
         tie = zones.get(a) != zones.get(b)
         ties += tie
         ax.plot([xy[a][0], xy[b][0]], [xy[a][1], xy[b][1]], color="red" if tie else "0.6",

@@ -18,7 +18,7 @@ from privcvx.errors import PrivacyError, require_positive
 
 from .data import NetworkData, network_data
 from .model import SocModel, as_net
-from .zones import check_zones, partition_data
+from .zones import zone_mapping
 
 #: The gradient sensitivities of `zonal_problem`: ``"exact"`` (valid, the default) and ``"paper"`` (nominal).
 SENSITIVITIES = ("exact", "paper")
@@ -84,7 +84,7 @@ def _shared_keys(data: NetworkData, model: SocModel, zone_of_bus: np.ndarray,
     return shared
 
 
-def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int, Hashable] = 3, *,
+def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mapping[int, Hashable] = 3, *,
                   beta: float = 0.01, sensitivity: str = "exact", seed: int = 0) -> pc.DistributedProblem:
     """Build the zonal problem (72) with one agent ``"zone-<k>"`` per zone.
 
@@ -96,8 +96,10 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
     buses in more than one V_z (``"w:<bus>"``) are shared; bus labels are pandapower bus
     indices and branch labels ``line<i>`` / ``trafo<i>``.
 
-    ``zones`` is a number (see [`powerflow.partition`][powerflow.zones.partition], with ``seed``) or a mapping
-    ``{pandapower bus index: zone}``. ``beta`` (p.u.) is the adjacency of Sec. 6.1.1 and
+    ``zones`` is a number (see [`powerflow.partition`][powerflow.zones.partition], with ``seed``), ``"area"``
+    (the network's own areas, [`area_zones`][powerflow.zones.area_zones]) or a mapping
+    ``{pandapower bus index: zone}`` ([`zone_mapping`][powerflow.zones.zone_mapping]). ``beta`` (p.u.) is the
+    adjacency of Sec. 6.1.1 and
     ``sensitivity`` is ``"exact"`` (the default, a valid bound) or ``"paper"`` (Sec. 6.1.1's
     2 beta, nominal: only on request, with a ``pc.NominalPrivacyWarning``; see `gradient_sensitivity`).
 
@@ -117,7 +119,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
                       pc.NominalPrivacyWarning, stacklevel=2)
     net = as_net(net_or_name, argument="net_or_name")
     data = network_data(net)
-    mapping = check_zones(data, partition_data(data, zones, seed) if not isinstance(zones, Mapping) else zones)
+    mapping = zone_mapping(net, data, zones, seed)
     names = sorted(set(mapping.values()), key=lambda z: (str(type(z)), z))
     zone_of_bus = np.array([names.index(mapping[int(b)]) for b in data.bus_labels])
     models = [SocModel(data, np.flatnonzero(zone_of_bus == k), name=f"zone_{zone}")

@@ -10,7 +10,7 @@ import pandapower as pp
 
 from privcvx.errors import DeclarationError
 
-from .data import NetworkData, network_data
+from .data import NetworkData, branch_ends, network_data
 from .model import as_net
 
 #: The stand-in 3-zone partition of case118, in MATPOWER bus numbers. It is NOT the
@@ -36,7 +36,7 @@ def bus_graph(data: NetworkData) -> nx.Graph:
 
 def _number_of_zones(zones: object, nb: int) -> int:
     if isinstance(zones, bool) or not isinstance(zones, (int, np.integer)):
-        raise DeclarationError(f"expected a number of zones or a bus-to-zone mapping, got {zones!r}",
+        raise DeclarationError(f'expected a number of zones, "area" or a bus-to-zone mapping, got {zones!r}',
                                argument="zones")
     if not 1 <= zones <= nb:
         raise DeclarationError(f"the network has {nb} buses, so zones must be in 1..{nb}, got {zones}",
@@ -103,8 +103,64 @@ def case118_zones(net: pp.pandapowerNet | None = None) -> dict[int, int]:
     return {index_of[number]: zone for zone, numbers in CASE118_STANDIN_ZONES.items() for number in numbers}
 
 
-def check_zones(data: NetworkData, zones: Mapping[int, object]) -> dict[int, object]:
-    """Check that ``zones`` maps every bus of ``data`` to a zone and that every zone is connected."""
+def area_zones(net: pp.pandapowerNet, data: NetworkData) -> dict[int, int]:
+    """The network's own areas, ``net.bus.zone`` (the MATPOWER bus column BUS_AREA), as ``{bus: area}``.
+
+    Only the in-service buses of ``data`` are mapped. Raises `DeclarationError` when the column is missing, a bus
+    has no area, or every bus sits in one area (then use a number of zones: Louvain, `partition`).
+    """
+    column = net.bus["zone"] if "zone" in net.bus else None
+    if column is None:
+        raise DeclarationError('zones="area" needs the areas in net.bus.zone, which this network does not have',
+                               argument="zones")
+    areas = column.reindex(data.bus_labels)
+    missing = [int(b) for b in areas.index[areas.isna()]]
+    if missing:
+        raise DeclarationError(f'zones="area": {len(missing)} buses have no area in net.bus.zone, e.g. '
+                               f"{missing[:5]}", argument="zones")
+    mapping = {int(bus): int(area) if float(area).is_integer() else area for bus, area in areas.items()}
+    names = sorted(set(mapping.values()))
+    if len(names) < 2:
+        raise DeclarationError(f'zones="area": net.bus.zone puts every bus in the one area {names[0]!r}, so there '
+                               "is nothing to distribute; give a number of zones (Louvain) or a mapping",
+                               argument="zones")
+    return mapping
+
+
+def topology_graph(net: pp.pandapowerNet, data: NetworkData) -> nx.Graph:
+    """The buses of ``data`` joined by every line and transformer of ``net``, in service or not: the grid's
+    topology, which an outage does not redraw."""
+    graph = nx.Graph()
+    graph.add_nodes_from(int(b) for b in data.bus_labels)
+    graph.add_edges_from((a, b) for a, b in branch_ends(net) if a in graph and b in graph)
+    return graph
+
+
+def zone_mapping(net: pp.pandapowerNet, data: NetworkData, zones: object, seed: int = 0) -> dict[int, object]:
+    """``{bus: zone}`` from ``zones``: a number (`partition_data`), ``"area"`` (`area_zones`) or a mapping,
+    checked by `check_zones`.
+
+    A mapping may name out-of-service buses of ``net`` (e.g. the zones of the intact grid in an outage study):
+    they are left out. Its zones must be connected in the grid's topology (`topology_graph`), so that the zones
+    of the intact grid stay valid when an outage cuts a zone's internal path (the pieces stay joined through
+    other zones, which the zonal model allows). The network's own areas are taken as they are: an area's
+    operator may own pieces that only other areas join (case39's area 3 falls into two).
+    """
+    if isinstance(zones, str):
+        if zones != "area":
+            raise DeclarationError(f'expected a number of zones, "area" or a bus-to-zone mapping, got {zones!r}',
+                                   argument="zones")
+        return check_zones(data, area_zones(net, data), graph=None)
+    if isinstance(zones, Mapping):
+        out_of_service = set(net.bus.index[~net.bus.in_service.to_numpy(bool)])
+        zones = {bus: zone for bus, zone in zones.items() if bus not in out_of_service}
+        return check_zones(data, zones, graph=topology_graph(net, data))
+    return check_zones(data, partition_data(data, zones, seed), graph=bus_graph(data))
+
+
+def check_zones(data: NetworkData, zones: Mapping[int, object], graph: nx.Graph | None) -> dict[int, object]:
+    """Check that ``zones`` maps every bus of ``data`` to a zone and (unless ``graph`` is None) that every zone is
+    connected in ``graph``."""
     if not isinstance(zones, Mapping):
         raise DeclarationError(f"expected a bus-to-zone mapping, got {type(zones).__name__}", argument="zones")
     buses = {int(b) for b in data.bus_labels}
@@ -116,7 +172,8 @@ def check_zones(data: NetworkData, zones: Mapping[int, object]) -> dict[int, obj
         raise DeclarationError(f"{len(unknown)} keys are not buses of the network, e.g. {unknown[:5]}",
                                argument="zones")
     mapping = {int(b): z for b, z in zones.items()}
-    graph = bus_graph(data)
+    if graph is None:
+        return mapping
     members: dict[object, list[int]] = {}
     for bus, zone in mapping.items():
         members.setdefault(zone, []).append(bus)
