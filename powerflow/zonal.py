@@ -30,10 +30,11 @@ SENSITIVITIES = ("exact", "paper")
 OBJECTIVES = ("load_shedding", "cost", "cost+shedding")
 #: The start of the defaults' penalty for ``objective="cost"``, times the largest zone's L_p (`cost_penalty_rule`).
 COST_RHO_FACTOR = 4.0
-#: The default penalty gamma of ``objective="cost+shedding"`` ($/h per p.u.^2 of squared mismatch; docs/powerflow.md,
-#: "Cost OPF": a mismatch s_i settles near lambda_i / (2 gamma) for a marginal price lambda_i, about 0.01-0.02 p.u.
-#: at MATPOWER's 2000-4000 $/h per p.u.; the gradient sensitivity, hence ObjPert's noise, grows as gamma).
-DEFAULT_PENALTY = 1e5
+#: The default penalty gamma of ``objective="cost+shedding"`` ($/h per p.u.^2 of squared mismatch). A mismatch settles
+#: near lambda_i / (2 gamma) for a marginal price lambda_i (2000-4000 $/h per p.u. in MATPOWER's cases): at 1e6 the
+#: centralized optimum of case14 sheds 2.8 MW of 259 (1e5: 27.5 MW); the gradient sensitivity, hence ObjPert's
+#: noise, grows as gamma (docs/powerflow.md, "Cost OPF").
+DEFAULT_PENALTY = 1e6
 
 #: Why Sec. 6.1.1's gradient sensitivity is nominal (``pc.Sensitivity.nominal``).
 NOMINAL_GRADIENT = ("Delta = 2 beta of Sec. 6.1.1: one load moved by beta changes a zone's Eq. (28) gradient by "
@@ -183,21 +184,21 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | Mapping[int,
             "smoothness": [agent.smoothness for agent in agents], "models": models,
             "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name,
             "relation": RELATION, "objective": objective, "penalty": weight}
-    if objective == "cost":
-        info[EXACT_STEP_PENALTY] = cost_penalty_rule(agents)
+    if objective != "load_shedding":
+        info[EXACT_STEP_PENALTY] = cost_penalty_rule(models)
     return pc.DistributedProblem(agents, info=info)
 
 
-def cost_penalty_rule(agents: list[pc.Agent]) -> Callable[[], PerKeyBalancing]:
-    """The defaults' penalty for ``objective="cost"`` (`privcvx.algorithms.linearized_admm.exact_step_penalty`):
-    per-key residual balancing that never decreases, from `COST_RHO_FACTOR` times the largest zone's cost curvature
-    L_p = 2 max c2 (p.u.; public data).
+def cost_penalty_rule(models: list[SocModel]) -> Callable[[], PerKeyBalancing]:
+    """The defaults' penalty for the cost objectives (`privcvx.algorithms.linearized_admm.exact_step_penalty`, the
+    non-private exact step): per-key residual balancing that never decreases, from `COST_RHO_FACTOR` times the
+    largest zone's cost curvature 2 max c2 (p.u.; public data, `SocModel.cost_smoothness`).
 
     The library's rule for Eq. (28) (free balancing from max L_p) halves rho in the first rounds, while w still moves
     from its zero start, down to about 30, far below the price scale of a cost OPF (its duals are marginal costs,
     1e2-1e4 $/h per p.u.): case118 and case300 then miss PowerModelsADA's criterion within 300 rounds
     (docs/performance.md, "Cost OPF beside PowerModelsADA"). One factor for every case, no tuning per case."""
-    curvature = max((agent.smoothness or 0.0 for agent in agents), default=0.0)
+    curvature = max(model.cost_smoothness() for model in models)
     return functools.partial(PerKeyBalancing, COST_RHO_FACTOR * curvature if curvature > 0 else None, until=None,
                              mode="nondecreasing")
 
