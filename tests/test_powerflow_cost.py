@@ -176,3 +176,32 @@ def test_objpert_on_cost_plus_shedding_uses_the_declared_sensitivity() -> None:
     assert float(result.privacy["epsilon_pld"].max()) <= 1.0 + 1e-6
     cost, shed = example.dispatch(problem, result.w)
     assert cost > 0 and shed >= 0
+
+
+def test_release_bounds_of_cost_plus_shedding_hold_on_random_points() -> None:
+    """PR-ADMM's CurvatureBound(2 gamma beta, gamma): replayed on random points of one zone with one load moved by
+    beta, |r(z) - r(z')| <= change ||A (z - z')|| and f(y) - f(z) - <f'(z), y - z> >= curvature ||A (y - z)||^2."""
+    from powerflow.release_bounds import release_bounds
+
+    penalty, beta = 1e4, 0.01
+    problem = powerflow.zonal_problem("case14", 3, objective="cost+shedding", penalty=penalty, beta=beta)
+    bound = release_bounds(problem)["zone-1"]
+    assert (bound.change, bound.curvature) == (2 * penalty * beta, penalty)
+    agent, model = problem.agents[0], problem.info["models"][0]
+    a = model.mismatch_matrix
+    rng = np.random.default_rng(1)
+
+    def f(x: np.ndarray) -> float:
+        model.x.value = x
+        return float(agent.objective.value)
+
+    for _ in range(20):
+        z, y = rng.normal(size=(2, model.x.size))
+        assert f(y) - f(z) - agent.gradient(z) @ (y - z) >= bound.curvature * np.sum((a @ (y - z)) ** 2) * (1 - 1e-9)
+        before = [f(z), f(y)]
+        with zonal.moved_load(model, 0, beta):
+            after = [f(z), f(y)]
+        change = abs((after[0] - before[0]) - (after[1] - before[1]))
+        assert change <= bound.change * np.linalg.norm(a @ (z - y)) * (1 + 1e-9)
+    with pytest.raises(PrivacyError, match="cost\\+shedding"):
+        release_bounds(powerflow.zonal_problem("case14", 3, objective="cost"))
