@@ -108,6 +108,16 @@ class OpenEnd(NamedTuple):
 
 
 @dataclass(frozen=True)
+class PwlCost:
+    """A convex piecewise-linear generation cost (pandapower's ``pwl_cost``): ``max_k slope[k] pg + offset[k]``
+    (network units, e.g. $/h, for ``pg`` in p.u.) of generator ``gen`` (its position in `NetworkData`)."""
+
+    gen: int
+    slope: np.ndarray
+    offset: np.ndarray
+
+
+@dataclass(frozen=True)
 class NetworkData:
     """Per-unit data of Appendix D, indexed like pandapower's internal ppc.
 
@@ -154,6 +164,7 @@ class NetworkData:
     qmax: np.ndarray
     cost: np.ndarray | None
     open_ends: tuple[OpenEnd, ...] = ()
+    pwl_cost: tuple[PwlCost, ...] = ()
 
     @property
     def nb(self) -> int:
@@ -193,19 +204,29 @@ def _pairs(f: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return pairs[:, 0], pairs[:, 1], pair_of_branch.ravel(), sign
 
 
-def _gencost(ppc: dict, rows: np.ndarray, base: float) -> np.ndarray | None:
-    """Quadratic cost coefficients ``(c2, c1, c0)`` per generator in p.u. of power."""
+def _gencost(ppc: dict, rows: np.ndarray, base: float) -> tuple[np.ndarray | None, tuple[PwlCost, ...]]:
+    """Generation costs per generator, with power in p.u.: the polynomial coefficients ``(c2, c1, c0)`` (MATPOWER
+    model 2, zero for a piecewise-linear generator) and the piecewise-linear costs (model 1) as `PwlCost` pieces."""
     gencost = ppc.get("gencost")
     if gencost is None or len(gencost) == 0:
-        return None
+        return None, ()
     gencost = np.asarray(gencost, float)[rows]
-    if np.any(gencost[:, 0] != 2) or np.any(gencost[:, 3] > 3):
-        raise DeclarationError("only polynomial generation costs of degree <= 2 are supported", argument="net")
-    coef = np.zeros((len(rows), 3))
+    coef, pwl = np.zeros((len(rows), 3)), []
     for k, row in enumerate(gencost):
         ncost = int(row[3])
-        coef[k, 3 - ncost:] = row[4:4 + ncost]
-    return coef * np.array([base**2, base, 1.0])
+        if row[0] == 1:
+            mw, cost = row[4:4 + 2 * ncost:2], row[5:5 + 2 * ncost:2]
+            slope = np.diff(cost) / np.diff(mw)
+            if np.any(np.diff(slope) < -1e-9):
+                raise DeclarationError(f"the piecewise-linear cost of generator {k} (ppc order) is not convex: its "
+                                       f"slopes {slope.tolist()} decrease", argument="net.pwl_cost")
+            pwl.append(PwlCost(k, slope * base, cost[:-1] - slope * mw[:-1]))
+        elif ncost > 3:
+            raise DeclarationError("only polynomial generation costs of degree <= 2 are supported",
+                                   argument="net.poly_cost")
+        else:
+            coef[k, 3 - ncost:] = row[4:4 + ncost]
+    return coef * np.array([base**2, base, 1.0]), tuple(pwl)
 
 
 @contextmanager
@@ -276,6 +297,9 @@ def _fold_open_ends(labels: np.ndarray, real: np.ndarray, f: np.ndarray, t: np.n
 
 def network_data(net: pp.pandapowerNet) -> NetworkData:
     """Extract `NetworkData` from ``net`` with pandapower's ``to_ppc``."""
+    if len(net.get("poly_cost", ())) and len(net.get("pwl_cost", ())):
+        raise DeclarationError("the network has both polynomial and piecewise-linear costs, which pandapower cannot "
+                               "mix: give each generator's cost in one of them", argument="net.pwl_cost")
     with quiet_pandapower():
         ppc = to_ppc(net, init="flat")
     base = float(ppc["baseMVA"])
@@ -321,6 +345,7 @@ def network_data(net: pp.pandapowerNet) -> NetworkData:
     gen = np.asarray(ppc["gen"], float)
     rows = np.flatnonzero(gen[:, G.GEN_STATUS] > 0)
     gen = gen[rows]
+    cost, pwl_cost = _gencost(ppc, rows, base)
     return NetworkData(
         name=str(net.get("privcvx_case", net.name or "net")),
         base_mva=base,
@@ -334,5 +359,5 @@ def network_data(net: pp.pandapowerNet) -> NetworkData:
         gen_bus=number[gen[:, G.GEN_BUS].astype(np.int64)], gen_rows=rows,
         pmin=gen[:, G.PMIN] / base, pmax=gen[:, G.PMAX] / base,
         qmin=gen[:, G.QMIN] / base, qmax=gen[:, G.QMAX] / base,
-        cost=_gencost(ppc, rows, base), open_ends=tuple(open_ends),
+        cost=cost, pwl_cost=pwl_cost, open_ends=tuple(open_ends),
     )

@@ -142,13 +142,28 @@ class SocModel:
         return cp.sum_squares(self.mismatch)
 
     def generation_cost(self) -> cp.Expression:
-        """Quadratic generation cost of the own generators (network units, e.g. $/h)."""
-        if self.data.cost is None:
-            raise DeclarationError("the network has no generation costs (net.poly_cost is empty)",
-                                   argument="objective")
-        c2, c1, c0 = self.data.cost[self.gens].T
+        """The generation cost of the own generators (network units, e.g. $/h): pandapower's ``poly_cost``
+        ``c2 pg^2 + c1 pg + c0`` and its ``pwl_cost`` ``max_k (slope_k pg + offset_k)``, which CVXPY turns into the
+        epigraph of MATPOWER's piecewise-linear model; a zone without generators costs 0.
+
+        Raises `DeclarationError` naming ``net.poly_cost`` when the network has no cost data.
+        """
+        d = self.data
+        if d.cost is None:
+            raise DeclarationError(f"network {d.name!r} has no generation costs (net.poly_cost and net.pwl_cost are "
+                                   "empty), so objective='cost' has nothing to minimize", argument="net.poly_cost")
         pg = self.x[self.block("pg")]
-        return c2 @ cp.square(pg) + c1 @ pg + float(np.sum(c0))
+        position = {int(g): k for k, g in enumerate(self.gens)}
+        pieces = [cp.max(piece.slope * pg[position[piece.gen]] + piece.offset) for piece in d.pwl_cost
+                  if piece.gen in position]
+        c2, c1, c0 = d.cost[self.gens].T
+        polynomial = c2 @ cp.square(pg) + c1 @ pg + float(np.sum(c0)) if len(self.gens) else cp.Constant(0.0)
+        return polynomial + cp.sum(cp.hstack(pieces)) if pieces else polynomial
+
+    def cost_smoothness(self) -> float:
+        """Smoothness constant of the polynomial cost of the own generators: ``2 max c2`` (0 without generators)."""
+        c2 = self.data.cost[self.gens, 0] if self.data.cost is not None else np.zeros(0)
+        return float(2 * c2.max()) if c2.size else 0.0
 
     # ------------------------------------------------------------ (71d)-(71l)
     def flow_matrix(self) -> sp.csr_matrix:
@@ -264,8 +279,9 @@ def socopf(net: pp.pandapowerNet | str, objective: str = "load_shedding", **solv
 
     ``objective="load_shedding"`` is (71a): minimize the sum of squared active and
     reactive mismatches. ``objective="cost"`` minimizes the network's generation cost
-    with exact balance (mismatches = 0); it is a lower bound on the AC OPF cost and
-    exists for validation. ``solver_options`` go to ``cp.Problem.solve`` (defaults:
+    with exact balance (mismatches = 0, `SocModel.generation_cost`); it is a lower bound on the AC OPF cost
+    (``pandapower.runopp``) and the centralized answer of ``zonal_problem(..., objective="cost")``.
+    ``solver_options`` go to ``cp.Problem.solve`` (defaults:
     Clarabel, ``ignore_dpp=True``).
     """
     if objective not in ("load_shedding", "cost"):

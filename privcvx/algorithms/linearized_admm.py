@@ -204,8 +204,8 @@ class LinearizedADMM(Algorithm):
         if self.local_updates == "auto":
             if self._eta is not None or not exact_step_applies(problem, self.privacy):  # a given eta: Eq. (9)
                 return self.clone(local_updates=1).prepare(problem, topology, rounds)
-            return self.clone(local_updates="exact", **({"rho": exact_step_penalty()} if default_rho else {})).prepare(
-                problem, topology, rounds)
+            return self.clone(local_updates="exact", **({"rho": exact_step_penalty(problem)} if default_rho
+                                                        else {})).prepare(problem, topology, rounds)
         if default_rho and (self.privacy is not None or self._exact):
             # Under privacy rho="adaptive" stays the absolute rule: under ObjPert the relative one of
             # pc.schedules.adaptive() ended 1.1% worse on case118 in each of 5 seeds (docs/tuning.md). So does the
@@ -255,13 +255,22 @@ def exact_step_applies(problem: DistributedProblem, privacy: Perturbation | None
                                    for agent in problem.agents)
 
 
-def exact_step_penalty() -> PerKeyBalancing:
+#: The key of ``problem.info`` where a builder names its exact-step penalty rule (`exact_step_penalty`).
+EXACT_STEP_PENALTY = "exact_step_penalty"
+
+
+def exact_step_penalty(problem: DistributedProblem | None = None) -> PerKeyBalancing:
     """rho="adaptive" under ``local_updates="auto"`` when the step is exact: residual balancing per shared key
     (`PerKeyBalancing`, tau = 2, mu = 10, started at the largest L_p) that keeps adapting
     (``until=None``). Frozen after 100 rounds, the single or per-key rho leaves ExactADMM short of f - f* <= 1e-3
     within 600 rounds on case145 and case300 (docs/tuning.md, "The training set of grids"). Computed from the
-    residuals of released messages only, as every residual-balancing rule."""
-    return PerKeyBalancing(until=None)
+    residuals of released messages only, as every residual-balancing rule.
+
+    A builder whose problem needs another rule names a factory of it in ``problem.info["exact_step_penalty"]``
+    (a fresh rule per run; ``powerflow.zonal_problem(objective="cost")``'s: docs/powerflow.md, "Cost OPF")."""
+    factory = problem.info.get(EXACT_STEP_PENALTY) if problem is not None and isinstance(problem.info, Mapping) \
+        else None
+    return factory() if factory is not None else PerKeyBalancing(until=None)
 
 
 class RoundTerms(NamedTuple):
