@@ -1,0 +1,268 @@
+"""Diagnostics compiled once per agent: f_p's value and the W_p violation as numpy programs.
+
+The per-round diagnostics of a research run (``diagnostics=True``) evaluate, for every agent and round, the
+objective f_p and the largest violation of the constraints of W_p at a point z_p. CVXPY's ``.value`` walks the
+expression tree in Python at each call (its checks, its parameter scan, scipy's wrappers) and cost 3.7x the
+algorithm itself on digits (issue 28). Here each expression is compiled once, at the agent's first
+diagnostic, into a *tape*: the tree's nodes in evaluation order, each a numpy step on its children's values.
+
+* A variable is a view of z_p (its entries, reshaped in column-major order, as CVXPY stores them).
+* A constant is read once. A ``cp.Parameter`` is read at every evaluation (a leaf's value, no expression
+  evaluation): private data changed between rounds is honoured, with nothing to recompile.
+* An atom applies its own ``numeric`` rule, the function ``.value`` calls, to its children's values: the same
+  numbers as ``.value``. A sub-expression used twice (the scores X @ W of the logistic loss) is computed once.
+  ``log_sum_exp`` is written out (shift by the maximum, exp, sum, log), scipy's arithmetic without its
+  wrappers, which cost more than the arithmetic on one agent's data; it agrees with ``.value`` to 1e-15.
+* The slower path, ``CvxpyValue``, is taken once per agent at compile time, for the sub-expressions privcvx has
+  no numpy form of: leaves other than variables, parameters and constants, and the atoms whose ``.value``
+  differs from their ``numeric`` rule (``lambda_max``, ``log_det``, ``tr_inv``, ``lambda_sum_largest``, support
+  functions, partial optimization). It loads z_p into the CVXPY variables and takes ``.value``, as the old code
+  did every round. The names of such sub-expressions are listed in ``CompiledExpression.slow``.
+
+The violation of a constraint is the residual CVXPY's ``constraint.violation()`` computes, from the compiled
+forms of its arguments: ``max(lhs - rhs, 0)`` for ``<=``, ``|lhs - rhs|`` for ``==``, the distance to the cone
+for ``SOC`` (CVXPY's formula), ``max(0, -lambda_min((A + A^T) / 2))`` for ``>> 0``. Other cones (exponential,
+power, ...) take the slower path ``CvxpyViolation`` (CVXPY solves a small projection problem for them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+from cvxpy.atoms.atom import Atom
+from cvxpy.constraints import PSD, SOC, Equality, Inequality, NonNeg, NonPos, Zero
+
+from privcvx.errors import DeclarationError
+
+#: One step of a tape: (function of z and the children's values, the children's slots).
+Step = tuple[Callable[[np.ndarray, list], Any], tuple[int, ...]]
+
+
+def _log_sum_exp(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
+    """``log_sum_exp`` written out: m + log(sum(exp(x - m))) with m the maximum over the atom's axis (scipy's
+    arithmetic), and the atom's own rule where a maximum is not finite (an infinite entry)."""
+    axis, keepdims = atom.axis, atom.keepdims
+
+    def step(z: np.ndarray, values: list) -> np.ndarray:
+        x = values[0]
+        top = np.maximum.reduce(x, axis=axis, keepdims=True) if axis is not None else np.max(x, keepdims=True)
+        if not np.isfinite(top).all():
+            return atom.numeric([x])
+        out = np.log(np.add.reduce(np.exp(x - top), axis=axis, keepdims=True)) + top
+        return out if keepdims else out.reshape(atom.shape)
+    return step
+
+
+def _dense(numpy_rule: Callable[..., np.ndarray], atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
+    """The atom's ``numeric`` rule on dense arrays (numpy's function, called without CVXPY's checks for
+    sparse matrices and scalars), and the rule itself on anything else."""
+    def step(z: np.ndarray, values: list) -> np.ndarray:
+        if all(type(v) is np.ndarray and v.ndim for v in values):
+            return numpy_rule(*values)
+        return atom.numeric(values)
+    return step
+
+
+def _sum(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
+    axis, keepdims = atom.axis, atom.keepdims
+    return _dense(lambda x: np.add.reduce(x, axis=axis, keepdims=keepdims), atom)  # np.sum's own call
+
+
+#: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` to rounding, the others the same
+#: numpy function on dense arrays (MulExpression: ``@``; multiply: ``np.multiply``; Sum: ``np.add.reduce``).
+FAST_ATOMS: dict[str, Callable[[Atom], Callable[[np.ndarray, list], np.ndarray]]] = {
+    "log_sum_exp": _log_sum_exp, "Sum": _sum,
+    "MulExpression": lambda atom: _dense(np.matmul, atom), "multiply": lambda atom: _dense(np.multiply, atom)}
+
+
+def _has_own_value(atom: Atom) -> bool:
+    """Whether an atom's ``.value`` is not its ``numeric`` rule applied to its arguments' values."""
+    cls = type(atom)
+    return cls.value is not Atom.value or cls._value_impl is not Atom._value_impl
+
+
+class CompiledExpression:
+    """A CVXPY expression in an agent's variables as a numpy program of its flat local vector z_p.
+
+    ``offsets`` maps each variable's id to where it starts in z_p. Calling the compiled expression at z
+    returns what ``expr.value`` returns with the variables set from z.
+    """
+
+    def __init__(self, expr: cp.Expression, offsets: dict[int, int], agent: str | None = None) -> None:
+        self.offsets = offsets
+        self.agent = agent
+        self.steps: list[Step] = []
+        self.slots: dict[int, int] = {}
+        self.slow: list[str] = []
+        self.expr = expr
+        self._emit(expr)
+
+    def __call__(self, z: np.ndarray) -> Any:
+        values: list = []
+        for step, children in self.steps:
+            values.append(step(z, [values[i] for i in children]))
+        return values[-1]
+
+    def _emit(self, expr: cp.Expression) -> int:
+        """Append the steps of ``expr`` (children first) and return the slot of its value."""
+        key = id(expr)  # the tree is kept alive by self.expr, so its nodes' ids stay theirs
+        if key in self.slots:
+            return self.slots[key]
+        if isinstance(expr, cp.Variable) and expr.id in self.offsets:
+            start, shape = self.offsets[expr.id], expr.shape
+            stop = start + expr.size
+            step: Step = (lambda z, _: z[start:stop].reshape(shape, order="F"), ())
+        elif isinstance(expr, cp.Parameter) and type(expr) is cp.Parameter:
+            step = (lambda z, _: _parameter_value(expr, self.agent), ())
+        elif not expr.variables() and not expr.parameters() and expr.value is not None:
+            constant = expr.value  # read once: no parameters, no variables
+            step = (lambda z, _: constant, ())
+        elif isinstance(expr, Atom) and not _has_own_value(expr):
+            children = tuple(self._emit(arg) for arg in expr.args)
+            name = type(expr).__name__
+            if 0 in expr.shape:
+                step = (lambda z, _: np.array([]), children)
+            elif name in FAST_ATOMS:
+                step = (FAST_ATOMS[name](expr), children)
+            else:
+                step = (lambda z, values: expr.numeric(values), children)
+        else:
+            step = (CvxpyValue(expr, self.offsets), ())
+            self.slow.append(type(expr).__name__)
+        self.steps.append(step)
+        self.slots[key] = len(self.steps) - 1
+        return self.slots[key]
+
+
+def _parameter_value(parameter: cp.Parameter, agent: str | None) -> Any:
+    value = parameter.value
+    if value is None:
+        raise DeclarationError(f"the parameter {parameter.name()!r} has no value", agent=agent, argument="objective")
+    return value
+
+
+class LoadedVariables:
+    """CVXPY variables set from z_p for the length of a ``with`` block, their previous values restored after: the
+    slower paths, which evaluate through CVXPY."""
+
+    def __init__(self, variables: Sequence[cp.Variable], offsets: dict[int, int]) -> None:
+        self.variables = [(v, offsets[v.id]) for v in variables]
+
+    @contextmanager
+    def at(self, z: np.ndarray) -> Iterator[None]:
+        saved = [v.value for v, _ in self.variables]
+        for var, start in self.variables:
+            var.save_value(z[start:start + var.size].reshape(var.shape, order="F"))
+        try:
+            yield
+        finally:
+            for (var, _), value in zip(self.variables, saved, strict=True):
+                var.save_value(value)
+
+
+class CvxpyValue:
+    """The slower path: a sub-expression privcvx has no numpy form of, evaluated by CVXPY's ``.value`` with
+    z_p loaded into its variables."""
+
+    def __init__(self, expr: cp.Expression, offsets: dict[int, int]) -> None:
+        self.expr = expr
+        self.loaded = LoadedVariables(expr.variables(), offsets)
+
+    def __call__(self, z: np.ndarray, values: Sequence = ()) -> Any:
+        with self.loaded.at(z):
+            return self.expr.value
+
+
+def soc_residual(t: Any, X: Any, axis: int) -> np.ndarray:
+    """Distance of (t, X) to the second-order cone ||X_i|| <= t_i (row i, or column i for ``axis=0``):
+    ||(t, X) - proj(t, X)|| with the projection of CVXPY's ``SOC.residual`` (Parikh and Boyd, Proximal
+    Algorithms, Sec. 6.3.2)."""
+    t, X = np.atleast_1d(t), np.atleast_1d(X)
+    if axis == 0:
+        X = X.T
+    promoted = X.ndim == 1
+    X = np.atleast_2d(X)
+    t_proj, X_proj = np.zeros(t.shape), np.zeros(X.shape)
+    norms = np.linalg.norm(X, ord=2, axis=1)
+    inside = t >= norms
+    t_proj[inside], X_proj[inside] = t[inside], X[inside]
+    between = np.abs(t) < norms
+    scale = 0.5 * (1 + t / norms)
+    X_proj[between] = scale[between, None] * X[between]
+    t_proj[between] = scale[between] * norms[between]
+    resid = np.linalg.norm(np.concatenate([X, t[:, None]], axis=1) - np.concatenate([X_proj, t_proj[:, None]], axis=1),
+                           ord=2, axis=1)
+    return resid[0] if promoted else resid
+
+
+def psd_residual(A: Any) -> float:
+    """CVXPY's ``PSD.residual``: max(0, -lambda_min((A + A^T) / 2))."""
+    A = np.asarray(A, dtype=float)
+    return max(0.0, -float(np.linalg.eigvalsh(A + A.T).min()) / 2)
+
+
+class CvxpyViolation:
+    """The slower path for a constraint privcvx has no numpy residual of (exponential, power cones, ...):
+    CVXPY's ``constraint.violation()`` with z_p loaded into its variables."""
+
+    def __init__(self, constraint: cp.Constraint, offsets: dict[int, int]) -> None:
+        self.constraint = constraint
+        self.loaded = LoadedVariables(constraint.variables(), offsets)
+
+    def __call__(self, z: np.ndarray) -> Any:
+        with self.loaded.at(z):
+            return self.constraint.violation()
+
+
+class ConstraintViolation:
+    """The largest violation of an agent's constraints at z_p, compiled once (0 when z_p is in W_p).
+
+    Equal to ``max(np.max(c.violation()) for c in constraints)`` with the variables set from z_p. The
+    constraints without a numpy residual are listed in ``slow``.
+    """
+
+    def __init__(self, constraints: Sequence[cp.Constraint], offsets: dict[int, int],
+                 agent: str | None = None) -> None:
+        self.residuals: list[Callable[[np.ndarray], Any]] = []
+        self.slow: list[str] = []
+        for constraint in constraints:
+            self.residuals.append(self._compile(constraint, offsets, agent))
+
+    def _compile(self, constraint: cp.Constraint, offsets: dict[int, int],
+                 agent: str | None) -> Callable[[np.ndarray], Any]:
+        def form(expr: cp.Expression) -> CompiledExpression:
+            compiled = CompiledExpression(expr, offsets, agent)
+            self.slow.extend(compiled.slow)
+            return compiled
+
+        if isinstance(constraint, (Inequality, NonPos)):
+            upper = form(constraint.expr)
+            return lambda z: np.maximum(upper(z), 0)
+        if isinstance(constraint, NonNeg):
+            lower = form(constraint.expr)
+            return lambda z: np.abs(np.minimum(lower(z), 0))
+        if isinstance(constraint, (Equality, Zero)):
+            gap = form(constraint.expr)
+            return lambda z: np.abs(gap(z))
+        if isinstance(constraint, SOC):
+            t, X, axis = form(constraint.args[0]), form(constraint.args[1]), constraint.axis
+            return lambda z: soc_residual(t(z), X(z), axis)
+        if type(constraint) is PSD:
+            matrix = form(constraint.args[0])
+            return lambda z: psd_residual(matrix(z))
+        self.slow.append(type(constraint).__name__)
+        return CvxpyViolation(constraint, offsets)
+
+    def __call__(self, z: np.ndarray) -> float:
+        worst = 0.0
+        for residual in self.residuals:
+            r = residual(z)
+            largest = float(np.maximum.reduce(r, axis=None, initial=0.0) if type(r) is np.ndarray
+                            else np.max(r, initial=0.0))
+            if not largest <= worst:  # larger, or NaN (which the history's check then reports)
+                worst = largest
+        return worst
