@@ -11,8 +11,10 @@ diagnostic, into a *tape*: the tree's nodes in evaluation order, each a numpy st
   evaluation): private data changed between rounds is honoured, with nothing to recompile.
 * An atom applies its own ``numeric`` rule, the function ``.value`` calls, to its children's values: the same
   numbers as ``.value``. A sub-expression used twice (the scores X @ W of the logistic loss) is computed once.
-  ``log_sum_exp`` is written out (shift by the maximum, exp, sum, log), scipy's arithmetic without its
-  wrappers, which cost more than the arithmetic on one agent's data; it agrees with ``.value`` to 1e-15.
+  A few hot atoms have their own step (`FAST_ATOMS`): ``log_sum_exp`` written out (shift by the maximum, exp,
+  sum, log: scipy's arithmetic without its wrappers, which cost 4-8x the arithmetic on one agent's digits
+  data), and a matrix product on a C-order copy of its right factor (a matrix variable is a column-major view
+  of z_p, on which BLAS is 2x slower). These agree with ``.value`` to rounding (the tests ask 1e-12 relative).
 * The slower path, ``CvxpyValue``, is taken once per agent at compile time, for the sub-expressions privcvx has
   no numpy form of: leaves other than variables, parameters and constants, and the atoms whose ``.value``
   differs from their ``numeric`` rule (``lambda_max``, ``log_det``, ``tr_inv``, ``lambda_sum_largest``, support
@@ -27,6 +29,7 @@ power, ...) take the slower path ``CvxpyViolation`` (CVXPY solves a small projec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -44,27 +47,36 @@ Step = tuple[Callable[[np.ndarray, list], Any], tuple[int, ...]]
 
 def _log_sum_exp(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
     """``log_sum_exp`` written out: m + log(sum(exp(x - m))) with m the maximum over the atom's axis (scipy's
-    arithmetic), and the atom's own rule where a maximum is not finite (an infinite entry)."""
+    arithmetic), and the atom's own rule (scipy's ``logsumexp``) where a maximum is not finite."""
     axis, keepdims = atom.axis, atom.keepdims
 
     def step(z: np.ndarray, values: list) -> np.ndarray:
         x = values[0]
-        top = np.maximum.reduce(x, axis=axis, keepdims=True) if axis is not None else np.max(x, keepdims=True)
-        if not np.isfinite(top).all():
-            return atom.numeric([x])
-        out = np.log(np.add.reduce(np.exp(x - top), axis=axis, keepdims=True)) + top
-        return out if keepdims else out.reshape(atom.shape)
+        if type(x) is not np.ndarray:
+            return atom.numeric(values)
+        top = np.maximum.reduce(x, axis=axis, keepdims=True)
+        if not math.isfinite(np.add.reduce(top, axis=None)):  # an infinite or NaN entry (or a sum past 1e308)
+            return atom.numeric(values)
+        sums = np.log(np.add.reduce(np.exp(x - top), axis=axis, keepdims=keepdims))
+        return sums + (top if keepdims else top.reshape(np.shape(sums)))
     return step
 
 
-def _dense(numpy_rule: Callable[..., np.ndarray], atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
-    """The atom's ``numeric`` rule on dense arrays (numpy's function, called without CVXPY's checks for
-    sparse matrices and scalars), and the rule itself on anything else."""
+def _dense(numpy_rule: Callable[..., np.ndarray], atom: Atom,
+           scalars: bool = False) -> Callable[[np.ndarray, list], np.ndarray]:
+    """The atom's ``numeric`` rule on numpy arrays (the numpy function it calls, without its checks for sparse
+    matrices, and for 0-d arrays unless ``scalars``), and the rule itself on anything else."""
     def step(z: np.ndarray, values: list) -> np.ndarray:
-        if all(type(v) is np.ndarray and v.ndim for v in values):
+        if all(type(v) is np.ndarray and (scalars or v.ndim) for v in values):
             return numpy_rule(*values)
         return atom.numeric(values)
     return step
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b with b in C order: a variable's matrix is a column-major view of z_p, on which BLAS takes a path
+    about 2x slower (digits: 45 against 24 us for X_p @ W); the sums then differ from ``.value``'s in rounding."""
+    return a @ np.ascontiguousarray(b)
 
 
 def _sum(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
@@ -72,11 +84,22 @@ def _sum(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
     return _dense(lambda x: np.add.reduce(x, axis=axis, keepdims=keepdims), atom)  # np.sum's own call
 
 
-#: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` to rounding, the others the same
-#: numpy function on dense arrays (MulExpression: ``@``; multiply: ``np.multiply``; Sum: ``np.add.reduce``).
+def _quad_over_lin(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
+    """``quad_over_lin`` (``sum_squares``): its rule with the test for complex data made once, not at every call
+    (CVXPY walks the argument's tree for it, 30 us on a 4-entry ridge objective)."""
+    if atom.args[0].is_complex():
+        return lambda z, values: atom.numeric(values)
+    axis, keepdims = atom.axis, atom.keepdims
+    return _dense(lambda x, y: np.square(x).sum(axis=axis, keepdims=keepdims) / y.item(), atom, scalars=True)
+
+
+#: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` and ``MulExpression`` (``@`` on a
+#: C-order copy) to rounding, the others the same numpy functions (multiply: ``np.multiply``; Sum:
+#: ``np.add.reduce``; quad_over_lin: its own formula) on numpy arrays.
 FAST_ATOMS: dict[str, Callable[[Atom], Callable[[np.ndarray, list], np.ndarray]]] = {
-    "log_sum_exp": _log_sum_exp, "Sum": _sum,
-    "MulExpression": lambda atom: _dense(np.matmul, atom), "multiply": lambda atom: _dense(np.multiply, atom)}
+    "log_sum_exp": _log_sum_exp, "Sum": _sum, "quad_over_lin": _quad_over_lin,
+    "MulExpression": lambda atom: _dense(_matmul, atom),
+    "multiply": lambda atom: _dense(np.multiply, atom, scalars=True)}
 
 
 def _has_own_value(atom: Atom) -> bool:
@@ -227,42 +250,48 @@ class ConstraintViolation:
 
     def __init__(self, constraints: Sequence[cp.Constraint], offsets: dict[int, int],
                  agent: str | None = None) -> None:
-        self.residuals: list[Callable[[np.ndarray], Any]] = []
+        self.residuals: list[Callable[[np.ndarray], float]] = []
         self.slow: list[str] = []
         for constraint in constraints:
             self.residuals.append(self._compile(constraint, offsets, agent))
 
     def _compile(self, constraint: cp.Constraint, offsets: dict[int, int],
-                 agent: str | None) -> Callable[[np.ndarray], Any]:
+                 agent: str | None) -> Callable[[np.ndarray], float]:
         def form(expr: cp.Expression) -> CompiledExpression:
             compiled = CompiledExpression(expr, offsets, agent)
             self.slow.extend(compiled.slow)
             return compiled
 
-        if isinstance(constraint, (Inequality, NonPos)):
+        if isinstance(constraint, (Inequality, NonPos)):  # max(expr, 0) entry by entry: max(0, its largest entry)
             upper = form(constraint.expr)
-            return lambda z: np.maximum(upper(z), 0)
-        if isinstance(constraint, NonNeg):
+            return lambda z: _largest(upper(z))
+        if isinstance(constraint, NonNeg):  # |min(expr, 0)|
             lower = form(constraint.expr)
-            return lambda z: np.abs(np.minimum(lower(z), 0))
+            return lambda z: _largest(np.negative(lower(z)))
         if isinstance(constraint, (Equality, Zero)):
             gap = form(constraint.expr)
-            return lambda z: np.abs(gap(z))
+            return lambda z: _largest(np.abs(gap(z)))
         if isinstance(constraint, SOC):
             t, X, axis = form(constraint.args[0]), form(constraint.args[1]), constraint.axis
-            return lambda z: soc_residual(t(z), X(z), axis)
+            return lambda z: _largest(soc_residual(t(z), X(z), axis))
         if type(constraint) is PSD:
             matrix = form(constraint.args[0])
             return lambda z: psd_residual(matrix(z))
         self.slow.append(type(constraint).__name__)
-        return CvxpyViolation(constraint, offsets)
+        slow = CvxpyViolation(constraint, offsets)
+        return lambda z: _largest(slow(z))
 
     def __call__(self, z: np.ndarray) -> float:
         worst = 0.0
         for residual in self.residuals:
-            r = residual(z)
-            largest = float(np.maximum.reduce(r, axis=None, initial=0.0) if type(r) is np.ndarray
-                            else np.max(r, initial=0.0))
+            largest = residual(z)
             if not largest <= worst:  # larger, or NaN (which the history's check then reports)
                 worst = largest
         return worst
+
+
+def _largest(residual: Any) -> float:
+    """max(0, the largest entry), NaN if an entry is NaN (as ``np.max(np.maximum(residual, 0))``)."""
+    if type(residual) is np.ndarray:
+        return float(np.maximum.reduce(residual, axis=None, initial=0.0))
+    return float(np.max(residual, initial=0.0))
