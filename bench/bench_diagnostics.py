@@ -17,6 +17,11 @@ Round t of every side runs before round t + 1 of any (each privcvx side a ``runt
 milliseconds. Per round is the median over the rounds of all repetitions (after one warm-up repetition); the
 ratio is the median of the per-round ratios to the floor. "diagnostics (ms)" is the time spent in the agents'
 ``diagnostics`` calls alone, timed by a wrapper, per round.
+
+Runs that keep diagnostics also time every agent's step for ``result.info["hosts"]``: its wall time and the CPU
+time of its thread (``time.thread_time``, a system call, where ``perf_counter`` is not). The side "on, no CPU
+clock" is the same run with ``thread_time`` replaced by ``perf_counter`` in ``privcvx.runtime.backends`` during
+its rounds (its ``cpu_s`` are then wrong): the difference is what the CPU clock costs on this machine.
 """
 
 from __future__ import annotations
@@ -58,11 +63,18 @@ def time_diagnostics() -> None:
     linearized_admm.ADMMAgent.diagnostics = timed
 
 
+class WallClockOnly:
+    """Stands for the ``time`` module in ``privcvx.runtime.backends``: ``thread_time`` is ``perf_counter``."""
+
+    perf_counter = staticmethod(time.perf_counter)
+    thread_time = staticmethod(time.perf_counter)
+
+
 @contextmanager
 def stepped(problem: pc.DistributedProblem, algorithm: pc.algorithms.LinearizedADMM, rounds: int,
-            diagnostics: bool) -> Iterator[Callable[[int], float]]:
+            diagnostics: bool, cpu_clock: bool = True) -> Iterator[Callable[[int], float]]:
     """A run driven round by round: yields ``step(t)``, which runs round t and its history row and returns the
-    seconds they took."""
+    seconds they took (``cpu_clock=False``: with the hosts' ``thread_time`` replaced by the wall clock)."""
     topology = algorithm.topology_for(problem).bind(problem.names)
     algorithm = algorithm.prepare(problem, topology, rounds)
     run = loop.Run(problem, algorithm, topology, rounds=rounds, seed=0, diagnostics=diagnostics)
@@ -70,10 +82,13 @@ def stepped(problem: pc.DistributedProblem, algorithm: pc.algorithms.LinearizedA
         run.start(hosts)
 
         def step(t: int) -> float:
+            backends.time = time if cpu_clock else WallClockOnly
             start = time.perf_counter()
             sent = run.round(hosts, t)
             run.rows.append(run.row(hosts, t, sent, 0.0)[0])
-            return time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            backends.time = time
+            return elapsed
         yield step
 
 
@@ -104,6 +119,7 @@ class NumpyRidgeADMM:
 
 def ridge_problem(agents: int = 6, rows: int = 30, dim: int = 4, mu: float = 0.1,
                   seed: int = 0) -> tuple[pc.DistributedProblem, list[tuple[np.ndarray, np.ndarray]]]:
+    """The ridge problem and each agent's (A_p, b_p): b_p = A_p x* + 0.1 noise, one x* for all."""
     rng = np.random.default_rng(seed)
     truth = rng.standard_normal(dim)
     data, agent_list = [], []
@@ -117,7 +133,7 @@ def ridge_problem(agents: int = 6, rows: int = 30, dim: int = 4, mu: float = 0.1
 
 
 def compare(title: str, floor: Callable[[], Callable[[int], object]],
-            sides: dict[str, tuple[Callable[[], pc.algorithms.LinearizedADMM], bool]],
+            sides: dict[str, tuple[Callable[[], pc.algorithms.LinearizedADMM], bool, bool]],
             problem: pc.DistributedProblem, rounds: int, repeats: int, floor_label: str) -> None:
     """Round by round: the floor's round t, then every privcvx side's round t; prints a table."""
     times: dict[str, list[float]] = {name: [] for name in [floor_label, *sides]}
@@ -125,8 +141,8 @@ def compare(title: str, floor: Callable[[], Callable[[int], object]],
     for repeat in range(repeats + 1):  # the first is a warm-up
         numpy_round = floor()
         with ExitStack() as stack:
-            steps = {name: stack.enter_context(stepped(problem, make(), rounds, diagnostics))
-                     for name, (make, diagnostics) in sides.items()}
+            steps = {name: stack.enter_context(stepped(problem, make(), rounds, diagnostics, cpu_clock))
+                     for name, (make, diagnostics, cpu_clock) in sides.items()}
             for t in range(1, rounds + 1):
                 start = time.perf_counter()
                 numpy_round(t)
@@ -169,7 +185,8 @@ def digits(rounds: int, repeats: int) -> None:
         return pc.algorithms.LinearizedADMM(local_updates=LOCAL_UPDATES, rho=rho, eta="auto")
 
     floor_objective: Callable[[], Callable[[int], object]] = floor_with_objective
-    sides = {"privcvx, diagnostics off": (algorithm, False), "privcvx, diagnostics on": (algorithm, True)}
+    sides = {"privcvx, diagnostics off": (algorithm, False, True), "privcvx, diagnostics on": (algorithm, True, True),
+             "privcvx, diagnostics on, no CPU clock": (algorithm, True, False)}
     compare(f"digits, {AGENTS} IID agents, box [-{BOUND}, {BOUND}], Algorithm 1, E = {LOCAL_UPDATES}, rho = {rho}",
             floor, sides, problem, rounds, repeats, "numpy Algorithm 1 (the floor)")
     compare("the same, the floor with its numpy objective", floor_objective, sides, problem, rounds, repeats,
@@ -179,12 +196,18 @@ def digits(rounds: int, repeats: int) -> None:
 def ridge(rounds: int, repeats: int) -> None:
     problem, data = ridge_problem()
     rho = 1.0
-    sides = {"privcvx defaults, diagnostics off": (lambda: pc.algorithms.LinearizedADMM(rho=rho), False),
-             "privcvx defaults, diagnostics on": (lambda: pc.algorithms.LinearizedADMM(rho=rho), True),
-             "LinearizedADMM(local_updates=1), off": (lambda: pc.algorithms.LinearizedADMM(local_updates=1, rho=rho),
-                                                      False),
-             "LinearizedADMM(local_updates=1), on": (lambda: pc.algorithms.LinearizedADMM(local_updates=1, rho=rho),
-                                                     True)}
+    def defaults() -> pc.algorithms.LinearizedADMM:
+        return pc.algorithms.LinearizedADMM(rho=rho)
+
+    def linearized() -> pc.algorithms.LinearizedADMM:
+        return pc.algorithms.LinearizedADMM(local_updates=1, rho=rho)
+
+    sides = {"privcvx defaults, diagnostics off": (defaults, False, True),
+             "privcvx defaults, diagnostics on": (defaults, True, True),
+             "privcvx defaults, on, no CPU clock": (defaults, True, False),
+             "LinearizedADMM(local_updates=1), off": (linearized, False, True),
+             "LinearizedADMM(local_updates=1), on": (linearized, True, True),
+             "LinearizedADMM(local_updates=1), on, no CPU clock": (linearized, True, False)}
     compare(f"ridge, 6 agents in R^4, rho = {rho}", lambda: NumpyRidgeADMM(data, 0.1, rho).round, sides, problem,
             rounds, repeats, "numpy ADMM, cached Cholesky, numpy objective (the floor)")
 

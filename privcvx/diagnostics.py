@@ -177,6 +177,7 @@ class LoadedVariables:
 
     @contextmanager
     def at(self, z: np.ndarray) -> Iterator[None]:
+        """The variables hold z_p's entries inside the block."""
         saved = [v.value for v, _ in self.variables]
         for var, start in self.variables:
             var.save_value(z[start:start + var.size].reshape(var.shape, order="F"))

@@ -321,12 +321,17 @@ class GradientEvaluator:
         """f_p at ``z``: what ``objective.value`` gives with the variables set from ``z``."""
         return float(np.sum(self.compiled_objective(z)))
 
+    @property
+    def compiled_violation(self) -> ConstraintViolation:
+        """W_p's constraints compiled for their violation (at the first call)."""
+        if self._violation is None:
+            self._violation = ConstraintViolation(self.constraints, self.offsets, self.agent)
+        return self._violation
+
     def violation(self, z: np.ndarray) -> float:
         """The largest violation of W_p's constraints at ``z`` (0 when z is in W_p): what CVXPY's
         ``constraint.violation()`` gives, the largest over the constraints and their entries."""
-        if self._violation is None:
-            self._violation = ConstraintViolation(self.constraints, self.offsets, self.agent)
-        return self._violation(z)
+        return self.compiled_violation(z)
 
     def gradient(self, z: np.ndarray) -> np.ndarray:
         """f'_p(z): the (sub)gradient used in the linearized update Eq. (9)."""

@@ -72,14 +72,14 @@ def test_value_and_violation_equal_cvxpy(name: str) -> None:
         assert evaluator.value(z) == pytest.approx(value, rel=1e-12, abs=1e-14)
         assert evaluator.violation(z) == pytest.approx(violation, rel=1e-12, abs=1e-14)
     if name == "exponential cone (slow violation)":
-        assert evaluator._violation.slow == ["ExpCone"]
+        assert evaluator.compiled_violation.slow == ["ExpCone"]
         assert violation > 0
     elif name == "PSD constraint and a slow atom":
         assert evaluator.compiled_objective.slow == ["lambda_max"]
-        assert evaluator._violation.slow == []
+        assert evaluator.compiled_violation.slow == []
         assert violation > 0
     else:
-        assert evaluator.compiled_objective.slow == [] and evaluator._violation.slow == []
+        assert evaluator.compiled_objective.slow == [] and evaluator.compiled_violation.slow == []
 
 
 def test_variables_keep_their_values() -> None:
