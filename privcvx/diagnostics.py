@@ -41,9 +41,6 @@ from cvxpy.constraints import PSD, SOC, Equality, Inequality, NonNeg, NonPos, Ze
 
 from privcvx.errors import DeclarationError
 
-#: One step of a tape: (function of z and the children's values, the children's slots).
-Step = tuple[Callable[[np.ndarray, list], Any], tuple[int, ...]]
-
 
 def _log_sum_exp(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
     """``log_sum_exp`` written out: m + log(sum(exp(x - m))) with m the maximum over the atom's axis (scipy's
@@ -64,11 +61,16 @@ def _log_sum_exp(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
 
 def _dense(numpy_rule: Callable[..., np.ndarray], atom: Atom,
            scalars: bool = False) -> Callable[[np.ndarray, list], np.ndarray]:
-    """The atom's ``numeric`` rule on numpy arrays (the numpy function it calls, without its checks for sparse
-    matrices, and for 0-d arrays unless ``scalars``), and the rule itself on anything else."""
+    """The rule of a unary or binary atom on numpy arrays: the numpy function its ``numeric`` calls, without
+    its checks for sparse matrices (and for 0-d arrays unless ``scalars``); the rule itself on anything else."""
     def step(z: np.ndarray, values: list) -> np.ndarray:
-        if all(type(v) is np.ndarray and (scalars or v.ndim) for v in values):
-            return numpy_rule(*values)
+        a = values[0]
+        if type(a) is np.ndarray and (scalars or a.ndim):
+            if len(values) == 1:
+                return numpy_rule(a)
+            b = values[1]
+            if type(b) is np.ndarray and (scalars or b.ndim):
+                return numpy_rule(a, b)
         return atom.numeric(values)
     return step
 
@@ -95,11 +97,12 @@ def _quad_over_lin(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
 
 #: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` and ``MulExpression`` (``@`` on a
 #: C-order copy) to rounding, the others the same numpy functions (multiply: ``np.multiply``; Sum:
-#: ``np.add.reduce``; quad_over_lin: its own formula) on numpy arrays.
+#: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula) on numpy arrays.
 FAST_ATOMS: dict[str, Callable[[Atom], Callable[[np.ndarray, list], np.ndarray]]] = {
     "log_sum_exp": _log_sum_exp, "Sum": _sum, "quad_over_lin": _quad_over_lin,
     "MulExpression": lambda atom: _dense(_matmul, atom),
-    "multiply": lambda atom: _dense(np.multiply, atom, scalars=True)}
+    "multiply": lambda atom: _dense(np.multiply, atom, scalars=True),
+    "DivExpression": lambda atom: _dense(np.divide, atom, scalars=True)}
 
 
 def _has_own_value(atom: Atom) -> bool:
@@ -118,47 +121,53 @@ class CompiledExpression:
     def __init__(self, expr: cp.Expression, offsets: dict[int, int], agent: str | None = None) -> None:
         self.offsets = offsets
         self.agent = agent
-        self.steps: list[Step] = []
+        self.values: list = []  # a slot per node: the constants' values, None where a step computes it
+        self.steps: list[tuple[int, Callable[[np.ndarray, list], Any], tuple[int, ...]]] = []
         self.slots: dict[int, int] = {}
         self.slow: list[str] = []
         self.expr = expr
-        self._emit(expr)
+        self.root = self._emit(expr)
 
     def __call__(self, z: np.ndarray) -> Any:
-        values: list = []
-        for step, children in self.steps:
-            values.append(step(z, [values[i] for i in children]))
-        return values[-1]
+        values = self.values.copy()
+        for slot, step, children in self.steps:
+            values[slot] = step(z, [values[i] for i in children])
+        return values[self.root]
 
     def _emit(self, expr: cp.Expression) -> int:
-        """Append the steps of ``expr`` (children first) and return the slot of its value."""
+        """Add the slots and steps of ``expr`` (children first) and return the slot of its value."""
         key = id(expr)  # the tree is kept alive by self.expr, so its nodes' ids stay theirs
         if key in self.slots:
             return self.slots[key]
+        children: tuple[int, ...] = ()
+        step: Callable[[np.ndarray, list], Any] | None = None
+        constant = None
         if isinstance(expr, cp.Variable) and expr.id in self.offsets:
             start, shape = self.offsets[expr.id], expr.shape
             stop = start + expr.size
-            step: Step = (lambda z, _: z[start:stop].reshape(shape, order="F"), ())
+            step = lambda z, _: z[start:stop].reshape(shape, order="F")  # noqa: E731
         elif isinstance(expr, cp.Parameter) and type(expr) is cp.Parameter:
-            step = (lambda z, _: _parameter_value(expr, self.agent), ())
+            step = lambda z, _: _parameter_value(expr, self.agent)  # noqa: E731
         elif not expr.variables() and not expr.parameters() and expr.value is not None:
             constant = expr.value  # read once: no parameters, no variables
-            step = (lambda z, _: constant, ())
         elif isinstance(expr, Atom) and not _has_own_value(expr):
             children = tuple(self._emit(arg) for arg in expr.args)
             name = type(expr).__name__
             if 0 in expr.shape:
-                step = (lambda z, _: np.array([]), children)
+                step = lambda z, _: np.array([])  # noqa: E731
             elif name in FAST_ATOMS:
-                step = (FAST_ATOMS[name](expr), children)
+                step = FAST_ATOMS[name](expr)
             else:
-                step = (lambda z, values: expr.numeric(values), children)
+                step = lambda z, values: expr.numeric(values)  # noqa: E731
         else:
-            step = (CvxpyValue(expr, self.offsets), ())
+            step = CvxpyValue(expr, self.offsets)
             self.slow.append(type(expr).__name__)
-        self.steps.append(step)
-        self.slots[key] = len(self.steps) - 1
-        return self.slots[key]
+        slot = len(self.values)
+        self.values.append(constant)
+        if step is not None:
+            self.steps.append((slot, step, children))
+        self.slots[key] = slot
+        return slot
 
 
 def _parameter_value(parameter: cp.Parameter, agent: str | None) -> Any:

@@ -319,7 +319,8 @@ class GradientEvaluator:
 
     def value(self, z: np.ndarray) -> float:
         """f_p at ``z``: what ``objective.value`` gives with the variables set from ``z``."""
-        return float(np.sum(self.compiled_objective(z)))
+        value = self.compiled_objective(z)
+        return float(np.add.reduce(value, axis=None) if type(value) is np.ndarray else np.sum(value))
 
     @property
     def compiled_violation(self) -> ConstraintViolation:
