@@ -14,9 +14,11 @@ plain numpy floor, round by round in one process.
 
 Round t of every side runs before round t + 1 of any (each privcvx side a ``runtime.loop.Run`` driven as
 ``pc.runtime.loop.run`` drives it: its round and its history row), so all sides see the same load within
-milliseconds. Per round is the median over the rounds of all repetitions (after one warm-up repetition); the
-ratio is the median of the per-round ratios to the floor. "diagnostics (ms)" is the time spent in the agents'
-``diagnostics`` calls alone, timed by a wrapper, per round.
+milliseconds. Each side's round is timed by the wall clock and by its thread's CPU clock (which leaves out the
+time the process waits for a core: on a shared machine the steadier of the two). Per round is the median over
+the rounds of all repetitions (after one warm-up repetition); a ratio is the median of the per-round ratios to
+the floor. "diagnostics" is the wall time spent in the agents' ``diagnostics`` calls alone (a wrapper's
+``perf_counter``), median per round.
 
 Runs that keep diagnostics also time every agent's step for ``result.info["hosts"]``: its wall time and the CPU
 time of its thread (``time.thread_time``, a system call, where ``perf_counter`` is not). The side "on, no CPU
@@ -132,39 +134,48 @@ def ridge_problem(agents: int = 6, rows: int = 30, dim: int = 4, mu: float = 0.1
     return pc.DistributedProblem(agent_list), data
 
 
+def timed(call: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this thread) of ``call()``; the CPU clock is read outside the wall clock's
+    interval, so that a wait its system call may cause is not in the wall time."""
+    cpu = time.thread_time()
+    start = time.perf_counter()
+    call()
+    wall = time.perf_counter() - start
+    return wall, time.thread_time() - cpu
+
+
 def compare(title: str, floor: Callable[[], Callable[[int], object]],
             sides: dict[str, tuple[Callable[[], pc.algorithms.LinearizedADMM], bool, bool]],
             problem: pc.DistributedProblem, rounds: int, repeats: int, floor_label: str) -> None:
     """Round by round: the floor's round t, then every privcvx side's round t; prints a table."""
-    times: dict[str, list[float]] = {name: [] for name in [floor_label, *sides]}
-    spent: dict[str, float] = {name: 0.0 for name in sides}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in [floor_label, *sides]}
+    spent: dict[str, list[float]] = {name: [] for name in sides}
     for repeat in range(repeats + 1):  # the first is a warm-up
         numpy_round = floor()
         with ExitStack() as stack:
             steps = {name: stack.enter_context(stepped(problem, make(), rounds, diagnostics, cpu_clock))
                      for name, (make, diagnostics, cpu_clock) in sides.items()}
             for t in range(1, rounds + 1):
-                start = time.perf_counter()
-                numpy_round(t)
-                row = {floor_label: time.perf_counter() - start}
+                row = {floor_label: timed(lambda t=t, numpy_round=numpy_round: numpy_round(t))}
                 for name, step in steps.items():
                     SPENT["diagnostics"] = 0.0
-                    row[name] = step(t)
+                    row[name] = timed(lambda step=step, t=t: step(t))
                     if repeat:
-                        spent[name] += SPENT["diagnostics"]
+                        spent[name].append(SPENT["diagnostics"])
                 if repeat:
                     for name, seconds in row.items():
                         times[name].append(seconds)
     base = np.array(times[floor_label])
-    samples = rounds * repeats
     print(f"{title}; {rounds} rounds x {repeats} repetitions (after one warm-up), serial, round by round")
     print()
-    print("| side | per round (ms) | x the floor (median of per-round ratios) | diagnostics (ms per round) |")
-    print("|---|---|---|---|")
+    print("| side | wall ms per round | x the floor | CPU ms per round | x the floor (CPU) | diagnostics (wall ms) |")
+    print("|---|---|---|---|---|---|")
     for name, values in times.items():
         values = np.array(values)
-        diag = f"{spent[name] / samples * 1e3:.3f}" if name in spent else ""
-        print(f"| {name} | {np.median(values) * 1e3:.3f} | {np.median(values / base):.2f} | {diag} |")
+        diag = f"{np.median(spent[name]) * 1e3:.3f}" if name in spent else ""
+        wall, cpu = np.median(values, axis=0) * 1e3
+        ratios = np.median(values / base, axis=0)
+        print(f"| {name} | {wall:.3f} | {ratios[0]:.2f} | {cpu:.3f} | {ratios[1]:.2f} | {diag} |")
     print()
 
 
