@@ -62,15 +62,17 @@ def _log_sum_exp(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
 def _dense(numpy_rule: Callable[..., np.ndarray], atom: Atom,
            scalars: bool = False) -> Callable[[np.ndarray, list], np.ndarray]:
     """The rule of a unary or binary atom on numpy arrays: the numpy function its ``numeric`` calls, without
-    its checks for sparse matrices (and for 0-d arrays unless ``scalars``); the rule itself on anything else."""
+    its checks for sparse matrices (and for 0-d arrays and numpy floats unless ``scalars``); the rule itself on
+    anything else."""
+    def numeric(v: Any) -> bool:
+        return (type(v) is np.ndarray and (scalars or v.ndim > 0)) or (scalars and type(v) is np.float64)
+
     def step(z: np.ndarray, values: list) -> np.ndarray:
-        a = values[0]
-        if type(a) is np.ndarray and (scalars or a.ndim):
+        if numeric(values[0]):
             if len(values) == 1:
-                return numpy_rule(a)
-            b = values[1]
-            if type(b) is np.ndarray and (scalars or b.ndim):
-                return numpy_rule(a, b)
+                return numpy_rule(values[0])
+            if numeric(values[1]):
+                return numpy_rule(values[0], values[1])
         return atom.numeric(values)
     return step
 
