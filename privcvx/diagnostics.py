@@ -22,7 +22,8 @@ diagnostic, into a *tape*: the tree's nodes in evaluation order, each a numpy st
   did every round. The names of such sub-expressions are listed in ``CompiledExpression.slow``.
 
 The violation of a constraint is the residual CVXPY's ``constraint.violation()`` computes, from the compiled
-forms of its arguments: ``max(lhs - rhs, 0)`` for ``<=``, ``|lhs - rhs|`` for ``==``, the distance to the cone
+forms of its arguments (a constant bound on a whole variable compares a slice of z_p with an array):
+``max(lhs - rhs, 0)`` for ``<=``, ``|lhs - rhs|`` for ``==``, the distance to the cone
 for ``SOC`` (CVXPY's formula), ``max(0, -lambda_min((A + A^T) / 2))`` for ``>> 0``. Other cones (exponential,
 power, ...) take the slower path ``CvxpyViolation`` (CVXPY solves a small projection problem for them).
 """
@@ -274,6 +275,14 @@ class ConstraintViolation:
             self.slow.extend(compiled.slow)
             return compiled
 
+        bound = _bound(constraint, offsets)
+        if bound is not None:  # a constant bound on a whole variable: a slice of z_p against an array
+            start, stop, sign, limit = bound
+            if isinstance(constraint, Equality):
+                return lambda z: _largest(np.abs(z[start:stop] - limit))
+            if sign > 0:
+                return lambda z: _largest(z[start:stop] - limit)
+            return lambda z: _largest(limit - z[start:stop])
         if isinstance(constraint, (Inequality, NonPos)):  # max(expr, 0) entry by entry: max(0, its largest entry)
             upper = form(constraint.expr)
             return lambda z: _largest(upper(z))
@@ -300,6 +309,21 @@ class ConstraintViolation:
             if not largest <= worst:  # larger, or NaN (which the history's check then reports)
                 worst = largest
         return worst
+
+
+def _bound(constraint: cp.Constraint, offsets: dict[int, int]) -> tuple[int, int, int, np.ndarray] | None:
+    """(start, stop, sign, limit) if the constraint is ``x <= c``, ``c <= x`` or ``x == c`` for a whole variable x of
+    z_p and a constant c without parameters: its residual is then ``z[start:stop] - limit`` (sign 1) or
+    ``limit - z[start:stop]`` (sign -1), the entries of CVXPY's ``lhs - rhs`` in column-major order."""
+    if not isinstance(constraint, (Inequality, Equality)):
+        return None
+    lhs, rhs = constraint.args
+    for var, const, sign in ((lhs, rhs, 1), (rhs, lhs, -1)):
+        if isinstance(var, cp.Variable) and var.id in offsets and not const.variables() and not const.parameters():
+            start = offsets[var.id]
+            limit = np.broadcast_to(np.asarray(const.value, dtype=float), var.shape).reshape(-1, order="F")
+            return start, start + var.size, sign, limit.copy()
+    return None
 
 
 def _largest(residual: Any) -> float:

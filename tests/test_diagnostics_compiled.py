@@ -46,7 +46,7 @@ def _models() -> dict[str, pc.Agent]:
             (cp.sum(cp.log_sum_exp(A @ W, axis=1)) - cp.sum(cp.multiply(labels, A @ W))) / 7,
             [W <= 0.3, W >= -0.3], shared=W),
         "norms and SOC": pc.Agent(cp.norm(A @ x - B, 2) + cp.norm1(x) + 2 * cp.norm_inf(x - 0.1) + t,
-                                  [cp.SOC(t, x - 0.2), cp.SOC(t + 1, A[:3] @ x), t <= 2], shared=x),
+                                  [cp.SOC(t, x - 0.2), cp.SOC(t + 1, A[:3] @ x), t <= 2, 0.3 == t], shared=x),
         "huber, exp and entropy": pc.Agent(
             cp.sum(cp.huber(A @ x - B, 0.7)) + cp.exp(x[1]) - cp.sum(cp.entr(x[2:] + 2)) + cp.inv_pos(x[0] + 3),
             [cp.exp(x[3]) <= 2, cp.abs(x) <= 1.8], shared=x),
