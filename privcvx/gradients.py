@@ -10,10 +10,13 @@ numpy), so privcvx compiles the expression tree once:
   (reverse mode: each node passes its upstream gradient to its children).
 
 Parameters (an agent's private data) are read when the evaluator compiles the tree, at
-its first use in a run (an agent with a gradient oracle needs the tree only for f_p's value,
-which runs without diagnostics never ask for); they are not meant to change during a run. Atoms without a numpy rule
+its first gradient; the gradient does not follow a later change of their values. Atoms without a numpy rule
 fall back to CVXPY for that sub-expression only, which is correct but slow. The rules are a registry keyed by
 CVXPY atom class (`ATOM_RULES`), which also says which atoms are nonsmooth (`privcvx.tuning.is_smooth`).
+
+f_p's value (the objective diagnostic, and IPP-ADMM's query) is not taken from this tree but from
+`privcvx.diagnostics.CompiledExpression`, compiled at the first value asked for: the numbers of CVXPY's
+``.value``, with parameters read at every evaluation.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from cvxpy.atoms.elementwise.power import Power
 from cvxpy.atoms.pnorm import Pnorm
 from cvxpy.atoms.quad_form import QuadForm
 from scipy.special import expit, logsumexp, softmax
+
+from privcvx.diagnostics import CompiledExpression, ConstraintViolation
 
 if TYPE_CHECKING:
     from privcvx.problem import Agent, AgentLayout
@@ -350,15 +355,20 @@ class GradientEvaluator:
     """Value and (sub)gradient of one agent's objective as functions of its flat local vector z_p.
 
     Uses the agent's numpy oracle for the gradient when it has one, and the compiled
-    expression tree otherwise. The value always comes from the compiled tree.
+    expression tree otherwise. The value, and the violation of W_p's constraints, come from their forms
+    compiled by `privcvx.diagnostics` (at their first use).
     """
 
     def __init__(self, agent: Agent, layout: AgentLayout) -> None:
         self.offsets = {v.id: o for v, o in zip(agent.variables, layout.offsets, strict=True)}
         self.objective = agent.objective
+        self.constraints = agent.constraints
         self.layout = layout
         self.oracle = agent.gradient
+        self.agent = layout.name
         self._root: _Node | None = None
+        self._objective: CompiledExpression | None = None
+        self._violation: ConstraintViolation | None = None
         # One variable (the usual case): the oracle takes z reshaped, without split and concatenate per call, as
         # a C-ordered array (numpy's default: a matrix product X @ W with a column-major W takes a slower path
         # and sums in another order, 1e-19 apart on the federated logistic problem).
@@ -375,9 +385,31 @@ class GradientEvaluator:
             self._root = _compile(self.objective, self.offsets, self.layout.dim)
         return self._root
 
+    @property
+    def compiled_objective(self) -> CompiledExpression:
+        """f_p compiled for its value (at the first call)."""
+        if self._objective is None:
+            self._objective = CompiledExpression(self.objective, self.offsets, self.agent)
+        return self._objective
+
     def value(self, z: np.ndarray) -> float:
-        """f_p at ``z`` (the sum of the compiled expression's entries)."""
-        return float(np.sum(self.root.forward(z)))
+        """f_p at ``z``: what ``objective.value`` gives with the variables set from ``z``."""
+        value = self.compiled_objective(z)
+        if isinstance(value, float):  # a numpy float (a scalar atom's value)
+            return float(value)
+        return float(np.add.reduce(value, axis=None) if type(value) is np.ndarray else np.sum(value))
+
+    @property
+    def compiled_violation(self) -> ConstraintViolation:
+        """W_p's constraints compiled for their violation (at the first call)."""
+        if self._violation is None:
+            self._violation = ConstraintViolation(self.constraints, self.offsets, self.agent)
+        return self._violation
+
+    def violation(self, z: np.ndarray) -> float:
+        """The largest violation of W_p's constraints at ``z`` (0 when z is in W_p): what CVXPY's
+        ``constraint.violation()`` gives, the largest over the constraints and their entries."""
+        return self.compiled_violation(z)
 
     def gradient(self, z: np.ndarray) -> np.ndarray:
         """f'_p(z): the (sub)gradient used in the linearized update Eq. (9)."""

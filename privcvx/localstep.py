@@ -313,23 +313,6 @@ class Projection:
         """How far a computed projection may be from the exact one, per coordinate (`PROJECTION_ERROR`)."""
         return PROJECTION_ERROR if self.kind == "conic" else 0.0
 
-    def violation(self, z: np.ndarray) -> float:
-        """The largest violation of W_p at z (0 when z is in W_p)."""
-        if self.kind == "free":
-            return 0.0
-        if self.kind == "box":
-            lower, upper = self.bounds
-            return float(max(np.max(lower - z, initial=0.0), np.max(z - upper, initial=0.0)))
-        saved = [v.value for v in self.variables]
-        offset = 0
-        for var in self.variables:
-            var.save_value(z[offset:offset + var.size].reshape(var.shape, order="F"))
-            offset += var.size
-        worst = max((float(np.max(c.violation(), initial=0.0)) for c in self.problem.constraints), default=0.0)
-        for var, value in zip(self.variables, saved, strict=True):
-            var.save_value(value)
-        return worst
-
 
 class ExactStep:
     """The compiled exact step of one agent: argmin f_p(z) + <q, z_s> + (rho/2) ||z_s||^2 over W_p.

@@ -454,7 +454,7 @@ class ADMMAgent(AgentProgram):
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """f_p and the W_p violation at the release, Eq. (29)'s sum |xi| and the step: from private data."""
         return {"objective": self.evaluator.value(self.released),
-                "max_violation": self.projection.violation(self.released), **self._last}
+                "max_violation": self.evaluator.violation(self.released), **self._last}
 
     def output(self, released_only: bool = False) -> np.ndarray:
         """The last release z_p^{t+1}: the whole local vector, or only its shared entries (what was sent)."""

@@ -1,0 +1,135 @@
+"""The diagnostics compiled once per agent (privcvx.diagnostics, issue 28): f_p's value and the W_p violation
+equal CVXPY's ``.value`` and ``constraint.violation()`` (the reference, computed here with the variables set),
+for several kinds of model, with parameters changed between evaluations."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import privcvx as pc
+from privcvx.gradients import GradientEvaluator
+
+RNG = np.random.default_rng(28)
+A = RNG.standard_normal((7, 4))
+B = RNG.standard_normal(7)
+
+
+def _evaluator(agent: pc.Agent) -> GradientEvaluator:
+    problem = pc.DistributedProblem([agent])
+    return GradientEvaluator(problem.agents[0], problem.layouts[0])
+
+
+def _reference(agent: pc.Agent, z: np.ndarray) -> tuple[float, float]:
+    """f_p and the largest constraint violation at z, by CVXPY's ``.value`` with the variables set from z."""
+    offset = 0
+    for var in agent.variables:
+        var.value = z[offset:offset + var.size].reshape(var.shape, order="F")
+        offset += var.size
+    violation = max((float(np.max(c.violation(), initial=0.0)) for c in agent.constraints), default=0.0)
+    return float(np.sum(agent.objective.value)), violation
+
+
+def _models() -> dict[str, pc.Agent]:
+    x = cp.Variable(4, name="x")
+    W = cp.Variable((4, 3), name="W")
+    labels = np.eye(3)[RNG.integers(0, 3, 7)]
+    P = RNG.standard_normal((4, 4))
+    t = cp.Variable(name="t")
+    return {
+        "quadratic, affine and box constraints": pc.Agent(
+            cp.sum_squares(A @ x - B) + cp.quad_form(x, P @ P.T + np.eye(4)) + 0.5 * x @ B[:4],
+            [A[:3] @ x <= 0.2, x[0] == 0.1, x >= -0.3, x <= 0.4], shared=x),
+        "logistic": pc.Agent(cp.sum(cp.logistic(A @ x)) - (B > 0) @ (A @ x) / 7, [cp.norm(x, 2) <= 1.5], shared=x),
+        "log-sum-exp (federated logistic)": pc.Agent(
+            (cp.sum(cp.log_sum_exp(A @ W, axis=1)) - cp.sum(cp.multiply(labels, A @ W))) / 7,
+            [W <= 0.3, W >= -0.3], shared=W),
+        "norms and SOC": pc.Agent(cp.norm(A @ x - B, 2) + cp.norm1(x) + 2 * cp.norm_inf(x - 0.1) + t,
+                                  [cp.SOC(t, x - 0.2), cp.SOC(t + 1, A[:3] @ x), t <= 2, 0.3 == t], shared=x),
+        "huber, exp and entropy": pc.Agent(
+            cp.sum(cp.huber(A @ x - B, 0.7)) + cp.exp(x[1]) - cp.sum(cp.entr(x[2:] + 2)) + cp.inv_pos(x[0] + 3),
+            [cp.exp(x[3]) <= 2, cp.abs(x) <= 1.8], shared=x),
+        "PSD constraint and a slow atom": pc.Agent(
+            cp.lambda_max(cp.reshape(W[:3, :], (3, 3), order="F") + cp.reshape(W[:3, :], (3, 3), order="F").T)
+            + cp.sum_squares(W), [cp.reshape(W[:3, :], (3, 3), order="F") >> 0], shared=W),
+        "exponential cone (slow violation)": pc.Agent(
+            cp.sum_squares(x), [cp.constraints.ExpCone(x[0], x[1] + 2, x[2] + 3), x[3] <= 1], shared=x),
+    }
+
+
+MODELS = _models()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_value_and_violation_equal_cvxpy(name: str) -> None:
+    agent = MODELS[name]
+    evaluator = _evaluator(agent)
+    dim = sum(v.size for v in agent.variables)
+    for scale in (0.05, 0.5, 2.0):  # inside and outside W_p
+        z = RNG.uniform(-scale, scale, dim)
+        value, violation = _reference(agent, z)
+        assert evaluator.value(z) == pytest.approx(value, rel=1e-12, abs=1e-14)
+        assert evaluator.violation(z) == pytest.approx(violation, rel=1e-12, abs=1e-14)
+    if name == "exponential cone (slow violation)":
+        assert evaluator.compiled_violation.slow == ["ExpCone"]
+        assert violation > 0
+    elif name == "PSD constraint and a slow atom":
+        assert evaluator.compiled_objective.slow == ["lambda_max"]
+        assert evaluator.compiled_violation.slow == []
+        assert violation > 0
+    else:
+        assert evaluator.compiled_objective.slow == [] and evaluator.compiled_violation.slow == []
+
+
+def test_variables_keep_their_values() -> None:
+    """The slower paths load z_p into the CVXPY variables and restore what was there."""
+    agent = MODELS["exponential cone (slow violation)"]
+    evaluator = _evaluator(agent)  # the problem's feasibility check at set-up sets the variables
+    before = np.arange(4.0)
+    agent.variables[0].value = before
+    assert evaluator.violation(np.ones(4)) > 0
+    assert np.array_equal(agent.variables[0].value, before)
+
+
+def test_parameters_changed_between_rounds_are_honoured() -> None:
+    """A cp.Parameter (an agent's private data) is read at every evaluation: reassigned or changed in place,
+    the compiled value follows CVXPY's .value (the tree compiled for the gradient kept the first value)."""
+    x = cp.Variable(4)
+    data = cp.Parameter((7, 4), value=A.copy())
+    target = cp.Parameter(7, value=B.copy())
+    radius = cp.Parameter(nonneg=True, value=1.0)
+    agent = pc.Agent(cp.sum_squares(data @ x - target) + cp.sum(cp.huber(x, radius)), [cp.norm(x) <= radius],
+                     shared=x)
+    evaluator = _evaluator(agent)
+    z = RNG.standard_normal(4)
+    first = evaluator.value(z)
+    assert first == pytest.approx(_reference(agent, z)[0], rel=1e-12)
+    data.value = A[::-1].copy()  # reassigned
+    target.value[:] = -B  # changed in place
+    radius.value = 0.3
+    value, violation = _reference(agent, z)
+    assert abs(value - first) > 1e-3
+    assert evaluator.value(z) == pytest.approx(value, rel=1e-12)
+    assert evaluator.violation(z) == pytest.approx(violation, rel=1e-12)
+
+
+def test_parameter_without_value_is_a_clear_error() -> None:
+    x = cp.Variable(2)
+    weight = cp.Parameter(nonneg=True)
+    evaluator = _evaluator(pc.Agent(weight * cp.sum_squares(x), shared=x, name="zone-3"))
+    with pytest.raises(pc.errors.DeclarationError, match="zone-3.*has no value"):
+        evaluator.value(np.ones(2))
+
+
+def test_run_objective_column_is_cvxpy_value_at_the_releases() -> None:
+    """A run's last objective diagnostic is sum_p f_p(z_p) at the releases, as CVXPY computes it."""
+    from problems import federated_logistic
+
+    X = RNG.standard_normal((60, 5))
+    y = (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int) + (X[:, 2] > 1)
+    problem = federated_logistic(X, y, agents=3, bound=0.2, seed=1)
+    result = problem.solve(rounds=4, local_updates=2, seed=0)
+    expected = sum(_reference(agent, z)[0] for agent, z in zip(problem.agents, result.z, strict=True))
+    assert result.history["objective"].iloc[-1] == pytest.approx(expected, rel=1e-12)
+    assert result.history["max_violation"].iloc[-1] == 0.0
