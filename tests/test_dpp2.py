@@ -251,7 +251,7 @@ def test_baseline_ledgers_match_their_stated_epsilon(problem, topology, method):
 
 # ---- conformance -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("method", [DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9),
-                                    DiaDSP(u_x=0.5, u_y=0.5, r=0.9), PPDC(u_x=0.5, u_v=0.5, r=0.9)],
+                                    DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9), PPDC(u_x=0.5, u_v=0.5, r=0.9)],
                          ids=["DPP2", "DiaDSP", "PPDC"])
 def test_check_algorithm(method):
     report = check_algorithm(method, rounds=600)
