@@ -61,7 +61,7 @@ from privcvx.privacy.sensitivity import projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
-from privcvx.tuning import smoothness_of
+from privcvx.tuning import smoothness_of, warn_nonsmooth
 
 CALIBRATIONS = ("safe", "paper")
 STEPS = ("geometric", "diminishing")
@@ -204,6 +204,10 @@ class DPDistributedGradient(Algorithm):
         self.check(problem, topology)
         if self._c is not None or not isinstance(self._kind, str):
             return self
+        warn_nonsmooth("DPDistributedGradient", problem.agents, "its default step c = 1 / max L_i has no L_i for "
+                       "them (a subgradient step at c = 1 / max of the others' L_i, or 1)",
+                       "Give c (a step for a subgradient method), or smooth the objective (e.g. a Huber or squared "
+                       "hinge loss)")
         smoothness = []
         for agent, layout in zip(problem.agents, problem.layouts, strict=True):
             if agent.smoothness is not None:

@@ -94,7 +94,7 @@ from privcvx.privacy.mechanisms import (
     check_epsilon,
 )
 from privcvx.privacy.noise import NoiseSource, SecureNoise
-from privcvx.privacy.sensitivity import projected_sensitivity
+from privcvx.privacy.sensitivity import holds_no_private_data, projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -263,6 +263,8 @@ class QDPSGD(Algorithm):
         self.require_decentralized(topology)
         self.require_consensus(problem)
         for agent in problem.agents:
+            if self.private and holds_no_private_data(agent):
+                continue  # no records to protect: its whole gradient, released without noise
             if not isinstance(agent, SampledAgent) and (self.private or self._rate < 1.0 or self._clip is not None):
                 raise self.unsupported("agents without per-record gradients",
                                        "clipping, subsampling and privacy need a SampledAgent (its per-record "
@@ -272,11 +274,12 @@ class QDPSGD(Algorithm):
             if self._clip is None:
                 raise PrivacyError("under privacy the per-record gradients must be clipped: give clip=K",
                                    argument="clip")
-            if self.variant == 2 and any(agent.record_smoothness is None for agent in problem.agents):
+            private_agents = [agent for agent in problem.agents if not holds_no_private_data(agent)]
+            if self.variant == 2 and any(agent.record_smoothness is None for agent in private_agents):
                 raise PrivacyError("Q-DPSGD-2 bounds the sensitivity of the agent's state through the Lipschitz "
                                    "constant of the per-record gradients: declare SampledAgent(record_smoothness=L)",
                                    argument="record_smoothness")
-            undeclared = [agent.name for agent in problem.agents if agent.record_count is None]
+            undeclared = [agent.name for agent in private_agents if agent.record_count is None]
             if self._batch is None and undeclared:
                 raise PrivacyError("the default normaliser B = q m_i reveals the record count m_i: declare it public "
                                    "(SampledAgent(record_count=m_i)) or give batch_size=B", agent=undeclared[0],
@@ -306,7 +309,7 @@ class QDPSGD(Algorithm):
     def _warn_sampled_state(self, problem: DistributedProblem, rounds: int) -> None:
         """Q-DPSGD-2 with q < 1: the state's sensitivity D_t grows by up to 1 + alpha_t eps L_rec / q per round (module
         docstring; no amplification is claimed), so the noise grows with it: a ``ConvergenceWarning`` with the bound."""
-        smoothness = max(agent.record_smoothness for agent in problem.agents)
+        smoothness = max(agent.record_smoothness for agent in problem.agents if not holds_no_private_data(agent))
         step, eps = self.schedule(), self._averaging
         log_growth = sum(math.log1p(step(t) * eps * smoothness / self._rate) for t in range(1, rounds + 1))
         warnings.warn(f"Q-DPSGD-2 with sampling_rate={self._rate!r} < 1: subsampling is not amplified for the "
@@ -364,8 +367,13 @@ class QDPSGDAgent(AgentProgram):
         self.layout = context.layout
         self.projection = Projection(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
-        self.samples = agent.samples if isinstance(agent, SampledAgent) else _WholeObjective(self.evaluator)
-        self.batch = settings._batch if settings._batch is not None else settings._rate * self.samples.count
+        # An agent without private data (pc.Sensitivity(l1=0, l2=0)) under privacy: its whole gradient, neither
+        # sampled nor clipped, and its broadcasts without noise, charged nothing (docs/privacy.md).
+        self.public = settings.private and holds_no_private_data(agent)
+        self.samples = agent.samples if isinstance(agent, SampledAgent) and not self.public \
+            else _WholeObjective(self.evaluator)
+        self.batch = 1.0 if self.public else (settings._batch if settings._batch is not None
+                                              else settings._rate * self.samples.count)
         self.step_size = settings.schedule()
         self.ones = np.ones(self.layout.dim)
         self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
@@ -378,7 +386,7 @@ class QDPSGDAgent(AgentProgram):
         settings, noise = self.settings, self.context.noise
         eta, bits = settings._resolution, settings.bits
         quantized = stochastic_quantize(self.x, eta, bits, noise.uniform(self.layout.dim))
-        if settings.variant == 2 and settings.private and t >= 2:
+        if settings.variant == 2 and settings.private and not self.public and t >= 2:
             lattice_sensitivity = self.sensitivity / eta + math.sqrt(self.layout.dim)
             sigma = self.multiplier * lattice_sensitivity
             codes = self.context.release(np.rint(quantized / eta), DiscreteGaussian(sigma, lattice_sensitivity),
@@ -394,13 +402,14 @@ class QDPSGDAgent(AgentProgram):
         """g_i: the clipped per-record gradients of a Poisson sample, summed (+ Gaussian noise, variant 1), over B."""
         settings, noise = self.settings, self.context.noise
         m = self.samples.count
-        chosen = np.arange(m) if settings._rate >= 1.0 else np.flatnonzero(noise.uniform(m) < settings._rate)
+        chosen = np.arange(m) if settings._rate >= 1.0 or self.public else \
+            np.flatnonzero(noise.uniform(m) < settings._rate)
         rows = np.asarray(self.samples.gradients(self.x, chosen), dtype=float).reshape(len(chosen), self.layout.dim)
-        if settings._clip is not None and len(chosen):
+        if settings._clip is not None and len(chosen) and not self.public:
             norms = np.linalg.norm(rows, axis=1)
             rows = rows / np.maximum(1.0, norms / settings._clip)[:, None]
         total = rows.sum(axis=0)
-        if settings.variant == 1 and settings.private:
+        if settings.variant == 1 and settings.private and not self.public:
             clip, multiplier = settings._clip, self.multiplier
             total = self.context.release(total, PoissonSampledGaussian(settings._rate, multiplier),
                                          Sensitivity(l2=clip), scale=multiplier * clip)
@@ -421,7 +430,7 @@ class QDPSGDAgent(AgentProgram):
         keep = 1.0 - eps + eps * row.get(name, 0.0)
         mixed = keep * self.x + eps * sum(row[j] * received[j] for j in sorted(row) if j != name)
         self.x = self.projection(mixed - alpha * eps * self._gradient(), self.ones)
-        if self.settings.variant == 2 and self.settings.private:
+        if self.settings.variant == 2 and self.settings.private and not self.public:
             # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring), through the
             # projection (l2 survives it; a solver's error is added on a set that is not a box).
             growth = keep + alpha * eps * self.agent.record_smoothness / self.settings._rate
