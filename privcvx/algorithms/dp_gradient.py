@@ -271,8 +271,21 @@ class DPDGAgent(AgentProgram):
             sensitivity = 0.0 if gamma == 0.0 or self.sensitivity == 0.0 else max(self.settings.release_sensitivity(
                 self.agent, self.projection.kind, self.layout.dim, gamma, self.projection.error_bound), math.ulp(0.0))
             mechanism = laplace_release(sensitivity, scale) or Laplace(1.0)  # uncharged when sensitivity is 0
-            self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
-                                          tags={"payload": "y"})
+            try:
+                self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
+                                              tags={"payload": "y"})
+            except PrivacyError as error:
+                if error.argument != "value":
+                    raise
+                # The secure grid's step is 2^-10 Delta / n, so |x / step| < 2^62 needs Delta > n 2^-52 |x|: a
+                # sensitivity (and noise) that has decayed below the float resolution of x, where no double holds
+                # a release of that sensitivity (the float path's x + w rounds to x there).
+                raise PrivacyError(
+                    f"round {t}: the release's sensitivity Delta = {sensitivity:.3g} (S c q^(t-2), q = "
+                    f"{self.settings._q}) and noise scale {scale:.3g} have decayed below the float resolution of "
+                    "the estimate, which no grid step can then represent; the geometric step c q^t has stopped "
+                    f"moving the estimates by now: run at most {t - 1} rounds, or give a q closer to 1",
+                    agent=self.context.name, argument="rounds") from error
             self.noise_magnitude = self.context.last_release.magnitude
         else:
             self.y, self.noise_magnitude = self.x + np.zeros(self.layout.dim), 0.0
