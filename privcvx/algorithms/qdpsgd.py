@@ -53,11 +53,13 @@ CKS sampler otherwise.
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
 discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same source (``SecureNoise.uniform``,
 the operating system's entropy). The release is recorded as
-`PoissonSampledDiscreteGaussian`, whose RDP keeps the subsampling amplification
-(Zhu & Wang 2019's general bound on the discrete Gaussian's zCDP curve,
-`poisson_zcdp_rdp`); with ``epsilon`` the agent calibrates its multiplier for
-that account (`QDPSGD.multiplier_for`), within 1% of the seeded path's at q <= 0.1 (until issue 31 the
-secure path dropped the amplification: a multiplier of 90.5 against 2.02 at q = 0.02).
+`PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: the ledger composes its PLD
+(dp-accounting's Poisson-subsampled discrete Gaussian; Zhu & Wang 2019's general RDP bound, `poisson_zcdp_rdp`,
+stays in the RDP column). With ``epsilon`` the agent draws the seeded path's multiplier when that PLD spends at
+most epsilon with it, else the smallest that does (`QDPSGD.calibrate` with ``grid=True``, `QDPSGD.multiplier_for`):
+1.4754 on both paths at q = 0.02, T = 200, epsilon = 1 (Zhu & Wang's bound alone needed 1.87; until issue 31 the
+secure path dropped the amplification: a multiplier of 90.5 against 2.02 at q = 0.02). docs/qdpsgd.md states
+what is measured rather than proved for a vector release.
 
 With ``epsilon`` the noise multiplier s is calibrated in `QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.
@@ -71,6 +73,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import dp_accounting
 import numpy as np
+from scipy.optimize import brentq
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import (
@@ -84,6 +87,7 @@ from privcvx.errors import (
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
+from privcvx.privacy.grid import calibrate as grid_calibration
 from privcvx.privacy.mechanisms import (
     DiscreteGaussian,
     GridRdpAccountant,
@@ -319,31 +323,48 @@ class QDPSGD(Algorithm):
                       "the noise with it. Use sampling_rate=1 (or a smaller step) with variant=2", ConvergenceWarning,
                       stacklevel=4)
 
-    def calibrate(self, rounds: int, *, grid: bool = False) -> float:
-        """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant).
+    def calibrate(self, rounds: int, *, grid: bool = False, dim: int = 1) -> float:
+        """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant of
+        `release_event`: variant 1's exact Poisson-sampled Gaussian, variant 2's (discrete) Gaussian zCDP).
 
-        ``grid=True``: for the secure path, whose releases the ledger records as discrete Gaussians (1/(2 s^2)-zCDP
-        each; variant 1's Poisson-subsampled: `PoissonSampledDiscreteGaussian`).
+        ``grid=True`` (variant 1 on the secure path, releases of dimension ``dim``): the same s when the ledger's
+        account of those releases, `secure_epsilon` (the PLD of `PoissonSampledDiscreteGaussian`), also spends
+        at most epsilon with it, as it does where the PLD is tighter than the RDP bound (0.887 at q = 0.02,
+        T = 200, epsilon = 1); else the smallest s for which it does. Both paths then draw the same noise.
         """
         if self._epsilon is None:
             raise PrivacyError("calibration needs epsilon", argument="epsilon")
-        return dp_accounting.calibrate_dp_mechanism(
-            GridRdpAccountant, lambda s: dp_accounting.SelfComposedDpEvent(self.release_event(s, grid=grid), rounds),
+        seeded = dp_accounting.calibrate_dp_mechanism(
+            GridRdpAccountant, lambda s: dp_accounting.SelfComposedDpEvent(self.release_event(s), rounds),
             self._epsilon, self._delta, bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0))
+        if not grid or self.variant != 1 or self.secure_epsilon(seeded, rounds, dim) <= self._epsilon:
+            return seeded
+        upper = 2.0 * seeded
+        while self.secure_epsilon(upper, rounds, dim) > self._epsilon:
+            upper *= 2.0
+        return float(brentq(lambda s: self.secure_epsilon(s, rounds, dim) - self._epsilon, seeded, upper,
+                            xtol=1e-6 * seeded))
 
-    def release_event(self, multiplier: float, *, grid: bool = False) -> dp_accounting.DpEvent:
-        """One round's release as a dp-accounting event at noise multiplier s > 0 (``grid``: see calibrate)."""
-        if self.variant == 1 and not grid:
-            return PoissonSampledGaussian(self._rate, multiplier).dp_event()
+    def secure_epsilon(self, multiplier: float, rounds: int, dim: int) -> float:
+        """The ledger's epsilon at delta of ``rounds`` variant-1 releases of dimension ``dim`` on the secure grid at
+        noise multiplier s: the PLD of `PoissonSampledDiscreteGaussian` on the grid `privcvx.privacy.grid.calibrate`
+        gives the clipped sum (sensitivity K)."""
+        clip = 1.0 if self._clip is None else self._clip
+        on_grid = grid_calibration("gaussian", multiplier * clip, clip, dim)
+        release = PoissonSampledDiscreteGaussian(self._rate, on_grid.scale, on_grid.sensitivity)
+        return float(release.privacy_loss_distribution().self_compose(rounds).get_epsilon_for_delta(self._delta))
+
+    def release_event(self, multiplier: float) -> dp_accounting.DpEvent:
+        """One round's release as a dp-accounting event at noise multiplier s > 0."""
         if self.variant == 1:
-            return PoissonSampledDiscreteGaussian(self._rate, multiplier, 1.0).dp_event()
+            return PoissonSampledGaussian(self._rate, multiplier).dp_event()
         return dp_accounting.ZCDpEvent(rho=0.5 / multiplier ** 2)
 
-    def multiplier_for(self, noise: NoiseSource, rounds: int) -> float | None:
+    def multiplier_for(self, noise: NoiseSource, rounds: int, dim: int) -> float | None:
         """The noise multiplier an agent drawing from ``noise`` uses: the prepared one, except for a calibrated
-        variant 1 on the secure path (`calibrate` with ``grid=True``)."""
+        variant 1 on the secure path (`calibrate` with ``grid=True`` for releases of dimension ``dim``)."""
         if self._epsilon is not None and self.variant == 1 and isinstance(noise, SecureNoise):
-            return self.calibrate(rounds, grid=True)
+            return self.calibrate(rounds, grid=True, dim=dim)
         return self._multiplier
 
     def schedule(self) -> Schedule:
@@ -379,7 +400,7 @@ class QDPSGDAgent(AgentProgram):
         self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
         self.z = self.x.copy()
         self.sensitivity = 0.0  # D_t: the L2 sensitivity of x_i(t) (variant 2 under privacy)
-        self.multiplier = settings.multiplier_for(context.noise, context.rounds)
+        self.multiplier = settings.multiplier_for(context.noise, context.rounds, self.layout.dim)
 
     def _broadcast(self, t: int) -> list[Message]:
         """z_i(t) = Q(x_i(t-1)) (+ eta N_Z(0, sigma^2) in variant 2, then saturated to the s-bit range)."""
