@@ -69,7 +69,7 @@ def main() -> None:
         return
     ones = {"set_kind": "free", "direction": np.ones(3)}
     for algorithm in (algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5 * 3 ** 0.5, r=0.9),
-                      algorithms.DiaDSP(u_x=0.5, u_y=0.5 * 3 ** 0.5, r=0.9)):
+                      algorithms.DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5 * 3 ** 0.5, r=0.9)):
         print(_row(f"`{algorithm!r}`, {_describe(ones)}", algorithm, quadratic_pair(**ones), runs), flush=True)
     dpdg = algorithms.DPDistributedGradient(epsilon=2.0, q=0.05)
     print(_row(f"`{dpdg!r}`, affine set", dpdg, quadratic_pair("affine"), runs), flush=True)

@@ -54,10 +54,10 @@ def reference_status_warning(status: str) -> None:
                        "as accurate as the solver's tolerance")
 
 
-def warn_at_caller(message: str) -> None:
-    """A `SolverAccuracyWarning` attributed to the first frame outside privcvx (the user's
-    ``solve()`` or ``solve_centralized()`` call), not to a line of privcvx."""
+def warn_at_caller(message: str, category: type[Warning] = SolverAccuracyWarning) -> None:
+    """A warning of ``category`` (default `SolverAccuracyWarning`) attributed to the first frame outside privcvx
+    (the user's ``solve()`` or ``solve_centralized()`` call), not to a line of privcvx."""
     frame, level = sys._getframe(0), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(PACKAGE_FOLDER + os.sep):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, SolverAccuracyWarning, stacklevel=level)
+    warnings.warn(message, category, stacklevel=level)

@@ -28,10 +28,11 @@ import dp_accounting
 import numpy as np
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
-from privcvx.errors import SolverError
+from privcvx.errors import ConvergenceWarning, SolverError
 from privcvx.gradients import GradientEvaluator, atom_rule
 from privcvx.privacy.mechanisms import Mechanism
 from privcvx.problem import Agent
+from privcvx.solver_warnings import warn_at_caller
 
 
 def is_smooth(expr: cp.Expression) -> bool:
@@ -41,6 +42,16 @@ def is_smooth(expr: cp.Expression) -> bool:
     if rule is not None and not rule.smooth and expr.variables():
         return False
     return all(is_smooth(arg) for arg in expr.args)
+
+
+def warn_nonsmooth(method: str, problem_agents: list, consequence: str, remedy: str) -> None:
+    """A `ConvergenceWarning` when a method whose defaults need a gradient meets agents whose objective is not smooth
+    (`is_smooth`: hinge, abs, norm1, ...): it names the method, the agents, what its default does and what to set."""
+    names = [agent.name for agent in problem_agents if isinstance(getattr(agent, "objective", None), cp.Expression)
+             and not is_smooth(agent.objective)]
+    if names:
+        warn_at_caller(f"{method}'s defaults need smooth objectives, and the agents {names} are not smooth: "
+                       f"{consequence}; the run may stall short of the optimum. {remedy}", ConvergenceWarning)
 
 
 def hessian_lambda_max(evaluator: GradientEvaluator, z: np.ndarray, step: float = 1e-4) -> float:

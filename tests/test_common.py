@@ -69,7 +69,7 @@ CONFORMANCE: dict[type[algorithms.Algorithm], list[Case]] = {
     QDPSGD: [Case(QDPSGD(variant=1, bits=16, resolution=2.0 ** -8)),
              Case(QDPSGD(variant=2, bits=16, resolution=2.0 ** -8))],
     DPP2: [Case(DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9), 600)],
-    DiaDSP: [Case(DiaDSP(u_x=0.5, u_y=0.5, r=0.9), 600)],
+    DiaDSP: [Case(DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9), 600)],
     PPDC: [Case(PPDC(u_x=0.5, u_v=0.5, r=0.9), 600)],
     RandomizedADMM: [
         Case(RandomizedADMM(noise_rate=Geometric(1.02, 1.02)), expected=REFUSES_GENERAL_FORM),

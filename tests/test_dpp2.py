@@ -249,9 +249,6 @@ def test_baseline_ledgers_match_their_stated_epsilon(problem, topology, method):
                                                      rel=1e-9)
 
 
-# ---- conformance -----------------------------------------------------------------------------------------------
-
-
 # ---- the experiment's quick mode ---------------------------------------------------------------------------------
 def test_the_experiment_runs_in_quick_mode(tmp_path):
     import importlib.util

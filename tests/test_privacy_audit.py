@@ -61,7 +61,7 @@ AUDITED = {
     algorithms.DPDistributedGradient: [(algorithms.DPDistributedGradient(epsilon=2.0, q=0.05), BOX, 3000)],
     # Unconstrained methods charging sqrt(n) l2 in l1: one coordinate (n = 1) attains it, with the sharpest test.
     algorithms.DPP2: [(algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9), LINE, 3000)],
-    algorithms.DiaDSP: [(algorithms.DiaDSP(u_x=0.5, u_y=0.5, r=0.9), LINE, 3000)],
+    algorithms.DiaDSP: [(algorithms.DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9), LINE, 3000)],
     algorithms.PPDC: [(algorithms.PPDC(u_x=0.028, u_v=0.028, r=0.9), LINE, 3000)],
     # The local-DP aggregators charge each coordinate for the l_inf bound B_inf: one coordinate attains it.
     algorithms.RandomizedADMM: [(algorithms.RandomizedADMM(noise_rate=Geometric(8.0, 1.02)), LINE, 3000)],

@@ -76,7 +76,7 @@ PRIVATE = {
                          algorithms.QDPSGD(variant=2, noise_multiplier=5.0, clip=1.0, sampling_rate=0.5, bits=12,
                                            resolution=2.0 ** -6)], _logistic),
     algorithms.DPP2: ([algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9)], None),
-    algorithms.DiaDSP: ([algorithms.DiaDSP(u_x=0.5, u_y=0.5, r=0.9)], None),
+    algorithms.DiaDSP: ([algorithms.DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9)], None),
     algorithms.PPDC: ([algorithms.PPDC(u_x=0.5, u_v=0.5, r=0.9)], None),
 }
 

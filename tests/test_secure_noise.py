@@ -170,6 +170,44 @@ def test_a_worst_case_pair_reaches_the_grid_sensitivity_and_the_calibration_cove
         assert np.sum(gap.astype(float) ** 2) / (2 * uninflated ** 2) > 1 / (2 * multiplier ** 2)
 
 
+@pytest.mark.parametrize("kind", ["laplace", "gaussian"])
+def test_a_sensitivity_far_below_the_noise_takes_the_grid_from_the_noise(kind):
+    """Delta = 1e-16 under noise of scale 1e-4 (DPDG's round 52 at q = 0.5): a grid from Delta would have step
+    ~1e-20, so |v / step| >= 2^62 for v = 1; the grid follows 2^-20 of the noise instead, the integer noise is not
+    inflated, and the charge, recomputed from the rounding's worst case, stays within 2^-30 of Delta / scale."""
+    size, scale, sensitivity = 3, 1e-4, 1e-16
+    with pytest.raises(PrivacyError):
+        to_grid(np.ones(size), default_grid_step(sensitivity, size, kind))
+    grid = calibrate(kind, scale, sensitivity, size)
+    assert grid.step == default_grid_step(2.0 ** -20 * scale, size, kind)
+    assert grid.scale == scale / grid.step                           # the float path's noise, on the grid
+    to_grid(np.ones(size), grid.step)                                # representable
+    if kind == "laplace":
+        worst = math.floor(sensitivity / grid.step) + size             # every coordinate's rounding flips
+        assert grid.mechanism().epsilon == pytest.approx(worst / grid.scale, rel=1e-12)
+        assert sensitivity / scale <= grid.mechanism().epsilon <= sensitivity / scale + 2.0 ** -30
+    else:
+        worst = sensitivity / grid.step + math.sqrt(size)
+        assert grid.mechanism().dp_event().rho == pytest.approx(worst ** 2 / (2 * grid.scale ** 2), rel=1e-12)
+        assert grid.mechanism().dp_event().rho <= (sensitivity + 2.0 ** -30 * scale) ** 2 / (2 * scale ** 2)
+
+
+def test_dpdg_at_q_half_runs_on_the_secure_path():
+    """DPDG(q=0.5) on the secure path failed at round 51 ("too large for the grid step"): Delta(t) = S c q^(t-2)
+    decays faster than the noise. It now runs 100 rounds, and its epsilon stays within 100 * 2^-30 of the
+    seeded float path's (the Laplace ledger of Theorem 5)."""
+    from privcvx.algorithms.conformance import consensus_problem
+
+    algorithm = DPDistributedGradient(epsilon=1.0, q=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pc.ConvergenceWarning)
+        warnings.simplefilter("ignore", pc.errors.ReproducibleNoiseWarning)
+        secure = consensus_problem().solve(algorithm, rounds=100)
+        seeded = consensus_problem().solve(algorithm, rounds=100, seed=1)
+    assert secure.info["noise"] == GRID_PATH and len(secure.history) == 100
+    assert secure.privacy["epsilon_basic"].max() <= seeded.privacy["epsilon_basic"].max() + 100 * 2.0 ** -30
+
+
 # ---- Mironov's reachability attack on one OutPert Laplace release (epsilon = 0.5) ---------------------------
 
 SENSITIVITY = pc.Sensitivity(l1=0.2, l2=0.2)    # datasets 0 and 0.2: the gradients x - d differ by exactly 0.2

@@ -12,6 +12,7 @@ import pytest
 from core_problems import box_least_squares
 
 import privcvx as pc
+from privcvx.algorithms.diadsp import default_step
 from privcvx.errors import ConvergenceWarning, RunFailed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,33 +171,68 @@ def test_average_survives_a_checkpoint_and_resume(tmp_path):
         np.testing.assert_array_equal(mine, theirs)
 
 
-def _least_squares_6(seed: int = 0) -> pc.DistributedProblem:
-    """Six agents, strongly convex least squares sum_p ||A_p x - b_p||^2 (A_p 20 x 4 Gaussian), no constraints."""
+def _least_squares_6(seed: int = 0) -> tuple[pc.DistributedProblem, float]:
+    """Six agents, strongly convex least squares sum_p ||A_p x - b_p||^2 (A_p 20 x 4 Gaussian), no constraints,
+    and the strong convexity of their average (1/6) sum_p 2 A_p^T A_p (the public mu DiaDSP's default needs)."""
     rng = np.random.default_rng(seed)
-    agents = []
+    agents, hessian = [], np.zeros((4, 4))
     for _ in range(6):
         a, b = rng.normal(size=(20, 4)), rng.normal(size=20)
         x = cp.Variable(4)
+        hessian += 2 * a.T @ a / 6
         agents.append(pc.Agent(cp.sum_squares(a @ x - b), shared=x,
                                smoothness=2 * float(np.linalg.eigvalsh(a.T @ a).max())))
-    return pc.DistributedProblem(agents)
+    return pc.DistributedProblem(agents), float(np.linalg.eigvalsh(hessian)[0])
 
 
 @pytest.mark.parametrize("topology", [pc.Topology.random(), pc.Topology.ring()], ids=["random", "ring"])
-def test_diadsp_default_step_blows_up_and_stops_diverging(topology):
-    """DiaDSP's default alpha = 0.1 is too long here (alpha L_max = 7.8): the agents' disagreement grows
+def test_diadsp_long_step_blows_up_and_stops_diverging(topology):
+    """DiaDSP's old default alpha = 0.1 is too long here (alpha L_max = 7.8): the agents' disagreement grows
     geometrically while their average oscillates; the run stops "diverging" (measured: round 25) instead of
     overflowing at round 166."""
-    problem = _least_squares_6()
+    problem, _ = _least_squares_6()
     with pytest.warns(ConvergenceWarning, match="diverging"):
-        result = problem.solve(A.DiaDSP(), topology, rounds=300)
+        result = problem.solve(A.DiaDSP(alpha=0.1), topology, rounds=300)
     assert result.status == "diverging" and len(result.history) <= 30
     assert result.history["disagreement"].iloc[-1] > 100 * result.history["disagreement"].iloc[0]
 
 
-def test_diadsp_with_a_short_step_converges():
-    problem = _least_squares_6()
-    alpha = 0.25 / max(agent.smoothness for agent in problem.agents)
-    result = problem.solve(A.DiaDSP(alpha=alpha), pc.Topology.random(), rounds=500, reference=True)
+@pytest.mark.parametrize(("topology", "rounds"), [(pc.Topology.random(), 500), (pc.Topology.ring(), 900)],
+                         ids=["random", "ring"])
+def test_diadsp_default_step_converges_to_the_centralized_optimum(topology, rounds):
+    """The default step (Qu & Li's bound, diadsp.default_step) from the declared L_i, the public mu and W's
+    spectrum: the noise-free run reaches the CVXPY optimum on a random graph and on a ring."""
+    problem, mu = _least_squares_6()
+    result = problem.solve(A.DiaDSP(strong_convexity=mu), topology, rounds=rounds, reference=True)
     assert result.status == "converged"
+    np.testing.assert_allclose(result.w, result.reference.w, atol=1e-6)
+
+
+def test_diadsp_default_step_contracts_and_refuses_without_public_constants():
+    """rho(M(alpha)) < 1 on a ring of 40 agents (sigma = 0.992) with L / mu = 100; without mu or the agents'
+    smoothness DiaDSP says what to set."""
+    ring = pc.Topology.ring([f"a{i}" for i in range(40)])
+    alpha, radius = default_step(100.0, 1.0, ring.weights(1)[1])
+    assert 0 < alpha <= 1 / 100 and radius < 1
+    problem, _ = _least_squares_6()
+    private = {"u_x": 1.0, "u_y": 1.0, "r": 0.9}
+    public = [pc.Agent(agent.objective, shared=agent.shared, smoothness=agent.smoothness,
+                       sensitivity=pc.Sensitivity(l2=1.0)) for agent in problem.agents]
+    with pytest.raises(pc.errors.ParameterError, match="strong_convexity=mu"):
+        pc.DistributedProblem(public).solve(A.DiaDSP(**private), pc.Topology.ring(), rounds=2)
+    bare = [pc.Agent(agent.objective, shared=agent.shared, sensitivity=pc.Sensitivity(l2=1.0))
+            for agent in problem.agents]
+    with pytest.raises(pc.errors.ParameterError, match=r"pc.Agent\(smoothness=L_i\)"):
+        pc.DistributedProblem(bare).solve(A.DiaDSP(strong_convexity=1.0, **private), pc.Topology.ring(), rounds=2)
+
+
+def test_diadsp_default_step_estimates_the_constants_without_noise():
+    """Without noise and without declarations, L and mu are estimated at 0 (exact for least squares): the same
+    step as from the true constants, and the run converges."""
+    problem, mu = _least_squares_6()
+    bare = pc.DistributedProblem([pc.Agent(agent.objective, shared=agent.shared) for agent in problem.agents])
+    ring = pc.Topology.ring().bind(problem.names)
+    declared = default_step(max(agent.smoothness for agent in problem.agents), mu, ring.weights(1)[1])[0]
+    assert A.DiaDSP().prepare(bare, ring, 900).alpha == pytest.approx(declared, rel=1e-3)
+    result = bare.solve(A.DiaDSP(), ring, rounds=900, reference=True)
     np.testing.assert_allclose(result.w, result.reference.w, atol=1e-6)

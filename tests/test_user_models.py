@@ -4,6 +4,7 @@ an agent without private data (zero sensitivity) runs in every private method, w
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import cvxpy as cp
@@ -109,3 +110,89 @@ def test_an_agent_without_private_data_is_charged_nothing(build, algorithm):
     pd.testing.assert_frame_equal(table.loc[generators], reference.loc[generators])  # the others: unchanged
     released = [m for m in public.transcript if m.sender == "operator" and m.round >= 1]
     assert released and all(np.all(np.isfinite(v)) for m in released for v in m.payload.values())
+
+
+def _operator(dim: int, box: bool) -> pc.Agent:
+    """A public agent: a public regularizer 0.05 ||w||^2 (in a box, if ``box``), pc.Sensitivity(l1=0, l2=0)."""
+    w = cp.Variable(dim, name="w_operator")
+    return pc.Agent(0.05 * cp.sum_squares(w), [w >= -1, w <= 1] if box else [], shared=w, name="operator",
+                    smoothness=0.1, sensitivity=PUBLIC)
+
+
+def _learners_and_operator() -> pc.DistributedProblem:
+    """Three private learners (binary logistic, per-record gradients, box |w| <= 1) and the public operator."""
+    from sklearn.datasets import load_breast_cancer
+
+    from problems.binary_logistic import binary_logistic
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X, y = X[:150, :5], y[:150]
+    learners = binary_logistic((X - X.mean(axis=0)) / X.std(axis=0), y, agents=3, bound=1.0)
+    return pc.DistributedProblem([*learners.agents, _operator(5, box=True)])
+
+
+def _regression_and_operator() -> pc.DistributedProblem:
+    """Three private least-squares agents (unconstrained, delta-adjacency 0.1) and the public operator."""
+    rng = np.random.default_rng(0)
+    agents = []
+    for i in range(3):
+        a, b, x = rng.normal(size=(10, 3)), rng.normal(size=10), cp.Variable(3)
+        agents.append(pc.Agent(cp.sum_squares(a @ x - b) / 10, shared=x, name=f"agent-{i}",
+                               smoothness=2 * float(np.linalg.eigvalsh(a.T @ a).max()) / 10,
+                               sensitivity=pc.Sensitivity(l2=0.1)))
+    return pc.DistributedProblem([*agents, _operator(3, box=False)])
+
+
+@pytest.mark.parametrize(("build", "algorithm"), [
+    (_learners_and_operator, pc.algorithms.QDPSGD(epsilon=1.0, clip=1.0)),
+    (_learners_and_operator, pc.algorithms.QDPSGD(variant=2, epsilon=1.0, clip=1.0)),
+    (_learners_and_operator, pc.algorithms.RandomizedADMM(noise_rate=2.0, b_inf=0.5)),
+    (_regression_and_operator, pc.algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9)),
+], ids=["QDPSGD-1", "QDPSGD-2", "RandomizedADMM", "DPP2"])
+@pytest.mark.filterwarnings("ignore::privcvx.errors.ReproducibleNoiseWarning")
+@pytest.mark.filterwarnings("ignore::privcvx.errors.ConvergenceWarning")
+def test_a_public_agent_is_released_without_noise_under_every_method(build, algorithm):
+    """The operator (pc.Sensitivity(l1=0, l2=0), a plain pc.Agent) runs next to private agents: its row is labelled
+    public with no release charged, the others are charged (DPP2: the operator's y^0 is x^0 = 0 exactly, a private
+    agent's is noisy)."""
+    result = build().solve(algorithm, rounds=4, seed=3)
+    table = result.privacy.set_index("agent")
+    assert table.loc["operator", "calibration"] == "public (no private data)"
+    assert table.loc["operator", "steps"] == 0 and table.loc["operator", "epsilon_rdp"] == 0.0
+    others = table.drop(index="operator")
+    assert (others["steps"] > 0).all() and (others["epsilon_rdp"] > 0).all()
+
+    def first(result: pc.Result, sender: str) -> list[np.ndarray]:
+        return [np.asarray(v, dtype=float) for m in result.transcript if m.sender == sender
+                for v in m.payload.values() if m.round == 1 and m.phase == 0]
+
+    if isinstance(algorithm, pc.algorithms.DPP2):
+        assert all(np.array_equal(v, np.zeros(3)) for v in first(result, "operator"))
+        assert not all(np.array_equal(v, np.zeros(3)) for v in first(result, "agent-0"))
+
+
+def _svm(hinge: bool) -> pc.DistributedProblem:
+    """Three agents' classifiers on 20 Gaussian points each in R^2: hinge loss (nonsmooth) or logistic (smooth)."""
+    rng = np.random.default_rng(1)
+    agents = []
+    for i in range(3):
+        X = rng.normal(size=(20, 2))
+        y = np.sign(X @ np.array([1.0, -1.0]) + 0.1)
+        w = cp.Variable(2, name=f"w_{i}")
+        margin = cp.multiply(y, X @ w)
+        loss = cp.sum(cp.pos(1 - margin)) if hinge else cp.sum(cp.logistic(-margin))
+        agents.append(pc.Agent(loss / 20 + 0.05 * cp.sum_squares(w), [w >= -5, w <= 5], shared=w, name=f"svm-{i}"))
+    return pc.DistributedProblem(agents)
+
+
+@pytest.mark.parametrize("algorithm", [pc.algorithms.DPDistributedGradient(),
+                                       pc.algorithms.RandomizedADMM()], ids=["DPDG", "RandomizedADMM"])
+def test_a_nonsmooth_objective_under_gradient_defaults_warns(algorithm):
+    """DPDG's default c = 1 / max L_i and the linearized RandomizedADMM need gradients: a hinge loss gets a
+    ConvergenceWarning naming the method and the agents; the logistic loss (smooth) gets none."""
+    with pytest.warns(pc.ConvergenceWarning, match=r"defaults need smooth objectives.*'svm-0', 'svm-1', 'svm-2'"):
+        _svm(hinge=True).solve(algorithm, rounds=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _svm(hinge=False).solve(algorithm, rounds=2)
+    assert not [w for w in caught if "smooth objectives" in str(w.message)]

@@ -61,7 +61,7 @@ from privcvx.privacy.sensitivity import projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
-from privcvx.tuning import smoothness_of
+from privcvx.tuning import smoothness_of, warn_nonsmooth
 
 CALIBRATIONS = ("safe", "paper")
 STEPS = ("geometric", "diminishing")
@@ -204,6 +204,10 @@ class DPDistributedGradient(Algorithm):
         self.check(problem, topology)
         if self._c is not None or not isinstance(self._kind, str):
             return self
+        warn_nonsmooth("DPDistributedGradient", problem.agents, "its default step c = 1 / max L_i has no L_i for "
+                       "them (a subgradient step at c = 1 / max of the others' L_i, or 1)",
+                       "Give c (a step for a subgradient method), or smooth the objective (e.g. a Huber or squared "
+                       "hinge loss)")
         smoothness = []
         for agent, layout in zip(problem.agents, problem.layouts, strict=True):
             if agent.smoothness is not None:
@@ -267,8 +271,21 @@ class DPDGAgent(AgentProgram):
             sensitivity = 0.0 if gamma == 0.0 or self.sensitivity == 0.0 else max(self.settings.release_sensitivity(
                 self.agent, self.projection.kind, self.layout.dim, gamma, self.projection.error_bound), math.ulp(0.0))
             mechanism = laplace_release(sensitivity, scale) or Laplace(1.0)  # uncharged when sensitivity is 0
-            self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
-                                          tags={"payload": "y"})
+            try:
+                self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
+                                              tags={"payload": "y"})
+            except PrivacyError as error:
+                if error.argument != "value":
+                    raise
+                # The secure grid's step is 2^-10 Delta / n, so |x / step| < 2^62 needs Delta > n 2^-52 |x|: a
+                # sensitivity (and noise) that has decayed below the float resolution of x, where no double holds
+                # a release of that sensitivity (the float path's x + w rounds to x there).
+                raise PrivacyError(
+                    f"round {t}: the release's sensitivity Delta = {sensitivity:.3g} (S c q^(t-2), q = "
+                    f"{self.settings._q}) and noise scale {scale:.3g} have decayed below the float resolution of "
+                    "the estimate, which no grid step can then represent; the geometric step c q^t has stopped "
+                    f"moving the estimates by now: run at most {t - 1} rounds, or give a q closer to 1",
+                    agent=self.context.name, argument="rounds") from error
             self.noise_magnitude = self.context.last_release.magnitude
         else:
             self.y, self.noise_magnitude = self.x + np.zeros(self.layout.dim), 0.0

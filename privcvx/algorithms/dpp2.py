@@ -55,6 +55,7 @@ from privcvx.algorithms.gradient_agents import (
 from privcvx.errors import ParameterError, require_positive
 from privcvx.messages import Message
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
+from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
 
@@ -155,8 +156,9 @@ class DPP2(GradientMethod):
             raise ParameterError(f"G = alpha I - beta P is not positive definite: beta = {self.beta} must be below "
                                  f"alpha / lambda_max(P) = {self.alpha} / {largest:.6g} = {self.alpha / largest:.6g} "
                                  "(Eq. (15))", argument="beta")
-        if self.private:
-            self.privacy_of(problem.agents[0], problem.layouts[0].dim,
+        private = [agent for agent in problem.agents if not holds_no_private_data(agent)]
+        if self.private and private:  # Theorem 3's conditions, checked on an agent with private data
+            self.privacy_of(private[0], problem.layouts[0].dim,
                             self.declared_smoothness(problem) if self.smoothness is None else self.smoothness)
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DPP2:
@@ -197,7 +199,7 @@ class DPP2Agent(GradientAgent):
         super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
                          beyond_float=settings.beyond_float)
         self.settings, self.etas = settings, etas
-        self.privacy = settings.privacy_of(agent, self.dim) if settings.private else None
+        self.privacy = settings.privacy_of(agent, self.dim) if settings.private and not self.public else None
         self.x = np.zeros(self.dim)  # x_i^0: public and data-independent
         self.d = np.zeros(self.dim)
         self.q = np.zeros(self.dim)

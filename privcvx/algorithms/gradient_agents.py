@@ -18,6 +18,7 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, LaplaceBeyondFloat, Mechanism, Sensitivity
+from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import WEIGHT_RULES, Topology
 
@@ -159,6 +160,8 @@ class GradientAgent(AgentProgram):
                                "a run with diagnostics=False sends nothing but releases: run with diagnostics=True "
                                "(a research run) or trace=False", agent=context.name, argument="trace")
         self.agent, self.context, self.beyond_float = agent, context, beyond_float
+        #: An agent without private data (pc.Sensitivity(l1=0, l2=0)): its releases carry no noise, charged nothing.
+        self.public = holds_no_private_data(agent)
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.dim = context.layout.dim
         self.weights = weights
@@ -190,10 +193,11 @@ class GradientAgent(AgentProgram):
         """``value`` + Lap(scale) per coordinate, released through the agent's release path as a Laplace release
         of l1 sensitivity ``sensitivity`` (a data-independent value, ``sensitivity = 0``, is charged nothing).
 
-        ``scale = 0`` (no privacy) returns a copy. ``payload``: the message key that sends the release verbatim
+        ``scale = 0`` (no privacy) and an agent without private data return a copy. ``payload``: the message key
+        that sends the release verbatim
         (the host checks that it does).
         """
-        if scale == 0.0:
+        if scale == 0.0 or self.public:
             return np.array(value, dtype=float)
         if not (math.isfinite(scale) and scale > 0):
             raise PrivacyError(f"the noise scale {scale!r} is not a finite number > 0", agent=self.context.name,

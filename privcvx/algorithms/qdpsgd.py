@@ -53,11 +53,13 @@ CKS sampler otherwise.
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
 discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same source (``SecureNoise.uniform``,
 the operating system's entropy). The release is recorded as
-`PoissonSampledDiscreteGaussian`, whose RDP keeps the subsampling amplification
-(Zhu & Wang 2019's general bound on the discrete Gaussian's zCDP curve,
-`poisson_zcdp_rdp`); with ``epsilon`` the agent calibrates its multiplier for
-that account (`QDPSGD.multiplier_for`), within 1% of the seeded path's at q <= 0.1 (until issue 31 the
-secure path dropped the amplification: a multiplier of 90.5 against 2.02 at q = 0.02).
+`PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: the ledger composes its PLD
+(dp-accounting's Poisson-subsampled discrete Gaussian; Zhu & Wang 2019's general RDP bound, `poisson_zcdp_rdp`,
+stays in the RDP column). With ``epsilon`` the agent draws the seeded path's multiplier when that PLD spends at
+most epsilon with it, else the smallest that does (`QDPSGD.calibrate` with ``grid=True``, `QDPSGD.multiplier_for`):
+1.4754 on both paths at q = 0.02, T = 200, epsilon = 1 (Zhu & Wang's bound alone needed 1.87; until issue 31 the
+secure path dropped the amplification: a multiplier of 90.5 against 2.02 at q = 0.02). docs/qdpsgd.md states
+what is measured rather than proved for a vector release.
 
 With ``epsilon`` the noise multiplier s is calibrated in `QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.
@@ -71,6 +73,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import dp_accounting
 import numpy as np
+from scipy.optimize import brentq
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import (
@@ -84,6 +87,7 @@ from privcvx.errors import (
 from privcvx.gradients import GradientEvaluator
 from privcvx.localstep import Projection
 from privcvx.messages import Message
+from privcvx.privacy.grid import calibrate as grid_calibration
 from privcvx.privacy.mechanisms import (
     DiscreteGaussian,
     GridRdpAccountant,
@@ -94,7 +98,7 @@ from privcvx.privacy.mechanisms import (
     check_epsilon,
 )
 from privcvx.privacy.noise import NoiseSource, SecureNoise
-from privcvx.privacy.sensitivity import projected_sensitivity
+from privcvx.privacy.sensitivity import holds_no_private_data, projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -263,6 +267,8 @@ class QDPSGD(Algorithm):
         self.require_decentralized(topology)
         self.require_consensus(problem)
         for agent in problem.agents:
+            if self.private and holds_no_private_data(agent):
+                continue  # no records to protect: its whole gradient, released without noise
             if not isinstance(agent, SampledAgent) and (self.private or self._rate < 1.0 or self._clip is not None):
                 raise self.unsupported("agents without per-record gradients",
                                        "clipping, subsampling and privacy need a SampledAgent (its per-record "
@@ -272,11 +278,12 @@ class QDPSGD(Algorithm):
             if self._clip is None:
                 raise PrivacyError("under privacy the per-record gradients must be clipped: give clip=K",
                                    argument="clip")
-            if self.variant == 2 and any(agent.record_smoothness is None for agent in problem.agents):
+            private_agents = [agent for agent in problem.agents if not holds_no_private_data(agent)]
+            if self.variant == 2 and any(agent.record_smoothness is None for agent in private_agents):
                 raise PrivacyError("Q-DPSGD-2 bounds the sensitivity of the agent's state through the Lipschitz "
                                    "constant of the per-record gradients: declare SampledAgent(record_smoothness=L)",
                                    argument="record_smoothness")
-            undeclared = [agent.name for agent in problem.agents if agent.record_count is None]
+            undeclared = [agent.name for agent in private_agents if agent.record_count is None]
             if self._batch is None and undeclared:
                 raise PrivacyError("the default normaliser B = q m_i reveals the record count m_i: declare it public "
                                    "(SampledAgent(record_count=m_i)) or give batch_size=B", agent=undeclared[0],
@@ -306,7 +313,7 @@ class QDPSGD(Algorithm):
     def _warn_sampled_state(self, problem: DistributedProblem, rounds: int) -> None:
         """Q-DPSGD-2 with q < 1: the state's sensitivity D_t grows by up to 1 + alpha_t eps L_rec / q per round (module
         docstring; no amplification is claimed), so the noise grows with it: a ``ConvergenceWarning`` with the bound."""
-        smoothness = max(agent.record_smoothness for agent in problem.agents)
+        smoothness = max(agent.record_smoothness for agent in problem.agents if not holds_no_private_data(agent))
         step, eps = self.schedule(), self._averaging
         log_growth = sum(math.log1p(step(t) * eps * smoothness / self._rate) for t in range(1, rounds + 1))
         warnings.warn(f"Q-DPSGD-2 with sampling_rate={self._rate!r} < 1: subsampling is not amplified for the "
@@ -316,31 +323,48 @@ class QDPSGD(Algorithm):
                       "the noise with it. Use sampling_rate=1 (or a smaller step) with variant=2", ConvergenceWarning,
                       stacklevel=4)
 
-    def calibrate(self, rounds: int, *, grid: bool = False) -> float:
-        """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant).
+    def calibrate(self, rounds: int, *, grid: bool = False, dim: int = 1) -> float:
+        """The smallest noise multiplier s whose ``rounds`` releases spend (epsilon, delta) (RDP accountant of
+        `release_event`: variant 1's exact Poisson-sampled Gaussian, variant 2's (discrete) Gaussian zCDP).
 
-        ``grid=True``: for the secure path, whose releases the ledger records as discrete Gaussians (1/(2 s^2)-zCDP
-        each; variant 1's Poisson-subsampled: `PoissonSampledDiscreteGaussian`).
+        ``grid=True`` (variant 1 on the secure path, releases of dimension ``dim``): the same s when the ledger's
+        account of those releases, `secure_epsilon` (the PLD of `PoissonSampledDiscreteGaussian`), also spends
+        at most epsilon with it, as it does where the PLD is tighter than the RDP bound (0.887 at q = 0.02,
+        T = 200, epsilon = 1); else the smallest s for which it does. Both paths then draw the same noise.
         """
         if self._epsilon is None:
             raise PrivacyError("calibration needs epsilon", argument="epsilon")
-        return dp_accounting.calibrate_dp_mechanism(
-            GridRdpAccountant, lambda s: dp_accounting.SelfComposedDpEvent(self.release_event(s, grid=grid), rounds),
+        seeded = dp_accounting.calibrate_dp_mechanism(
+            GridRdpAccountant, lambda s: dp_accounting.SelfComposedDpEvent(self.release_event(s), rounds),
             self._epsilon, self._delta, bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0))
+        if not grid or self.variant != 1 or self.secure_epsilon(seeded, rounds, dim) <= self._epsilon:
+            return seeded
+        upper = 2.0 * seeded
+        while self.secure_epsilon(upper, rounds, dim) > self._epsilon:
+            upper *= 2.0
+        return float(brentq(lambda s: self.secure_epsilon(s, rounds, dim) - self._epsilon, seeded, upper,
+                            xtol=1e-6 * seeded))
 
-    def release_event(self, multiplier: float, *, grid: bool = False) -> dp_accounting.DpEvent:
-        """One round's release as a dp-accounting event at noise multiplier s > 0 (``grid``: see calibrate)."""
-        if self.variant == 1 and not grid:
-            return PoissonSampledGaussian(self._rate, multiplier).dp_event()
+    def secure_epsilon(self, multiplier: float, rounds: int, dim: int) -> float:
+        """The ledger's epsilon at delta of ``rounds`` variant-1 releases of dimension ``dim`` on the secure grid at
+        noise multiplier s: the PLD of `PoissonSampledDiscreteGaussian` on the grid `privcvx.privacy.grid.calibrate`
+        gives the clipped sum (sensitivity K)."""
+        clip = 1.0 if self._clip is None else self._clip
+        on_grid = grid_calibration("gaussian", multiplier * clip, clip, dim)
+        release = PoissonSampledDiscreteGaussian(self._rate, on_grid.scale, on_grid.sensitivity)
+        return float(release.privacy_loss_distribution().self_compose(rounds).get_epsilon_for_delta(self._delta))
+
+    def release_event(self, multiplier: float) -> dp_accounting.DpEvent:
+        """One round's release as a dp-accounting event at noise multiplier s > 0."""
         if self.variant == 1:
-            return PoissonSampledDiscreteGaussian(self._rate, multiplier, 1.0).dp_event()
+            return PoissonSampledGaussian(self._rate, multiplier).dp_event()
         return dp_accounting.ZCDpEvent(rho=0.5 / multiplier ** 2)
 
-    def multiplier_for(self, noise: NoiseSource, rounds: int) -> float | None:
+    def multiplier_for(self, noise: NoiseSource, rounds: int, dim: int) -> float | None:
         """The noise multiplier an agent drawing from ``noise`` uses: the prepared one, except for a calibrated
-        variant 1 on the secure path (`calibrate` with ``grid=True``)."""
+        variant 1 on the secure path (`calibrate` with ``grid=True`` for releases of dimension ``dim``)."""
         if self._epsilon is not None and self.variant == 1 and isinstance(noise, SecureNoise):
-            return self.calibrate(rounds, grid=True)
+            return self.calibrate(rounds, grid=True, dim=dim)
         return self._multiplier
 
     def schedule(self) -> Schedule:
@@ -364,21 +388,26 @@ class QDPSGDAgent(AgentProgram):
         self.layout = context.layout
         self.projection = Projection(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
-        self.samples = agent.samples if isinstance(agent, SampledAgent) else _WholeObjective(self.evaluator)
-        self.batch = settings._batch if settings._batch is not None else settings._rate * self.samples.count
+        # An agent without private data (pc.Sensitivity(l1=0, l2=0)) under privacy: its whole gradient, neither
+        # sampled nor clipped, and its broadcasts without noise, charged nothing (docs/privacy.md).
+        self.public = settings.private and holds_no_private_data(agent)
+        self.samples = agent.samples if isinstance(agent, SampledAgent) and not self.public \
+            else _WholeObjective(self.evaluator)
+        self.batch = 1.0 if self.public else (settings._batch if settings._batch is not None
+                                              else settings._rate * self.samples.count)
         self.step_size = settings.schedule()
         self.ones = np.ones(self.layout.dim)
         self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
         self.z = self.x.copy()
         self.sensitivity = 0.0  # D_t: the L2 sensitivity of x_i(t) (variant 2 under privacy)
-        self.multiplier = settings.multiplier_for(context.noise, context.rounds)
+        self.multiplier = settings.multiplier_for(context.noise, context.rounds, self.layout.dim)
 
     def _broadcast(self, t: int) -> list[Message]:
         """z_i(t) = Q(x_i(t-1)) (+ eta N_Z(0, sigma^2) in variant 2, then saturated to the s-bit range)."""
         settings, noise = self.settings, self.context.noise
         eta, bits = settings._resolution, settings.bits
         quantized = stochastic_quantize(self.x, eta, bits, noise.uniform(self.layout.dim))
-        if settings.variant == 2 and settings.private and t >= 2:
+        if settings.variant == 2 and settings.private and not self.public and t >= 2:
             lattice_sensitivity = self.sensitivity / eta + math.sqrt(self.layout.dim)
             sigma = self.multiplier * lattice_sensitivity
             codes = self.context.release(np.rint(quantized / eta), DiscreteGaussian(sigma, lattice_sensitivity),
@@ -394,13 +423,14 @@ class QDPSGDAgent(AgentProgram):
         """g_i: the clipped per-record gradients of a Poisson sample, summed (+ Gaussian noise, variant 1), over B."""
         settings, noise = self.settings, self.context.noise
         m = self.samples.count
-        chosen = np.arange(m) if settings._rate >= 1.0 else np.flatnonzero(noise.uniform(m) < settings._rate)
+        chosen = np.arange(m) if settings._rate >= 1.0 or self.public else \
+            np.flatnonzero(noise.uniform(m) < settings._rate)
         rows = np.asarray(self.samples.gradients(self.x, chosen), dtype=float).reshape(len(chosen), self.layout.dim)
-        if settings._clip is not None and len(chosen):
+        if settings._clip is not None and len(chosen) and not self.public:
             norms = np.linalg.norm(rows, axis=1)
             rows = rows / np.maximum(1.0, norms / settings._clip)[:, None]
         total = rows.sum(axis=0)
-        if settings.variant == 1 and settings.private:
+        if settings.variant == 1 and settings.private and not self.public:
             clip, multiplier = settings._clip, self.multiplier
             total = self.context.release(total, PoissonSampledGaussian(settings._rate, multiplier),
                                          Sensitivity(l2=clip), scale=multiplier * clip)
@@ -421,7 +451,7 @@ class QDPSGDAgent(AgentProgram):
         keep = 1.0 - eps + eps * row.get(name, 0.0)
         mixed = keep * self.x + eps * sum(row[j] * received[j] for j in sorted(row) if j != name)
         self.x = self.projection(mixed - alpha * eps * self._gradient(), self.ones)
-        if self.settings.variant == 2 and self.settings.private:
+        if self.settings.variant == 2 and self.settings.private and not self.public:
             # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring), through the
             # projection (l2 survives it; a solver's error is added on a set that is not a box).
             growth = keep + alpha * eps * self.agent.record_smoothness / self.settings._rate

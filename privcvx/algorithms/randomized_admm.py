@@ -83,11 +83,11 @@ from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_rele
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
 from privcvx.privacy.secure_channel import KEY_BYTES, PairwiseChannels
-from privcvx.privacy.sensitivity import SEPARABLE_KINDS
+from privcvx.privacy.sensitivity import SEPARABLE_KINDS, holds_no_private_data
 from privcvx.problem import Agent, DistributedProblem, agent_vector
 from privcvx.schedules import Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
-from privcvx.tuning import smoothness_of
+from privcvx.tuning import smoothness_of, warn_nonsmooth
 
 AGGREGATORS = ("random", "fixed")
 DUAL_SIGNS = {"corrected": 1.0, "printed": -1.0}
@@ -133,6 +133,8 @@ def check_private_agents(algorithm: Algorithm, problem: DistributedProblem, b_in
     """Under privacy, for each agent: a gradient sensitivity B_inf, a declared L_i where the step needs one, and a
     box (or free) local set, since the per-coordinate ``sensitivity`` survives a box projection only."""
     for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+        if holds_no_private_data(agent):
+            continue  # its releases carry no noise: no bound, step or set shape to declare for them
         linf_sensitivity(agent, b_inf)
         if needs_smoothness:
             declared_smoothness(agent, layout, True)
@@ -239,6 +241,11 @@ class RandomizedADMM(Algorithm):
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedADMM:
         """Fix every agent's D_i: given, or 2 (L_i + zeta |N_i|) from its smoothness."""
         self.check(problem, topology)
+        if self.update == "linearized":
+            warn_nonsmooth("RandomizedADMM(update='linearized')", problem.agents, "its linearized step needs a "
+                           "gradient and its default D_i = 2 (L_i + zeta |N_i|) an L_i (L_i = 1 is used for them)",
+                           "Use update='exact' (non-private), or smooth the objective (e.g. a Huber or squared hinge "
+                           "loss)")
         if isinstance(self._D, dict):
             missing = sorted(set(problem.names) - set(self._D))
             if missing:
@@ -249,7 +256,8 @@ class RandomizedADMM(Algorithm):
         values = {}
         for agent, layout in zip(problem.agents, problem.layouts, strict=True):
             degree = len(topology.neighbours(layout.name, 1))
-            values[layout.name] = 2.0 * (declared_smoothness(agent, layout, self.private) + self._zeta * degree)
+            secret = self.private and not holds_no_private_data(agent)  # a public objective may be read
+            values[layout.name] = 2.0 * (declared_smoothness(agent, layout, secret) + self._zeta * degree)
         return self.clone(D=values)
 
     def constant(self, name: str) -> float:
@@ -316,7 +324,9 @@ class RandomizedADMMAgent(AgentProgram):
         self.projection = Projection(agent, context.layout)
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.prox = ProximalStep(agent, self.D) if settings.update == "exact" else None
-        self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
+        # An agent without private data (pc.Sensitivity(l1=0, l2=0)): released without noise, charged nothing.
+        self.noisy = settings.private and not holds_no_private_data(agent)
+        self.b_inf = linf_sensitivity(agent, settings._b_inf) if self.noisy else 0.0
         shared = settings.exchange == "secret_sharing"
         self.sharing = settings.sharing(len(context.topology.graph(1))) if shared else None
         self.x = self.projection(np.zeros(dim), np.ones(dim))  # x_i^0: public and data independent
@@ -420,7 +430,7 @@ class RandomizedADMMAgent(AgentProgram):
                 raise PrivcvxError(f"round {t}: the gradient is not finite (diverged?)", agent=self.name,
                                    argument="gradient")
             mean = self.projection(centre - gradient / self.D, np.ones(self.x.size))
-        if self.settings.private:
+        if self.noisy:
             beta = checked_value(self.settings._rate, t, argument="noise_rate")
             shift = self.b_inf / self.D
             c = (self.lam - gradient) / self.D

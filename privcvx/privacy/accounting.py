@@ -40,6 +40,9 @@ only bounds valid for them are reported:
   advanced composition are NaN; the exact epsilon of the continuous Gaussian (``epsilon_gdp``),
   the paper's Thm. 4.9 and the PLD (dp-accounting has no event for the multivariate discrete
   Gaussian) do not apply and are NaN: such a ledger's tightest epsilon is its RDP epsilon.
+* ``poisson_discrete_gaussian`` (Q-DPSGD-1's Poisson-sampled sum): RDP with Zhu & Wang's general bound; PLD with
+  the mechanism's own ``privacy_loss_distribution`` (dp-accounting's Poisson-subsampled discrete Gaussian),
+  composed by `_composed_pld_epsilon` for a ledger of such releases (NaN when mixed with other kinds).
 """
 
 from __future__ import annotations
@@ -348,6 +351,8 @@ def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
     """
     if name == "pld" and min(mechanism.noise_multiplier for mechanism, _ in signature) < PLD_MIN_NOISE_MULTIPLIER:
         return math.nan
+    if name == "pld" and any(hasattr(mechanism, "privacy_loss_distribution") for mechanism, _ in signature):
+        return _composed_pld_epsilon(signature, delta)
     accountant = (GridRdpAccountant() if name == "rdp" else
                   pld.PLDAccountant(NEIGHBOURING_RELATION, value_discretization_interval=PLD_DISCRETIZATION))
     try:
@@ -359,6 +364,19 @@ def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
         return float(accountant.get_epsilon(delta))
     except (IndexError, ValueError, OverflowError, MemoryError):
         return math.nan
+
+
+def _composed_pld_epsilon(signature: Entries, delta: float) -> float:
+    """Epsilon at ``delta`` of a ledger whose every mechanism gives its own PLD (``privacy_loss_distribution``:
+    the secure path's Poisson-sampled discrete Gaussian), composed by dp-accounting; NaN for a ledger that mixes
+    them with mechanisms that only have a dp-accounting event."""
+    if not all(hasattr(mechanism, "privacy_loss_distribution") for mechanism, _ in signature):
+        return math.nan
+    composed = None
+    for mechanism, count in signature:
+        entry = mechanism.privacy_loss_distribution().self_compose(count)
+        composed = entry if composed is None else composed.compose(entry)
+    return float(composed.get_epsilon_for_delta(delta))
 
 
 def _all_gaussian(signature: Entries) -> bool:

@@ -58,6 +58,10 @@ def _dimension_factor(kind: str, size: int) -> float:
     return float(size) if kind == "laplace" else math.sqrt(size)
 
 
+#: Below this ratio of sensitivity to noise scale, `calibrate` takes the grid step from the noise scale.
+NOISE_DOMINATED = 2.0 ** -20
+
+
 def default_grid_step(bound: float, size: int, kind: str) -> float:
     """gamma = 2^floor(log2(bound / (2^10 c_n))): the grid inflates the sensitivity by at most 2^-10.
 
@@ -133,6 +137,14 @@ def calibrate(kind: str, scale: float, sensitivity: float, size: int) -> GridCal
     integer noise has scale s (Delta / gamma + c_n), the noise multiplier times the inflated sensitivity.
     With Delta = 0 (a data-independent release, e.g. x_i(0) of DPDistributedGradient) the grid follows the
     noise scale instead, and the integer noise has scale ``scale`` / gamma.
+
+    With 0 < Delta < `NOISE_DOMINATED` * ``scale`` (a release whose epsilon is below 2^-20, e.g. DPDG's late
+    rounds, where Delta = S c q^t decays faster than the noise), the grid follows 2^-20 ``scale`` instead of
+    Delta, the integer noise keeps scale ``scale`` / gamma, and the ledger charges the grid's own sensitivity
+    (`grid_sensitivity`): epsilon <= (Delta + n gamma) / scale <= Delta / scale + 2^-30 (Laplace), or
+    rho = (Delta + sqrt(n) gamma)^2 / (2 scale^2) with sqrt(n) gamma <= 2^-30 scale (Gaussian). A grid that
+    followed Delta there would need |v / gamma| >= 2^62 once Delta < 2^-52 c_n |v| (DPDG at q = 0.5 failed so at
+    round 51).
     """
     if kind not in _KINDS:
         raise PrivacyError(f'must be "laplace" or "gaussian", got {kind!r}', argument="kind")
@@ -142,6 +154,9 @@ def calibrate(kind: str, scale: float, sensitivity: float, size: int) -> GridCal
     if sensitivity == 0.0:
         step = default_grid_step(scale, size, kind)
         return GridCalibration(kind, step, 0.0, scale / step)
+    if sensitivity < NOISE_DOMINATED * scale:
+        step = default_grid_step(NOISE_DOMINATED * scale, size, kind)
+        return GridCalibration(kind, step, grid_sensitivity(sensitivity, size, step, kind), scale / step)
     step = default_grid_step(sensitivity, size, kind)
     inflated = sensitivity / step + _dimension_factor(kind, size)
     return GridCalibration(kind, step, grid_sensitivity(sensitivity, size, step, kind), scale / sensitivity * inflated)

@@ -43,6 +43,13 @@ SET_KINDS = {"free": "R^n", "box": "a box (constant bounds on whole variables)",
 SEPARABLE_KINDS = ("free", "box")
 
 
+def holds_no_private_data(agent: object) -> bool:
+    """Whether an agent declared a zero sensitivity in every norm it gave (``pc.Sensitivity(l1=0, l2=0)``): it
+    holds no private data, so every method releases its values without noise and charges it nothing."""
+    declared = getattr(agent, "sensitivity", None)
+    return isinstance(declared, Sensitivity) and all(value in (None, 0.0) for value in (declared.l1, declared.l2))
+
+
 def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale: float = 1.0,
                           metric: np.ndarray | None = None, solver_error: float = 0.0, norm: str | None = None,
                           agent: str | None = None) -> Sensitivity:

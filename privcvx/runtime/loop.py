@@ -39,8 +39,8 @@ from privcvx.errors import (
 )
 from privcvx.messages import Message, Router, Transcript
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
-from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.noise import agent_noise_sources
+from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.problem import DistributedProblem
 from privcvx.results import TIMING_COLUMNS, Result
 from privcvx.runtime import checkpoint as checkpoints
@@ -369,7 +369,7 @@ class Run:
         if self.algorithm.private:
             table = privacy_table(self.ledgers, delta)
             privacy = table if reports is None else self.algorithm.privacy_report(table, reports)
-            public = privacy["agent"].isin([agent.name for agent in self.problem.agents if _public(agent)])
+            public = privacy["agent"].isin([a.name for a in self.problem.agents if holds_no_private_data(a)])
             privacy.loc[public & (privacy["epsilon_basic"] == 0.0), "calibration"] = PUBLIC_CALIBRATION
         diagnostics = [c for c in history.columns if c in self.algorithm.diagnostic_columns or c in gaps]
         info = {"stop": stop, "status": self.status(stop), "rounds": self.rounds,
@@ -384,13 +384,6 @@ class Run:
 #: The privacy table's calibration of an agent that declared ``pc.Sensitivity(l1=0, l2=0)``: it holds no private
 #: data, so its releases carry no noise and nothing is charged.
 PUBLIC_CALIBRATION = "public (no private data)"
-
-
-def _public(agent: Any) -> bool:
-    """Whether an agent declared a zero sensitivity in every norm it gave (no private data)."""
-    declared = getattr(agent, "sensitivity", None)
-    return isinstance(declared, Sensitivity) and all(
-        value in (None, 0.0) for value in (declared.l1, declared.l2))
 
 
 def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | None = None, *, rounds: int = 100,
