@@ -53,13 +53,12 @@ CKS sampler otherwise.
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
 discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same source (``SecureNoise.uniform``,
 the operating system's entropy). The release is recorded as
-`PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: the ledger composes its PLD
-(dp-accounting's Poisson-subsampled discrete Gaussian; Zhu & Wang 2019's general RDP bound, `poisson_zcdp_rdp`,
-stays in the RDP column). With ``epsilon`` the agent draws the seeded path's multiplier when that PLD spends at
-most epsilon with it, else the smallest that does (`QDPSGD.calibrate` with ``grid=True``, `QDPSGD.multiplier_for`):
-1.4754 on both paths at q = 0.02, T = 200, epsilon = 1 (Zhu & Wang's bound alone needed 1.87; until issue 31 the
-secure path dropped the amplification: a multiplier of 90.5 against 2.02 at q = 0.02). docs/qdpsgd.md states
-what is measured rather than proved for a vector release.
+`PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: its RDP is Zhu & Wang 2019's
+general bound (`poisson_zcdp_rdp`), and a scalar release also has its exact PLD (dp-accounting's Poisson-subsampled
+discrete Gaussian), which the ledger composes. With ``epsilon`` the agent draws the seeded path's multiplier when the
+secure account spends at most epsilon with it, else the smallest that does (`QDPSGD.calibrate` with ``grid=True``,
+`QDPSGD.multiplier_for`): the same multiplier for scalar releases, 1.27x (q = 0.02) to 5.3x (q = 0.1) more for
+d = 5, where only the RDP bound is proved (docs/qdpsgd.md).
 
 With ``epsilon`` the noise multiplier s is calibrated in `QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.
@@ -347,12 +346,17 @@ class QDPSGD(Algorithm):
 
     def secure_epsilon(self, multiplier: float, rounds: int, dim: int) -> float:
         """The ledger's epsilon at delta of ``rounds`` variant-1 releases of dimension ``dim`` on the secure grid at
-        noise multiplier s: the PLD of `PoissonSampledDiscreteGaussian` on the grid `privcvx.privacy.grid.calibrate`
-        gives the clipped sum (sensitivity K)."""
+        noise multiplier s (`PoissonSampledDiscreteGaussian` on the grid `privcvx.privacy.grid.calibrate` gives the
+        clipped sum, sensitivity K): its PLD for a scalar release, its RDP bound for a vector."""
         clip = 1.0 if self._clip is None else self._clip
         on_grid = grid_calibration("gaussian", multiplier * clip, clip, dim)
-        release = PoissonSampledDiscreteGaussian(self._rate, on_grid.scale, on_grid.sensitivity)
-        return float(release.privacy_loss_distribution().self_compose(rounds).get_epsilon_for_delta(self._delta))
+        release = PoissonSampledDiscreteGaussian(self._rate, on_grid.scale, on_grid.sensitivity, dim)
+        distribution = release.privacy_loss_distribution()
+        if distribution is not None:
+            return float(distribution.self_compose(rounds).get_epsilon_for_delta(self._delta))
+        accountant = GridRdpAccountant()
+        accountant.compose(release.dp_event(), rounds)
+        return float(accountant.get_epsilon(self._delta))
 
     def release_event(self, multiplier: float) -> dp_accounting.DpEvent:
         """One round's release as a dp-accounting event at noise multiplier s > 0."""

@@ -351,7 +351,7 @@ def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
     """
     if name == "pld" and min(mechanism.noise_multiplier for mechanism, _ in signature) < PLD_MIN_NOISE_MULTIPLIER:
         return math.nan
-    if name == "pld" and any(hasattr(mechanism, "privacy_loss_distribution") for mechanism, _ in signature):
+    if name == "pld" and any(_own_pld(mechanism) is not None for mechanism, _ in signature):
         return _composed_pld_epsilon(signature, delta)
     accountant = (GridRdpAccountant() if name == "rdp" else
                   pld.PLDAccountant(NEIGHBOURING_RELATION, value_discretization_interval=PLD_DISCRETIZATION))
@@ -366,15 +366,22 @@ def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
         return math.nan
 
 
+def _own_pld(mechanism: Mechanism) -> pld.privacy_loss_distribution.PrivacyLossDistribution | None:
+    """The mechanism's own PLD (the secure path's scalar Poisson-sampled discrete Gaussian), or None."""
+    own = getattr(mechanism, "privacy_loss_distribution", None)
+    return None if own is None else own()
+
+
 def _composed_pld_epsilon(signature: Entries, delta: float) -> float:
     """Epsilon at ``delta`` of a ledger whose every mechanism gives its own PLD (``privacy_loss_distribution``:
     the secure path's Poisson-sampled discrete Gaussian), composed by dp-accounting; NaN for a ledger that mixes
     them with mechanisms that only have a dp-accounting event."""
-    if not all(hasattr(mechanism, "privacy_loss_distribution") for mechanism, _ in signature):
+    own = [(_own_pld(mechanism), count) for mechanism, count in signature]
+    if any(distribution is None for distribution, _ in own):
         return math.nan
     composed = None
-    for mechanism, count in signature:
-        entry = mechanism.privacy_loss_distribution().self_compose(count)
+    for distribution, count in own:
+        entry = distribution.self_compose(count)
         composed = entry if composed is None else composed.compose(entry)
     return float(composed.get_epsilon_for_delta(delta))
 

@@ -74,7 +74,8 @@ class Perturbed:
         if self.grid is None or self.grid.sensitivity == 0.0:
             return mechanism
         if isinstance(mechanism, PoissonSampledGaussian) and self.grid.kind == "gaussian":
-            return PoissonSampledDiscreteGaussian(mechanism.sampling_rate, self.grid.scale, self.grid.sensitivity)
+            return PoissonSampledDiscreteGaussian(mechanism.sampling_rate, self.grid.scale, self.grid.sensitivity,
+                                                  int(self.value.size))
         return self.grid.mechanism()
 
 
