@@ -82,7 +82,7 @@ from privcvx.errors import (
     require_positive,
 )
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import Projection
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import (
     DiscreteGaussian,
@@ -362,13 +362,13 @@ class QDPSGDAgent(AgentProgram):
     def __init__(self, agent: Agent, context: AgentContext, settings: QDPSGD) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.layout = context.layout
-        self.projection = Projection(agent, self.layout)
+        self.projection = LocalProblem(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.samples = agent.samples if isinstance(agent, SampledAgent) else _WholeObjective(self.evaluator)
         self.batch = settings._batch if settings._batch is not None else settings._rate * self.samples.count
         self.step_size = settings.schedule()
         self.ones = np.ones(self.layout.dim)
-        self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
+        self.x = self.projection.project(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
         self.z = self.x.copy()
         self.sensitivity = 0.0  # D_t: the L2 sensitivity of x_i(t) (variant 2 under privacy)
         self.multiplier = settings.multiplier_for(context.noise, context.rounds)
@@ -420,7 +420,7 @@ class QDPSGDAgent(AgentProgram):
         eps, alpha = self.settings._averaging, checked_value(self.step_size, t, argument="step")
         keep = 1.0 - eps + eps * row.get(name, 0.0)
         mixed = keep * self.x + eps * sum(row[j] * received[j] for j in sorted(row) if j != name)
-        self.x = self.projection(mixed - alpha * eps * self._gradient(), self.ones)
+        self.x = self.projection.project(mixed - alpha * eps * self._gradient(), self.ones)
         if self.settings.variant == 2 and self.settings.private:
             # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring), through the
             # projection (l2 survives it; a solver's error is added on a set that is not a box).
