@@ -304,7 +304,8 @@ class DPDGAgent(AgentProgram):
         return self.y.copy()  # the last broadcast: a release either way
 
     def report(self) -> dict[str, Any]:
-        return {}
+        """The projections' report (``result.info["local_solve"]``)."""
+        return {"local_solve": self.projection.report(self.context.diagnostics)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "y": self.y}

@@ -439,7 +439,8 @@ class QDPSGDAgent(AgentProgram):
         return self.z.copy()  # the last broadcast: a release either way
 
     def report(self) -> dict[str, Any]:
-        return {}
+        """The projections' report (``result.info["local_solve"]``)."""
+        return {"local_solve": self.projection.report(self.context.diagnostics)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "z": self.z, "sensitivity": self.sensitivity}

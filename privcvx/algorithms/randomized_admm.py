@@ -411,8 +411,11 @@ class RandomizedADMMAgent(AgentProgram):
 
     def report(self) -> dict[str, Any]:
         """The ex-post account, computed from the agent's private interval: a diagnostic, kept only in runs that
-        keep diagnostics."""
-        return {"ex_post_account": self.account.per_round()} if self.context.diagnostics else {}
+        keep diagnostics; and the local steps' report (``result.info["local_solve"]``: the proximal step (12), or the
+        projections)."""
+        local = self.projection if self.prox is None else self.prox
+        return {"local_solve": local.report(self.context.diagnostics),
+                **({"ex_post_account": self.account.per_round()} if self.context.diagnostics else {})}
 
     def state_dict(self) -> dict[str, Any]:
         """The run state; under secret sharing it holds the agent's private key (a secret like the noise state)."""

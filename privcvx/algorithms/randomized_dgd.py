@@ -202,8 +202,9 @@ class RandomizedDGDAgent(AgentProgram):
 
     def report(self) -> dict[str, Any]:
         """The ex-post account, computed from the agent's private interval: a diagnostic, kept only in runs that
-        keep diagnostics."""
-        return {"ex_post_account": self.account.per_round()} if self.context.diagnostics else {}
+        keep diagnostics; and the projections' report (``result.info["local_solve"]``)."""
+        return {"local_solve": self.projection.report(self.context.diagnostics),
+                **({"ex_post_account": self.account.per_round()} if self.context.diagnostics else {})}
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "account": self.account.state_dict()}

@@ -61,7 +61,7 @@ def compile_local(objective: cp.Expression | float, constraints: list[cp.Constra
     """The conic data of ``min objective s.t. constraints`` over the stacked variables z, or None when CVXPY's
     internals cannot give it (an unsupported version, a variable replaced by CVXPY's reductions (attributes), a
     problem that does not follow DPP, variable bounds passed to the solver apart)."""
-    if not cvxpy_supported():
+    if not cvxpy_supported() or needs_integer_solver(constraints):
         return None
     k = cp.Parameter(z.size, name="compile_linear")
     k.value = np.zeros(z.size)
@@ -88,6 +88,12 @@ def compile_local(objective: cp.Expression | float, constraints: list[cp.Constra
     return ConicData(P=sp.csc_matrix(matrix_p), q=np.asarray(q, dtype=float).reshape(-1), A=-sp.csc_matrix(matrix_a),
                      b=np.asarray(b, dtype=float).reshape(-1), cones=dims_to_solver_cones(dims), columns=columns,
                      zero=int(dims.zero), nonneg=int(dims.nonneg), qp=bool(qp))
+
+
+def needs_integer_solver(constraints: list[cp.Constraint]) -> bool:
+    """Whether a constraint makes the problem mixed-integer (CVXPY's FiniteSet becomes boolean variables, which the
+    conic solvers would silently relax)."""
+    return any(isinstance(constraint, cp.constraints.FiniteSet) for constraint in constraints)
 
 
 def cone_names(problem: cp.Problem) -> list[str]:

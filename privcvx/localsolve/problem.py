@@ -31,7 +31,7 @@ import numpy as np
 from cvxpy.constraints import Equality, Inequality
 
 from privcvx.errors import SolverError, UnsupportedError
-from privcvx.localsolve.cvxpy_adapter import ConicData, compile_local, cone_names
+from privcvx.localsolve.cvxpy_adapter import ConicData, compile_local, cone_names, needs_integer_solver
 from privcvx.localsolve.strategies import STRATEGIES, Strategy, StrategyFailure
 from privcvx.problem import Agent, AgentLayout, agent_vector
 
@@ -148,10 +148,10 @@ class LocalProblem:
         return self._problem
 
     def compilable_solvers(self) -> list[str]:
-        """The conic solvers (Clarabel, SCS) CVXPY can compile this problem for."""
+        """The conic solvers (Clarabel, SCS) CVXPY can compile this problem for (none for a mixed-integer one)."""
         if self._solvers is None:
             problem, self._solvers = self.cvxpy_problem(), []
-            for solver in (cp.CLARABEL, cp.SCS):
+            for solver in () if needs_integer_solver(problem.constraints) else (cp.CLARABEL, cp.SCS):
                 try:
                     problem.get_problem_data(solver)
                 except (cp.error.SolverError, cp.error.DCPError, ValueError):
