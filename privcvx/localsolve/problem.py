@@ -178,10 +178,10 @@ class LocalProblem:
     def step(self, linear: np.ndarray, weight: float | np.ndarray, warm_start: bool = False) -> np.ndarray:
         """argmin over W_p of f_p(z) + <linear, z_pen> + 1/2 sum weight_i z_pen,i^2 (``weight``: a number or a
         vector over the penalized coordinates)."""
-        weights = np.broadcast_to(np.asarray(weight, dtype=float), self.penalized.shape)
+        weights = float(weight) if np.ndim(weight) == 0 else np.asarray(weight, dtype=float)
         return self._solve(weights, -np.asarray(linear, dtype=float), None, warm_start)
 
-    def _solve(self, weights: np.ndarray, linear: np.ndarray, point: np.ndarray | None,
+    def _solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None,
                warm_start: bool) -> np.ndarray:
         """The error policy (module docstring): the chain in order, the same (w, b) for every strategy."""
         failures = []

@@ -93,9 +93,10 @@ class Strategy(ABC):
         """Whether this strategy solves the local problem exactly as stated."""
 
     @abstractmethod
-    def solve(self, weights: np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
-        """z minimizing (LS) (``point = linear / weights`` for a projection), and whether it is inaccurate."""
+        """z minimizing (LS) (``point = linear / weights`` for a projection), and whether it is inaccurate. ``weights``
+        is one float for all the penalized coordinates, or an array over them."""
 
 
 class ClosedForm(Strategy):
@@ -108,7 +109,7 @@ class ClosedForm(Strategy):
     def accepts(cls, local: LocalProblem) -> bool:
         return not local.has_objective and local.kind in ("free", "box")
 
-    def solve(self, weights: np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         if self.local.bounds is None:
             return point.copy(), False
@@ -123,22 +124,23 @@ class _Weighted(Strategy):
         super().__init__(local)
         self.data = local.data
         self.pen_columns = self.data.columns[local.penalized]
-        self.weights: np.ndarray | None = None
+        self.key: float | bytes | None = None
 
-    def prepare(self, weights: np.ndarray, stats: SolveStats) -> None:
-        """Rebuild for new weights (``refactor``); a no-op while they stay the same."""
-        if self.weights is not None and np.array_equal(self.weights, weights):
+    def prepare(self, weights: float | np.ndarray, stats: SolveStats) -> None:
+        """Rebuild for new weights (``refactor``); a no-op while they stay the same (bitwise)."""
+        key = weights if isinstance(weights, float) else weights.tobytes()
+        if key == self.key:
             return
-        self.weights = None
+        self.key = None
         self.refactor(weights)
-        self.weights = weights.copy()
+        self.key = key
         stats.refactors += 1
 
     @abstractmethod
-    def refactor(self, weights: np.ndarray) -> None:
+    def refactor(self, weights: float | np.ndarray) -> None:
         """Build the solver (factorization) for these weights."""
 
-    def hessian(self, weights: np.ndarray) -> sp.csc_matrix:
+    def hessian(self, weights: float | np.ndarray) -> sp.csc_matrix:
         """P plus the penalty's diagonal on the penalized columns."""
         diagonal = np.zeros(self.data.P.shape[0])
         np.add.at(diagonal, self.pen_columns, weights)
@@ -162,29 +164,41 @@ class Factorization(_Weighted):
         data = local.data
         return data is not None and data.qp and data.nonneg == 0
 
-    def refactor(self, weights: np.ndarray) -> None:
+    def __init__(self, local: LocalProblem) -> None:
+        super().__init__(local)
         data = self.data
         n, m = data.P.shape[0], data.zero
         equalities = data.A[:m]
-        kkt = sp.bmat([[self.hessian(weights), equalities.T], [equalities, None]], format="csc")
-        rhs = np.zeros((n + m, self.pen_columns.size + 1))
-        rhs[:n, 0] = -data.q
-        rhs[n:, 0] = data.b[:m]
-        rhs[self.pen_columns, np.arange(1, self.pen_columns.size + 1)] = 1.0
+        self.kkt = sp.bmat([[data.P, equalities.T], [equalities, None]], format="csc")  # the weights go on its diagonal
+        self.dense = n + m <= DENSE_KKT
+        if self.dense:
+            self.kkt = self.kkt.toarray()
+        self.rhs = np.zeros((n + m, self.pen_columns.size + 1))
+        self.rhs[:n, 0] = -data.q
+        self.rhs[n:, 0] = data.b[:m]
+        self.rhs[self.pen_columns, np.arange(1, self.pen_columns.size + 1)] = 1.0
+
+    def refactor(self, weights: float | np.ndarray) -> None:
+        size = self.kkt.shape[0]
+        diagonal = np.zeros(size)
+        np.add.at(diagonal, self.pen_columns, weights)
         try:
-            if n + m <= DENSE_KKT:
-                solution = scipy.linalg.solve(kkt.toarray(), rhs, check_finite=False)
+            if self.dense:
+                kkt = self.kkt + np.diag(diagonal)
+                solution = scipy.linalg.solve(kkt, self.rhs, check_finite=False)
             else:
-                solution = scipy.sparse.linalg.splu(kkt).solve(rhs)
+                kkt = (self.kkt + sp.diags(diagonal)).tocsc()
+                solution = scipy.sparse.linalg.splu(kkt).solve(self.rhs)
         except (np.linalg.LinAlgError, RuntimeError) as exc:
             raise StrategyFailure(f"the KKT system is singular ({exc})") from None
-        residual = np.max(np.abs(kkt @ solution - rhs), initial=0.0)
-        if not np.all(np.isfinite(solution)) or residual > STANDARD_TOLERANCE * max(1.0, np.max(np.abs(rhs))):
+        residual = np.max(np.abs(kkt @ solution - self.rhs), initial=0.0)
+        if not np.all(np.isfinite(solution)) or residual > STANDARD_TOLERANCE * max(1.0, np.max(np.abs(self.rhs))):
             raise StrategyFailure(f"the KKT system is singular (residual {residual:.2e})")
-        self.offset = solution[data.columns, 0]
-        self.gain = np.ascontiguousarray(solution[data.columns, 1:])
+        columns = self.data.columns
+        self.offset = solution[columns, 0]
+        self.gain = np.ascontiguousarray(solution[columns, 1:])
 
-    def solve(self, weights: np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         self.prepare(weights, stats)
         return self.offset + self.gain @ linear, False
@@ -203,7 +217,7 @@ class OSQPStep(_Weighted):
         data = local.data
         return data is not None and data.qp and data.nonneg > 0
 
-    def refactor(self, weights: np.ndarray) -> None:
+    def refactor(self, weights: float | np.ndarray) -> None:
         data = self.data
         lower = np.concatenate([data.b[:data.zero], np.full(data.nonneg, -np.inf)])
         self.solver = osqp.OSQP()
@@ -213,7 +227,7 @@ class OSQPStep(_Weighted):
         self.initial_rho = self.solver.settings.rho
         self.rho_adapted = False
 
-    def solve(self, weights: np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         self.prepare(weights, stats)
         self.solver.update(q=self.linear_term(linear))
@@ -244,12 +258,12 @@ class ClarabelStep(_Weighted):
     def accepts(cls, local: LocalProblem) -> bool:
         return local.data is not None
 
-    def refactor(self, weights: np.ndarray) -> None:
+    def refactor(self, weights: float | np.ndarray) -> None:
         self.P = sp.triu(self.hessian(weights), format="csc")
         self.solver = clarabel.DefaultSolver(self.P, np.zeros_like(self.data.q), self.data.A, self.data.b,
                                              self.data.cones, clarabel_settings(SOLVER_SETTINGS[cp.CLARABEL]))
 
-    def solve(self, weights: np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         self.prepare(weights, stats)
         q = self.linear_term(linear)
@@ -294,10 +308,10 @@ class CvxpyStep(Strategy):
     def accepts(cls, local: LocalProblem) -> bool:
         return local.data is not None or bool(local.compilable_solvers())
 
-    def solve(self, weights: np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         local = self.local
-        local.root.value = np.sqrt(weights / 2.0)
+        local.root.value = np.broadcast_to(np.sqrt(weights / 2.0), local.penalized.shape)
         local.linear.value = linear
         failures = []
         for attempt, solver in enumerate(local.compilable_solvers()):
