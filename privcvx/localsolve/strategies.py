@@ -268,21 +268,33 @@ class ClarabelStep(_Weighted):
         self.prepare(weights, stats)
         q = self.linear_term(linear)
         self.solver.update(q=q)
-        solution = self.solver.solve()
-        for settings in CLARABEL_RETRIES:
-            if str(solution.status) in ("Solved", "AlmostSolved"):
+        answer = _judged(self.solver.solve())
+        for settings in CLARABEL_RETRIES:  # an answer short of the stated tolerance is solved again, counted
+            if answer[1] == "accurate":
                 break
             stats.retries += 1
-            solution = clarabel.DefaultSolver(self.P, q, self.data.A, self.data.b, self.data.cones,
-                                              clarabel_settings(settings)).solve()
-        status = str(solution.status)
-        gap = abs(solution.obj_val - solution.obj_val_dual)
-        gap = min(gap, gap / max(1.0, min(abs(solution.obj_val), abs(solution.obj_val_dual))))
-        residual = max(solution.r_prim, solution.r_dual)
-        if status in ("PrimalInfeasible", "DualInfeasible") or not residual <= ACCEPTABLE_RESIDUAL:
-            raise StrategyFailure(f"Clarabel status {status} (residual {residual:.2e})")
-        accurate = status == "Solved" or (residual <= STANDARD_TOLERANCE and gap <= STANDARD_TOLERANCE)
-        return np.asarray(solution.x)[self.data.columns], not accurate
+            retried = _judged(clarabel.DefaultSolver(self.P, q, self.data.A, self.data.b, self.data.cones,
+                                                     clarabel_settings(settings)).solve())
+            if retried[1] != "failed" or answer[1] == "failed":
+                answer = retried
+        solution, verdict, message = answer
+        if verdict == "failed":
+            raise StrategyFailure(message)
+        return np.asarray(solution.x)[self.data.columns], verdict == "inaccurate"
+
+
+def _judged(solution: clarabel.DefaultSolution) -> tuple[clarabel.DefaultSolution, str, str]:
+    """A Clarabel answer with its verdict: "accurate" (Solved, or residuals and gap within `STANDARD_TOLERANCE`),
+    "inaccurate" (residuals within `ACCEPTABLE_RESIDUAL`), or "failed"; and its status for messages."""
+    status = str(solution.status)
+    gap = abs(solution.obj_val - solution.obj_val_dual)
+    gap = min(gap, gap / max(1.0, min(abs(solution.obj_val), abs(solution.obj_val_dual))))
+    residual = max(solution.r_prim, solution.r_dual)
+    message = f"Clarabel status {status} (residual {residual:.2e})"
+    if status in ("PrimalInfeasible", "DualInfeasible") or not residual <= ACCEPTABLE_RESIDUAL:
+        return solution, "failed", message
+    accurate = status == "Solved" or (residual <= STANDARD_TOLERANCE and gap <= STANDARD_TOLERANCE)
+    return solution, "accurate" if accurate else "inaccurate", message
 
 
 def clarabel_settings(options: dict) -> clarabel.DefaultSettings:
