@@ -224,7 +224,7 @@ def main() -> None:
     print("|---|---|---|---|")
     parts = {"a": lambda: part_a(options.rounds, options.repeats), "b": lambda: part_b(options.repeats),
              "c": lambda: part_c(options.case, 10, min(options.repeats, 3)),
-             "d": lambda: part_d(options.scale, 10), "e": lambda: part_e(options.long)}
+             "d": lambda: part_d(options.scale, 20), "e": lambda: part_e(options.long)}
     for name in options.only:
         for row in parts[name]():
             print(row, flush=True)

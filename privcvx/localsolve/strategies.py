@@ -26,7 +26,6 @@ import clarabel
 import cvxpy as cp
 import numpy as np
 import osqp
-import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
@@ -185,7 +184,7 @@ class Factorization(_Weighted):
         try:
             if self.dense:
                 kkt = self.kkt + np.diag(diagonal)
-                solution = scipy.linalg.solve(kkt, self.rhs, check_finite=False)
+                solution = np.linalg.solve(kkt, self.rhs)
             else:
                 kkt = (self.kkt + sp.diags(diagonal)).tocsc()
                 solution = scipy.sparse.linalg.splu(kkt).solve(self.rhs)
