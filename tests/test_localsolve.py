@@ -81,7 +81,7 @@ def test_each_step_strategy_is_chosen_and_matches_a_fresh_solve(kind):
 
 
 PROJECTIONS = {"ridge": ("free", "closed_form"), "box": ("box", "closed_form"),
-               "equality": ("conic", "factorization"), "polyhedral": ("conic", "osqp"), "soc": ("conic", "clarabel")}
+               "equality": ("conic", "factorization"), "polyhedral": ("conic", "clarabel"), "soc": ("conic", "clarabel")}
 
 
 @pytest.mark.parametrize("kind", list(PROJECTIONS))

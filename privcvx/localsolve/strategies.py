@@ -214,7 +214,10 @@ class OSQPStep(_Weighted):
     @classmethod
     def accepts(cls, local: LocalProblem) -> bool:
         data = local.data
-        return data is not None and data.qp and data.nonneg > 0
+        # Projections (f_p = 0) stay on Clarabel: from a fresh state OSQP needed 10-60x Clarabel's time on the
+        # box + l1 sets of bench/bench_localstep.py (n = 200, 500); with a quadratic f_p it is the faster one
+        # (bench/bench_localsolve.py, (b)).
+        return data is not None and data.qp and data.nonneg > 0 and local.has_objective
 
     def refactor(self, weights: float | np.ndarray) -> None:
         data = self.data
