@@ -80,8 +80,8 @@ def test_each_step_strategy_is_chosen_and_matches_a_fresh_solve(kind):
     assert local.stats.strategies == {STEPS[kind]: 2}
 
 
-PROJECTIONS = {"ridge": ("free", "closed_form"), "box": ("box", "closed_form"),
-               "equality": ("conic", "factorization"), "polyhedral": ("conic", "clarabel"), "soc": ("conic", "clarabel")}
+PROJECTIONS = {"ridge": ("free", "closed_form"), "box": ("box", "closed_form"), "equality": ("conic", "factorization"),
+               "polyhedral": ("conic", "clarabel"), "soc": ("conic", "clarabel")}
 
 
 @pytest.mark.parametrize("kind", list(PROJECTIONS))
