@@ -23,18 +23,18 @@ from typing import Any
 
 import clarabel
 import numpy as np
-from cvxpy.cvxcore.python import canonInterface
 
-from privcvx.localstep import Projection
+from privcvx.localsolve import LocalProblem
+from privcvx.localsolve.strategies import SOLVER_SETTINGS, clarabel_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from core_problems import general_form, soc_linear  # noqa: E402
 
 
 def _solver(direct: Any, q: np.ndarray) -> clarabel.DefaultSolver:
-    """A new Clarabel solver on the projection's cached matrices, built from ``q``."""
-    matrix_p, matrix_a, b = direct.data
-    return clarabel.DefaultSolver(matrix_p, q, matrix_a, b, direct.cones, direct.settings)
+    """A new Clarabel solver on the projection's cached matrices (its ClarabelStep), built from ``q``."""
+    return clarabel.DefaultSolver(direct.P, q, direct.data.A, direct.data.b, direct.data.cones,
+                                  clarabel_settings(SOLVER_SETTINGS["CLARABEL"]))
 
 
 def main() -> None:
@@ -51,20 +51,18 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, problem in cases.items():
         agent, layout = problem.agents[0], problem.layouts[0]
-        projection = Projection(agent, layout)
-        direct = projection.direct
+        projection = LocalProblem(agent, layout)
+        direct = projection.chain[0]
         weights = 2.0 + layout.shared_mask
         rng = np.random.default_rng(0)
-        projection(rng.normal(size=layout.dim), weights)  # compiles and caches P, A, b
-        matrix_p = direct.data[0]
+        projection.project(rng.normal(size=layout.dim), weights)  # compiles and caches P, A, b
+        matrix_p = direct.P
         served = _solver(direct, np.zeros(matrix_p.shape[0]))
         timings = {"update": 0.0, "fresh": 0.0}
         history_free, worst = True, 0.0
         for _ in range(repeats):
-            projection.c.value = (weights / weights.max()) * rng.normal(size=layout.dim)
-            q, _ = canonInterface.get_matrix_from_tensor(direct.program.q, direct._parameter_vector(),
-                                                         direct.program.x.size, with_offset=True)
-            q = np.asarray(q.toarray()).reshape(-1)
+            scaled = weights / weights.max()
+            q = direct.linear_term(2.0 * scaled * rng.normal(size=layout.dim))
             start = time.perf_counter()
             served.update(q=q)
             answer = np.asarray(served.solve().x)
@@ -75,7 +73,7 @@ def main() -> None:
             resumed = _solver(direct, np.zeros(matrix_p.shape[0]))
             resumed.update(q=q)
             history_free &= bool(np.array_equal(np.asarray(resumed.solve().x), answer))
-            worst = max(worst, float(np.max(np.abs(answer[direct.index] - own[direct.index]))))
+            worst = max(worst, float(np.max(np.abs(answer[direct.data.columns] - own[direct.data.columns]))))
         update, fresh = (1e3 * timings[k] / repeats for k in ("update", "fresh"))
         print(f"| {name} | {update:.2f} | {fresh:.2f} | {fresh / update:.2f} | {history_free} | {worst:.1e} |")
 

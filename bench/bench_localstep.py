@@ -15,7 +15,8 @@ import numpy as np
 
 import privcvx as pc
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import CLARABEL_RETRY, SOLVER_SETTINGS, Projection
+from privcvx.localsolve import SOLVER_SETTINGS, LocalProblem
+from privcvx.localsolve.strategies import CLARABEL_RETRIES
 
 
 def local_set(kind: str, x: cp.Variable) -> list[cp.Constraint]:
@@ -39,17 +40,17 @@ def projection_row(kind: str, n: int, repeats: int, rng: np.random.Generator) ->
     x = cp.Variable(n)
     constraints = local_set(kind, x)
     agent = pc.Agent(cp.sum_squares(x), constraints, shared=x)
-    projection = Projection(agent, pc.DistributedProblem([agent]).layouts[0])
+    projection = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0])
     weights = np.full(n, 3.0)  # a fully shared agent: m = 1/eta + rho on every coordinate
     points = iter([rng.normal(size=n) for _ in range(2 * repeats)])
-    solver = "clarabel-direct" if projection.direct is not None else projection.solvers[0]
-    reference_solver = cp.CLARABEL if projection.direct is not None else projection.solvers[0]
+    solver = projection.strategy
+    reference_solver = cp.OSQP if solver == "osqp" else cp.CLARABEL
     reference_settings = SOLVER_SETTINGS[reference_solver]
     failures: list[np.ndarray] = []
 
     def fresh(point: np.ndarray) -> np.ndarray:
         problem = cp.Problem(cp.Minimize(cp.sum(cp.multiply(weights, cp.square(x - point)))), constraints)
-        for settings in (reference_settings, CLARABEL_RETRY):  # the same retry as privcvx's own direct path
+        for settings in (reference_settings, CLARABEL_RETRIES[0]):  # the same retry as privcvx's own direct path
             try:
                 problem.solve(solver=reference_solver, **settings)
                 return np.asarray(x.value)
@@ -58,7 +59,7 @@ def projection_row(kind: str, n: int, repeats: int, rng: np.random.Generator) ->
         problem.solve(solver=cp.SCS, **SOLVER_SETTINGS[cp.SCS])
         return np.asarray(x.value)
 
-    compiled = median_seconds(lambda: projection(next(points), weights), repeats)
+    compiled = median_seconds(lambda: projection.project(next(points), weights), repeats)
     rebuilt = median_seconds(lambda: fresh(next(points)), repeats)
     def accurate(point: np.ndarray) -> np.ndarray:  # the weights are uniform: the plain Euclidean projection
         problem = cp.Problem(cp.Minimize(cp.sum_squares(x - point)), constraints)
@@ -66,7 +67,7 @@ def projection_row(kind: str, n: int, repeats: int, rng: np.random.Generator) ->
         return np.asarray(x.value)
 
     samples = [rng.normal(size=n) for _ in range(3)]
-    ours = [projection(p, weights) for p in samples]
+    ours = [projection.project(p, weights) for p in samples]
     diff = max(float(np.max(np.abs(z - fresh(p)))) for z, p in zip(ours, samples, strict=True))
     error = max(float(np.max(np.abs(z - accurate(p)))) for z, p in zip(ours, samples, strict=True))
     return (f"| {kind} | {n} | {solver} | {compiled * 1e3:.2f} | {rebuilt * 1e3:.2f} | "

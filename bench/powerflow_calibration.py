@@ -32,7 +32,7 @@ import pandas as pd
 
 import powerflow
 import privcvx as pc
-from privcvx.localstep import PROJECTION_ERROR
+from privcvx.localsolve import PROJECTION_ERROR
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA, PrivacyLedger, tightest_epsilon
 from privcvx.privacy.perturbation import derived_output_sensitivity
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from privcvx.localstep import PROJECTION_ERROR
+from privcvx.localsolve import PROJECTION_ERROR
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_powerflow_sensitivity import (  # noqa: E402

@@ -31,7 +31,7 @@ import numpy as np
 
 from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import box_bounds
+from privcvx.localsolve import box_bounds
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.problem import Agent, AgentLayout
 

@@ -1,11 +1,12 @@
 """CVXPY's solver warnings kept inside a run: counted per agent and reported once, by name.
 
 CVXPY warns "Solution may be inaccurate" (a ``UserWarning``, no agent, no round) on every solve that ends
-"optimal_inaccurate". The local steps ([`privcvx.localstep`][privcvx.localstep]) and the reference solve silence it
-(`quiet_inaccurate`) and count such solves instead; at the end of a run `inaccurate_solves` collects the
-counts from the agents' reports into ``result.info["inaccurate_solves"]`` and raises one
-`SolverAccuracyWarning` that names the agents. Under privacy the counts depend on the private
-data: they are diagnostics, reported only by runs that keep diagnostics.
+"optimal_inaccurate". The local steps ([`privcvx.localsolve`][privcvx.localsolve]) and the reference solve silence it
+(`quiet_inaccurate`) and count such solves instead; at the end of a run `local_solve_info` collects every agent's
+local-solve report into ``result.info["local_solve"]`` (the same for every method), their counts of inaccurate
+answers into ``result.info["inaccurate_solves"]``, and raises one `SolverAccuracyWarning` that names the agents.
+Under privacy the counters depend on the private data: they are diagnostics, reported only by runs that keep
+diagnostics (a run without them reports the kind, the strategy and the number of solves).
 """
 
 from __future__ import annotations
@@ -34,17 +35,20 @@ def quiet_inaccurate() -> Iterator[None]:
         yield
 
 
-def inaccurate_solves(agents: Sequence[str], reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """``{"inaccurate_solves": {agent: count}}`` for the agents whose report counts inaccurate solves (none: {}), and
-    one [`SolverAccuracyWarning`][privcvx.errors.SolverAccuracyWarning] naming them."""
-    counts = {name: int(report.get("inaccurate", 0)) for name, report in zip(agents, reports, strict=False)
-              if isinstance(report, dict) and report.get("inaccurate")}
+def local_solve_info(agents: Sequence[str], reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``{"local_solve": {agent: report}}`` from the agents' reports (their ``"local_solve"`` entries, taken out of
+    them), ``{"inaccurate_solves": {agent: count}}`` for the agents that counted inaccurate answers, and one
+    [`SolverAccuracyWarning`][privcvx.errors.SolverAccuracyWarning] naming those."""
+    solves = {name: report.pop("local_solve") for name, report in zip(agents, reports, strict=False)
+              if isinstance(report, dict) and "local_solve" in report}
+    info: dict[str, Any] = {"local_solve": solves} if solves else {}
+    counts = {name: int(report["inaccurate"]) for name, report in solves.items() if report.get("inaccurate")}
     if not counts:
-        return {}
+        return info
     listed = ", ".join(f"{name} ({count})" for name, count in counts.items())
     warn_at_caller(f"the solver reported inaccurate solutions (optimal_inaccurate) for the local steps of: {listed}; "
                    'result.info["inaccurate_solves"] has the counts')
-    return {"inaccurate_solves": counts}
+    return {**info, "inaccurate_solves": counts}
 
 
 def reference_status_warning(status: str) -> None:

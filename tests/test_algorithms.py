@@ -34,12 +34,12 @@ def _rendezvous_run(**options):
 def test_fixed_seed_history_is_the_one_recorded_before_the_protocol(monkeypatch):
     """tests/data/pinned_linearized_admm.json was written by the pre-protocol code (commit 88b68fb).
 
-    Since then the derived OutPert sensitivity allows for the conic solver's error (localstep.PROJECTION_ERROR,
+    Since then the derived OutPert sensitivity allows for the conic solver's error (localsolve.PROJECTION_ERROR,
     docs/privacy.md), which makes its noise slightly larger: the pin is checked with that allowance at 0.
     """
-    from privcvx import localstep
+    from privcvx.localsolve import strategies
 
-    monkeypatch.setattr(localstep, "PROJECTION_ERROR", 0.0)
+    monkeypatch.setattr(strategies.Strategy, "error_bound", 0.0)
     # rho: the pin ran the default of its time, absolute residual balancing, which is ResidualBalancing() now
     result = _rendezvous_run(local_updates=3, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5)),
                              rho=pc.schedules.ResidualBalancing())

@@ -12,7 +12,7 @@ from privcvx.algorithms import AgentContext, LinearizedADMM
 from privcvx.algorithms.linearized_admm import ADMMServer
 from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError, ParameterError
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import SOLVER_SETTINGS, Projection
+from privcvx.localsolve import SOLVER_SETTINGS, LocalProblem, StrategyFailure
 
 
 def _gap(history, reference) -> np.ndarray:
@@ -96,7 +96,7 @@ def test_compiled_step_equals_fresh_solve_of_eq9(builder):
     problem, _, _ = builder()
     rng = np.random.default_rng(5)
     agent, layout = problem.agents[0], problem.layouts[0]
-    projection = Projection(agent, layout)
+    projection = LocalProblem(agent, layout)
     for _ in range(5):
         rho, eta = rng.uniform(0.5, 5.0), rng.uniform(0.05, 1.0)
         z_e = rng.normal(size=layout.dim) * 0.3
@@ -106,7 +106,7 @@ def test_compiled_step_equals_fresh_solve_of_eq9(builder):
         weights = 1.0 / eta + rho * layout.shared_mask
         linear = z_e / eta - gradient
         linear[layout.shared_local] += rho * w_p + lam
-        compiled = projection(linear / weights, weights)
+        compiled = projection.project(linear / weights, weights)
         fresh = _eq9_fresh(agent, z_e, gradient, w_p, lam, rho, eta, layout)
         assert np.max(np.abs(compiled - fresh)) <= 1e-6
 
@@ -119,14 +119,14 @@ def test_closed_forms_for_free_and_box_sets():
     problem = pc.DistributedProblem([free, box])
     weights4, weights3 = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 2.0, 5.0])
     point3 = np.array([3.0, -0.5, 0.0])
-    assert Projection(free, problem.layouts[0]).kind == "free"
-    assert np.array_equal(Projection(free, problem.layouts[0])(np.arange(4.0), weights4), np.arange(4.0))
-    projection = Projection(box, problem.layouts[1])
+    assert LocalProblem(free, problem.layouts[0]).kind == "free"
+    assert np.array_equal(LocalProblem(free, problem.layouts[0]).project(np.arange(4.0), weights4), np.arange(4.0))
+    projection = LocalProblem(box, problem.layouts[1])
     assert projection.kind == "box"
-    assert np.array_equal(projection(point3, weights3), np.array([1.0, 0.0, 0.5]))
+    assert np.array_equal(projection.project(point3, weights3), np.array([1.0, 0.0, 0.5]))
     fresh = cp.Problem(cp.Minimize(cp.sum(cp.multiply(weights3, cp.square(y - point3)))), box.constraints)
     fresh.solve(solver=cp.CLARABEL)
-    assert np.allclose(projection(point3, weights3), y.value, atol=1e-6)
+    assert np.allclose(projection.project(point3, weights3), y.value, atol=1e-6)
 
 
 def test_gradient_evaluator_matches_cvxpy_grad():
@@ -268,22 +268,22 @@ def test_failure_keeps_history():
 def test_solver_fallback_reuses_the_same_parameters():
     problem, _, _ = soc_linear(agents=1)
     agent, layout = problem.agents[0], problem.layouts[0]
-    projection = Projection(agent, layout)
-    assert projection.direct is not None  # a set with a cone: Clarabel, called directly
+    projection = LocalProblem(agent, layout)
+    assert projection.strategy == "clarabel"  # a set with a cone: Clarabel, called directly
     point, weights = np.linspace(-1, 1, layout.dim), np.full(layout.dim, 2.0)
-    expected = projection(point, weights)
+    expected = projection.project(point, weights)
 
-    def failing_solve():
-        raise RuntimeError("injected failure")
+    def failing_solve(*args):
+        raise StrategyFailure("injected failure")
 
-    projection.direct.solve = failing_solve  # fault injection: the first solver in the chain fails
-    assert np.allclose(projection(point, weights), expected, atol=1e-6)
-    assert projection.stats.fallbacks == 1 and projection.stats.solvers.get(cp.CLARABEL) == 1
+    projection.chain[0].solve = failing_solve  # fault injection: the first strategy in the chain fails
+    assert np.allclose(projection.project(point, weights), expected, atol=1e-6)
+    assert projection.stats.fallbacks == 1 and projection.stats.strategies.get("cvxpy") == 1
 
 
 def test_result_reports_solver_counters():
     problem, eta, rho = soc_linear(agents=2)
-    reports = problem.solve(rounds=3, local_updates=2, rho=rho, eta=eta).info["projection"]
+    reports = list(problem.solve(rounds=3, local_updates=2, rho=rho, eta=eta).info["local_solve"].values())
     assert [r["kind"] for r in reports] == ["conic", "conic"]
     assert all(r["solves"] == 3 * 2 + 1 for r in reports)  # 6 local updates and the initial point
 

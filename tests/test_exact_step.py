@@ -33,7 +33,7 @@ def test_auto_runs_the_exact_step_on_a_quadratic_problem_without_privacy():
     assert exact_step_applies(problem, None)
     result = problem.solve(LinearizedADMM(local_updates="auto"), rounds=3)
     assert result.info["local_updates"] == "exact"
-    assert {report["kind"] for report in result.info["projection"]} == {"exact"}
+    assert {report["kind"] for report in result.info["local_solve"].values()} == {"exact"}
     assert np.isfinite(result.history["eta"]).all()  # eta = inf is recorded as 1/rho, never NaN
     # The same run as the explicit settings it stands for, round for round
     explicit = problem.solve(LinearizedADMM(local_updates="exact", rho=exact_step_penalty()), rounds=3)

@@ -16,9 +16,10 @@ from core_problems import general_form
 
 import privcvx as pc
 from privcvx.algorithms import PPADMM, PRADMM
-from privcvx.algorithms.decentralized_admm import LocalADMMSolve, sharing_graph
+from privcvx.algorithms.decentralized_admm import sharing_graph
 from privcvx.algorithms.pr_admm import CurvatureBound, ReleaseBound
 from privcvx.errors import ParameterError, PrivacyError, UnsupportedError
+from privcvx.localsolve import LocalProblem
 from privcvx.problem import REFERENCE_SOLVER
 
 pytestmark = pytest.mark.filterwarnings("ignore::privcvx.errors.ReproducibleNoiseWarning")
@@ -79,11 +80,14 @@ def test_the_curvature_bound_holds_on_neighbouring_loads(case14):
     assert bound == pytest.approx(beta / math.sqrt(4.0 * eta))
     moved = []
     for agent, layout, model in zip(case14.agents, case14.layouts, case14.info["models"], strict=True):
-        solve = LocalADMMSolve(agent, layout, eta * np.ones(layout.shared_local.size))  # 1 other holder per key
+        # f_i + eta ||x_s||^2 + <c, x_s> (1 other holder per key): the local problem's CVXPY form, weight 2 eta
+        solve = LocalProblem(agent, layout, objective=True, penalized=layout.shared_local)
+        problem = solve.cvxpy_problem()
+        solve.root.value = np.full(layout.shared_local.size, math.sqrt(eta))
 
-        def shared(linear, solve=solve, layout=layout):
-            solve.c.value = linear
-            solve.problem.solve(**REFERENCE_SOLVER)  # CVXPY re-reads the loads (the compiled path caches them)
+        def shared(linear, solve=solve, problem=problem, layout=layout):
+            solve.linear.value = -linear
+            problem.solve(**REFERENCE_SOLVER)  # CVXPY re-reads the loads (the compiled path caches them)
             return solve.z.value[layout.shared_local].copy()
 
         linear = np.random.default_rng(0).normal(scale=5.0, size=layout.shared_local.size)

@@ -62,5 +62,6 @@ def test_release_only_runs_report_no_step_times_or_solver_counters():
     release_only = problem.solve(rounds=2, rho=1.0, eta=0.1, diagnostics=False)
     assert all({"busy_s", "cpu_s"} <= set(host) for host in research.info["hosts"])
     assert all(set(host) == {"node", "pid", "peak_memory_mib"} for host in release_only.info["hosts"])
-    assert all({"inaccurate", "fallbacks", "seconds"} <= set(report) for report in research.info["projection"])
-    assert [set(report) for report in release_only.info["projection"]] == [{"kind", "solves"}] * 2
+    research_reports, release_reports = research.info["local_solve"], release_only.info["local_solve"]
+    assert all({"inaccurate", "fallbacks", "seconds"} <= set(report) for report in research_reports.values())
+    assert [set(report) for report in release_reports.values()] == [{"kind", "strategy", "solves"}] * 2

@@ -22,7 +22,7 @@ import privcvx as pc
 from powerflow.zonal import moved_load
 from privcvx.cli import make_parser, powerflow_experiment
 from privcvx.experiments import perturbation
-from privcvx.localstep import PROJECTION_ERROR
+from privcvx.localsolve import PROJECTION_ERROR
 
 BETA = 0.01
 #: The partitions the package uses: partition(case, 3) (CLI default zones = "3") and case118's stand-in zones.

@@ -145,7 +145,7 @@ def test_the_privacy_table_says_where_each_bound_holds():
 
 
 def test_derived_output_sensitivity_allows_for_the_solvers_error():
-    from privcvx.localstep import PROJECTION_ERROR, Projection
+    from privcvx.localsolve import PROJECTION_ERROR, LocalProblem
     from privcvx.privacy.perturbation import derived_output_sensitivity
 
     gradient, weights = pc.Sensitivity(l1=0.4, l2=0.2), np.full(9, 4.0)
@@ -154,7 +154,7 @@ def test_derived_output_sensitivity_allows_for_the_solvers_error():
     assert solved.l2 == pytest.approx(exact.l2 + 2 * 3 * PROJECTION_ERROR)
     assert solved.l1 == pytest.approx(exact.l1 + 2 * 9 * PROJECTION_ERROR)
     problem, _, _ = general_form()
-    assert Projection(problem.agents[0], problem.layouts[0]).error_bound == PROJECTION_ERROR  # a solver
+    assert LocalProblem(problem.agents[0], problem.layouts[0]).error_bound == PROJECTION_ERROR  # a solver
     x = cp.Variable(2)
     boxed = pc.Agent(cp.sum_squares(x), [x <= 1, x >= -1], shared=x)
-    assert Projection(boxed, pc.DistributedProblem([boxed]).layouts[0]).error_bound == 0.0  # np.clip: exact
+    assert LocalProblem(boxed, pc.DistributedProblem([boxed]).layouts[0]).error_bound == 0.0  # np.clip: exact

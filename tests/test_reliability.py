@@ -195,7 +195,7 @@ def test_no_worker_process_outlives_a_failure(tmp_path):
 def test_solver_faults_keep_the_run_or_leave_a_resumable_checkpoint(tmp_path, monkeypatch):
     from core_problems import soc_linear
 
-    from privcvx.localstep import DirectClarabel, Projection
+    from privcvx.localsolve import LocalProblem, StrategyFailure, strategies
 
     problem, eta, rho = soc_linear(agents=2)
     for agent in problem.agents:
@@ -206,37 +206,37 @@ def test_solver_faults_keep_the_run_or_leave_a_resumable_checkpoint(tmp_path, mo
         warnings.simplefilter("ignore")
         clean = problem.solve(**options)
         rng = np.random.default_rng(0)
-        original = DirectClarabel.solve
+        original = strategies.ClarabelStep.solve
 
-        def sometimes_failing(self):  # the first solver of the chain fails at random solves
+        def sometimes_failing(self, *args):  # the first strategy of the chain fails at random solves
             if rng.random() < 0.4:
-                raise RuntimeError("injected Clarabel failure")
-            return original(self)
+                raise StrategyFailure("injected Clarabel failure")
+            return original(self, *args)
 
-        monkeypatch.setattr(DirectClarabel, "solve", sometimes_failing)
+        monkeypatch.setattr(strategies.ClarabelStep, "solve", sometimes_failing)
         faulty = problem.solve(**options)
-        fallbacks = sum(report["fallbacks"] for report in faulty.info["projection"])
+        fallbacks = sum(report["fallbacks"] for report in faulty.info["local_solve"].values())
         assert fallbacks > 0
         assert faulty.history["noise_magnitude"].equals(clean.history["noise_magnitude"])  # the same noise
         np.testing.assert_allclose(faulty.w, clean.w, atol=1e-6)  # the fallback solver answers the same step
-        monkeypatch.setattr(DirectClarabel, "solve", original)
+        monkeypatch.setattr(strategies.ClarabelStep, "solve", original)
 
         calls = {"n": 0}
-        original_solve = Projection._solve
+        original_solve = LocalProblem._solve
 
-        def dead_after_a_while(self, warm_start):
+        def dead_after_a_while(self, *args):
             calls["n"] += 1
             if calls["n"] > 10:  # every solver fails from the 11th local update on
                 raise pc.errors.SolverError("every solver failed (injected)", agent=self.agent_name)
-            return original_solve(self, warm_start)
+            return original_solve(self, *args)
 
-        monkeypatch.setattr(Projection, "_solve", dead_after_a_while)
+        monkeypatch.setattr(LocalProblem, "_solve", dead_after_a_while)
         path = tmp_path / "run.ckpt"
         with pytest.raises(pc.errors.RunFailed, match="injected") as info:
             problem.solve(checkpoint=path, **options)
         done = info.value.result.history["round"].tolist()
         assert done == list(range(1, len(done) + 1)) and 1 <= len(done) < 8
-        monkeypatch.setattr(Projection, "_solve", original_solve)
+        monkeypatch.setattr(LocalProblem, "_solve", original_solve)
         resumed = problem.solve(resume=path, checkpoint=path, **options)
     columns = [c for c in clean.history.columns if c != "time_s"]
     assert resumed.history[columns].equals(clean.history[columns])

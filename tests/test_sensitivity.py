@@ -15,7 +15,7 @@ import pytest
 import privcvx as pc
 from privcvx.algorithms import AgentContext, DPDistributedGradient
 from privcvx.errors import PrivacyError
-from privcvx.localstep import PROJECTION_ERROR
+from privcvx.localsolve import PROJECTION_ERROR
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.privacy.perturbation import derived_output_sensitivity
 from privcvx.privacy.sensitivity import projected_sensitivity

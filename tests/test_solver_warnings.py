@@ -36,6 +36,19 @@ def inaccurate_solver(monkeypatch):
     monkeypatch.setattr(cp.Problem, "unpack_results", unpack_results)
 
 
+@pytest.fixture
+def inaccurate_local_steps(monkeypatch):
+    """Every answer of the local-solve layer's strategies is flagged inaccurate (as a solver's "optimal_inaccurate"
+    or "solved inaccurate" status is); the exact steps no longer go through CVXPY's solve."""
+    from privcvx.localsolve import STRATEGIES
+
+    for kind in STRATEGIES:
+        def solve(self, *args, original=kind.solve):
+            return original(self, *args)[0], True
+
+        monkeypatch.setattr(kind, "solve", solve)
+
+
 def _caught(call):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -43,7 +56,7 @@ def _caught(call):
     return value, caught
 
 
-def test_inaccurate_local_steps_warn_once_by_agent(inaccurate_solver):
+def test_inaccurate_local_steps_warn_once_by_agent(inaccurate_local_steps):
     problem, _, _ = box_l1_least_squares(agents=3)
     result, caught = _caught(lambda: problem.solve(LinearizedADMM(local_updates="exact"), rounds=3, progress=False))
     assert not [w for w in caught if "may be inaccurate" in str(w.message)]
@@ -92,7 +105,7 @@ def test_pandapower_stays_quiet(case, caplog, capfd):
     assert "pandapower" not in captured.err + captured.out and "vm_pu" not in captured.err + captured.out
 
 
-def test_the_warning_points_at_the_users_call(inaccurate_solver):
+def test_the_warning_points_at_the_users_call(inaccurate_local_steps):
     problem, _, _ = box_l1_least_squares(agents=2)
     _, caught = _caught(lambda: problem.solve(LinearizedADMM(local_updates="exact"), rounds=1, progress=False))
     ours = [w for w in caught if issubclass(w.category, SolverAccuracyWarning)]

@@ -12,8 +12,8 @@ and, in the alpha form (12)-(13),
 where the x_j are the *released* (broadcast) iterates. Every W_i must contain the others' optimum
 for the consensus to be the centralized problem's (full consensus; the constraint sets are the
 agents' own, as in ``pc.Agent``). The local step is one compiled, DPP-compliant CVXPY problem per
-agent (`LocalADMMSolve`) whose only parameter is the linear term; it is solved by the direct
-Clarabel path of [`privcvx.localstep`][privcvx.localstep] (CVXPY's solve chain as the fallback).
+agent whose only changing datum is the linear term, solved by the local-solve layer
+([`LocalProblem.step`][privcvx.localsolve.LocalProblem.step]: f_i + q ||x||^2 + <c, x> is its step with weight 2 q).
 
 General form (PR-ADMM only, ``ConsensusADMM.general_form``): agents hold some of the shared keys and may
 have private variables. The penalty and the dual are then per shared entry k, over the neighbours V_i(k) that
@@ -34,85 +34,24 @@ from __future__ import annotations
 
 import copy
 import itertools
-import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-import cvxpy as cp
 import networkx as nx
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, require_positive
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, ProjectionStats
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho, mechanism_xi
-from privcvx.problem import Agent, AgentLayout, DistributedProblem, agent_vector
-from privcvx.solver_warnings import quiet_inaccurate
+from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
 
 #: The thesis's penalty (Secs. 3.3.2 and 3.5.2).
 DEFAULT_ETA = 0.5
-
-
-class LocalADMMSolve:
-    """argmin_{x in W_i} f_i(x) + q ||x||^2 + <c, x>, compiled once with c a CVXPY Parameter (DPP).
-
-    ``q = eta |V_i|`` is fixed for a static graph. Solved by [`DirectClarabel`][privcvx.localstep.DirectClarabel]
-    (CVXPY compiles the problem once; each solve only updates Clarabel's linear term), with CVXPY's
-    Clarabel and SCS as the fallback chain.
-    """
-
-    def __init__(self, agent: Agent, layout: AgentLayout, quadratic: float | np.ndarray) -> None:
-        self.agent_name = layout.name
-        self.z = agent_vector(agent)
-        if np.ndim(quadratic) == 0:  # full consensus: every entry is shared, one penalty weight
-            self.c = cp.Parameter(layout.dim, name="linear_term")
-            penalty = quadratic * cp.sum_squares(self.z) + self.c @ self.z
-        else:  # general form: a weight per shared entry; private entries are free
-            shared = self.z[layout.shared_local]
-            self.c = cp.Parameter(layout.shared_local.size, name="linear_term")
-            penalty = cp.sum(cp.multiply(np.asarray(quadratic, dtype=float), cp.square(shared))) + self.c @ shared
-        self.problem = cp.Problem(cp.Minimize(agent.objective + penalty), agent.constraints)
-        self.stats = ProjectionStats()
-        try:
-            self.direct: DirectClarabel | None = DirectClarabel(self.problem, agent.variables, None)
-        except (LookupError, cp.error.SolverError, cp.error.DPPError):
-            self.direct = None
-
-    def __call__(self, linear: np.ndarray) -> np.ndarray:
-        self.c.value = np.asarray(linear, dtype=float)
-        errors = []
-        start = time.perf_counter()
-        try:
-            if self.direct is not None:
-                try:
-                    z, inaccurate = self.direct.solve()
-                except RuntimeError as exc:
-                    errors.append(f"direct Clarabel: {exc}")
-                else:
-                    self.stats.solves += 1
-                    self.stats.inaccurate += inaccurate
-                    return z
-            for solver in (cp.CLARABEL, cp.SCS):
-                try:
-                    with quiet_inaccurate():  # counted in stats.inaccurate (a diagnostic)
-                        self.problem.solve(solver=solver, enforce_dpp=True, **SOLVER_SETTINGS[solver])
-                except cp.error.SolverError as exc:
-                    errors.append(f"{solver}: {exc}")
-                    continue
-                if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and self.z.value is not None:
-                    self.stats.solves += 1
-                    self.stats.fallbacks += 1
-                    self.stats.inaccurate += self.problem.status == cp.OPTIMAL_INACCURATE
-                    return np.asarray(self.z.value, dtype=float).reshape(-1)
-                errors.append(f"{solver}: status {self.problem.status}")
-        finally:
-            self.stats.seconds += time.perf_counter() - start
-        raise SolverError("every solver failed on the local ADMM step: " + "; ".join(errors), agent=self.agent_name,
-                          argument="objective")
 
 
 def check_eta(eta: Any) -> float:
@@ -300,7 +239,11 @@ class ConsensusADMMAgent(AgentProgram, ABC):
             self.sizes = {j: entries[j].size for j in self.neighbours}
             quadratic = self.eta * self.count
         self.mu = settings.modulus(self.penalty_degree)
-        self.solver = LocalADMMSolve(agent, self.layout, quadratic)
+        #: argmin_{x in W_i} f_i(x) + q ||x||^2 + <c, x> (q = eta |V_i|, or eta |V_i(k)| per shared entry with the
+        #: private entries free): the local-solve layer's step with weight 2 q.
+        self.solver = LocalProblem(agent, self.layout, objective=True,
+                                   penalized=None if entries is None else self.layout.shared_local)
+        self.penalty_weight = 2.0 * quadratic
         self.evaluator = GradientEvaluator(agent, self.layout)
         width = self.layout.dim if entries is None else self.layout.shared_local.size
         self.alpha = np.zeros(width)
@@ -320,7 +263,7 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def local_solve(self, t: int, linear: np.ndarray) -> np.ndarray:
         """The local step's argmin for the linear term ``linear`` (the compiled CVXPY problem)."""
-        return self.solver(linear)
+        return self.solver.step(linear, self.penalty_weight)
 
     @abstractmethod
     def release(self, t: int, x_hat: np.ndarray) -> np.ndarray | None:
@@ -455,9 +398,7 @@ class ConsensusADMMAgent(AgentProgram, ABC):
 
     def report(self) -> dict[str, Any]:
         return {"agent": self.context.name, "broadcasts": self.broadcasts, "zcdp": self.zcdp.to_dict(),
-                "solves": self.solver.stats.solves,  # fallbacks depend on the private data: diagnostics only
-                **({"solver_fallbacks": self.solver.stats.fallbacks, "inaccurate": self.solver.stats.inaccurate}
-                   if self.context.diagnostics else {})}
+                "local_solve": self.solver.report(self.context.diagnostics)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "x_hat": self.x_hat, "x": self.x, "received": dict(self.received),

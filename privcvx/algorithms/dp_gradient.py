@@ -19,7 +19,7 @@ sensitivity (``pc.Sensitivity``) by the rules of `privcvx.privacy.sensitivity`: 
 S_i = the declared l1 (sqrt(n) l2 when only l2 is declared); on any other convex set X the projection
 keeps only l2, so S_i = sqrt(n) l2 and an agent without a declared l2 is refused (Lemma 4's proof
 drops the projection; its 2 C2 sqrt(n) is of this form, sqrt(n) times the l2 bound 2 C2). A set
-projected by a solver adds 2 n e to Delta(t) (e = ``localstep.PROJECTION_ERROR``), which the geometric
+projected by a solver adds 2 n e to Delta(t) (e = ``localsolve.PROJECTION_ERROR``), which the geometric
 noise does not absorb: each release is charged for it. x_i(t) is released in y_i(t+1) with Laplace
 scale M_{t+1}.
 
@@ -53,7 +53,7 @@ import numpy as np
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import Projection
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon, laplace_release
@@ -250,13 +250,13 @@ class DPDGAgent(AgentProgram):
     def __init__(self, agent: Agent, context: AgentContext, settings: DPDistributedGradient) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.layout = context.layout
-        self.projection = Projection(agent, self.layout)
+        self.projection = LocalProblem(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.ones = np.ones(self.layout.dim)
         self.step_size = settings.schedule()
         self.sensitivity = settings.release_sensitivity(agent, self.projection.kind, self.layout.dim) \
             if settings.private else 0.0
-        self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public, data-independent (N3)
+        self.x = self.projection.project(np.zeros(self.layout.dim), self.ones)  # x_i(0): public, data-independent (N3)
         self.y = self.x.copy()
         self.noise_magnitude = 0.0
 
@@ -309,7 +309,7 @@ class DPDGAgent(AgentProgram):
             raise PrivcvxError("the gradient is not finite at the aggregate z_i(t)", agent=self.context.name,
                                argument="gradient")
         gamma = checked_value(self.step_size, t, argument="step", underflow=True)
-        self.x = self.projection(z - gamma * gradient, self.ones)
+        self.x = self.projection.project(z - gamma * gradient, self.ones)
         return self._broadcast(t + 1)
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
@@ -321,7 +321,8 @@ class DPDGAgent(AgentProgram):
         return self.y.copy()  # the last broadcast: a release either way
 
     def report(self) -> dict[str, Any]:
-        return {}
+        """The projections' report (``result.info["local_solve"]``)."""
+        return {"local_solve": self.projection.report(self.context.diagnostics)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "y": self.y}

@@ -7,9 +7,10 @@ of Ryu & Kim), but each agent minimizes its own objective instead of its lineari
 
 with z_s the agent's shared entries (the consensus ADMM step of Boyd et al., Eq. (7.6), in privcvx's sign
 convention: the linearized step of Eq. (9) with f_p in place of its linearization and no proximal term).
-The dual update and the server's averaging are Algorithm 1's lines 5 and 20. Each step is one CVXPY
-problem, compiled once per agent with the linear term and rho as parameters (DPP), and solved by Clarabel
-([`ExactStep`][privcvx.localstep.ExactStep]); this is ``LinearizedADMM(local_updates="exact")`` with its own name
+The dual update and the server's averaging are Algorithm 1's lines 5 and 20. Each step is one local problem
+of the local-solve layer, compiled once per agent, the linear term and rho its changing data
+([`LocalProblem.step`][privcvx.localsolve.LocalProblem.step]: a cached factorization for a quadratic f_p, OSQP or
+Clarabel otherwise); this is ``LinearizedADMM(local_updates="exact")`` with its own name
 and history columns.
 
 **Not private.** The exact step has no calibrated noise and no sensitivity analysis here: it exists to

@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -32,7 +31,7 @@ from privcvx.acceleration import Anderson, AndersonMixer, OverRelaxation, as_and
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import ExactStep, Projection
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.accounting import default_accounting_delta
 from privcvx.privacy.mechanisms import Budget, Sensitivity
@@ -82,10 +81,11 @@ class LinearizedADMM(Algorithm):
     ----------
     local_updates:
         E, the local updates Eq. (9) per round; or "exact": the exact consensus-ADMM step (the limit
-        E -> infinity of Eq. (9)'s updates, [`ExactStep`][privcvx.localstep.ExactStep]; non-private, ``eta`` is not
-        used); or "auto" (the default): "exact" when `exact_step_applies` (non-private, every f_p a quadratic
-        CVXPY expression) and ``eta="auto"``, with rho="adaptive" becoming `exact_step_penalty` (per-key
-        residual balancing that never freezes); else E = 1, Algorithm 1 as printed (always under privacy).
+        E -> infinity of Eq. (9)'s updates, [`LocalProblem.step`][privcvx.localsolve.LocalProblem.step];
+        non-private, ``eta`` is not used); or "auto" (the default): "exact" when `exact_step_applies`
+        (non-private, every f_p a quadratic CVXPY expression) and ``eta="auto"``, with rho="adaptive" becoming
+        `exact_step_penalty` (per-key residual balancing that never freezes); else E = 1, Algorithm 1 as printed
+        (always under privacy).
     rho:
         The penalty: a float, a schedule ``t -> rho^t`` (Assumption 5.1(i)), or "adaptive"
         (residual balancing, [`ResidualBalancing`][privcvx.schedules.ResidualBalancing], started at the largest L_p: the
@@ -234,9 +234,9 @@ class LinearizedADMM(Algorithm):
         return metrics["primal_residual"] <= eps_pri and metrics["dual_residual"] <= eps_dual
 
     def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """``info["projection"]``: per agent, its projection's kind and solver counters; ``info["local_updates"]``:
-        the local step that ran ("exact", or the number E of linearized updates)."""
-        return {"projection": reports, "local_updates": "exact" if self._exact else self._local_updates}
+        """``info["local_updates"]``: the local step that ran ("exact", or the number E of linearized updates); the
+        agents' solver counters are in ``info["local_solve"]`` (`privcvx.solver_warnings.local_solve_info`)."""
+        return {"local_updates": "exact" if self._exact else self._local_updates}
 
     @property
     def per_key(self) -> bool:
@@ -298,14 +298,14 @@ class ADMMAgent(AgentProgram):
         self.eta = settings._eta
         self.needs_smoothness_hint = isinstance(settings._rho, ResidualBalancing) and settings._rho.value is None
         self.private = settings.privacy is not None
-        self.projection = Projection(agent, self.layout, uniform_metric=not settings.per_key)
+        self.projection = LocalProblem(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.mask = self.layout.shared_mask
         self.all_shared = np.array_equal(self.layout.shared_local, np.arange(self.layout.dim))
         declared = agent.sensitivity
         self.sensitivity_at_z = callable(declared) and not isinstance(declared, Sensitivity)  # e.g. Eq. (31)
         # Line 13: z_p^{0,E+1} = z_p^1, the feasible point of W_p closest to the origin.
-        self.z = self.projection(np.zeros(self.layout.dim), np.ones(self.layout.dim))
+        self.z = self.projection.project(np.zeros(self.layout.dim), np.ones(self.layout.dim))
         self.lam = np.zeros(self.layout.shared_local.size)
         self.released = self.z.copy()
         self.declared_smoothness = agent.smoothness
@@ -418,7 +418,7 @@ class ADMMAgent(AgentProgram):
         else:
             linear[self.layout.shared_local] += shift
         linear /= weights
-        z_next = self.projection(linear, weights, warm_start)
+        z_next = self.projection.project(linear, weights, warm_start)
         if self.privacy is not None and self.privacy.kind == "output":
             z_next = self.context.release(z_next, self.privacy.mechanism, sensitivity, tags={"release": "output"})
             magnitude = self.context.last_release.magnitude
@@ -461,10 +461,9 @@ class ADMMAgent(AgentProgram):
         return self.released[self.layout.shared_local].copy() if released_only else self.released.copy()
 
     def report(self) -> dict[str, Any]:
-        """The projection's kind and number of solves; its other counters (fallbacks, inaccurate answers, solver
-        seconds) depend on the private data and are kept only in runs that keep diagnostics."""
-        stats = asdict(self.projection.stats)
-        return {"kind": self.projection.kind, **(stats if self.context.diagnostics else {"solves": stats["solves"]})}
+        """The local solves' report (``result.info["local_solve"]``): the kind, strategy and number of solves; the
+        other counters depend on the private data and are kept only in runs that keep diagnostics."""
+        return {"local_solve": self.projection.report(self.context.diagnostics)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"z": self.z, "lam": self.lam, "released": self.released}
@@ -767,12 +766,16 @@ class ADMMMonitor(Monitor):
 
 
 class ExactStepAgent(ADMMAgent):
-    """Agent p of Algorithm 1 with the exact consensus-ADMM step ([`ExactStep`][privcvx.localstep.ExactStep]) in place
-    of the E updates Eq. (9): ``LinearizedADMM(local_updates="exact")`` and ``ExactADMM`` (non-private)."""
+    """Agent p of Algorithm 1 with the exact consensus-ADMM step in place of the E updates Eq. (9):
+    ``LinearizedADMM(local_updates="exact")`` and ``ExactADMM`` (non-private).
+
+    The step is argmin_{z in W_p} f_p(z) + <q, z_s> + (rho/2) ||z_s||^2 with q = -(lambda_p + rho w_p), the consensus
+    ADMM step of Boyd et al. (Foundations and Trends in ML, 2011), Eq. (7.6): Eq. (9) of Ryu & Kim with f_p in place
+    of its linearization and no proximal term, solved by the local-solve layer (a vector rho under ``per_key``)."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
         super().__init__(agent, context, settings)
-        self.exact = ExactStep(agent, self.layout, per_key=settings.per_key)
+        self.exact = LocalProblem(agent, self.layout, objective=True, penalized=self.layout.shared_local)
 
     def step_rule(self) -> None:
         """No proximal term (eta = inf): the history's eta is 1/rho, as for an affine f_p (`ADMMAgent.step`);
@@ -782,11 +785,7 @@ class ExactStepAgent(ADMMAgent):
     def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float | np.ndarray, eta: float,
                      warm_start: bool = False) -> tuple[np.ndarray, float]:
         """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used."""
-        return self.exact(-(self.lam + rho * w_p), rho), 0.0
+        return self.exact.step(-(self.lam + rho * w_p), rho), 0.0
 
     def report(self) -> dict[str, Any]:
-        """The step's kind, how many exact solves this process ran, how many were inaccurate and how many were
-        solved again at Clarabel's default settings (``result.info["projection"]``; the last two are diagnostics)."""
-        return {"kind": "exact", "solves": self.exact.solves,
-                **({"inaccurate": self.exact.inaccurate, "retries": self.exact.retries}
-                   if self.context.diagnostics else {})}
+        return {"local_solve": self.exact.report(self.context.diagnostics)}

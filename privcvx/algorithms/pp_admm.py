@@ -240,8 +240,9 @@ class PPADMMAgent(ConsensusADMMAgent):
         return 0.5 * (hessian + hessian.T) + 2.0 * self.eta * self.degree * np.eye(dim)
 
     def local_solve(self, t: int, linear: np.ndarray) -> np.ndarray:
-        """O(L_per, beta): CVXPY's solution, certified ||grad L_per(x^)||_2 <= beta, Newton-polished if needed."""
-        x = self.solver(linear)
+        """O(L_per, beta): the local-solve layer's solution, certified ||grad L_per(x^)||_2 <= beta, Newton-polished
+        if needed."""
+        x = super().local_solve(t, linear)
         norm = float(np.linalg.norm(self._gradient(x, linear)))
         for _ in range(self.settings._newton_steps):
             if norm <= self.beta:

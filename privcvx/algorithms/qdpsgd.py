@@ -84,7 +84,7 @@ from privcvx.errors import (
     require_positive,
 )
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import Projection
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.grid import calibrate as grid_calibration
 from privcvx.privacy.mechanisms import (
@@ -390,7 +390,7 @@ class QDPSGDAgent(AgentProgram):
     def __init__(self, agent: Agent, context: AgentContext, settings: QDPSGD) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.layout = context.layout
-        self.projection = Projection(agent, self.layout)
+        self.projection = LocalProblem(agent, self.layout)
         self.evaluator = GradientEvaluator(agent, self.layout)
         # An agent without private data (pc.Sensitivity(l1=0, l2=0)) under privacy: its whole gradient, neither
         # sampled nor clipped, and its broadcasts without noise, charged nothing (docs/privacy.md).
@@ -401,7 +401,7 @@ class QDPSGDAgent(AgentProgram):
                                               else settings._rate * self.samples.count)
         self.step_size = settings.schedule()
         self.ones = np.ones(self.layout.dim)
-        self.x = self.projection(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
+        self.x = self.projection.project(np.zeros(self.layout.dim), self.ones)  # x_i(0): public
         self.z = self.x.copy()
         self.sensitivity = 0.0  # D_t: the L2 sensitivity of x_i(t) (variant 2 under privacy)
         self.multiplier = settings.multiplier_for(context.noise, context.rounds, self.layout.dim)
@@ -454,7 +454,7 @@ class QDPSGDAgent(AgentProgram):
         eps, alpha = self.settings._averaging, checked_value(self.step_size, t, argument="step")
         keep = 1.0 - eps + eps * row.get(name, 0.0)
         mixed = keep * self.x + eps * sum(row[j] * received[j] for j in sorted(row) if j != name)
-        self.x = self.projection(mixed - alpha * eps * self._gradient(), self.ones)
+        self.x = self.projection.project(mixed - alpha * eps * self._gradient(), self.ones)
         if self.settings.variant == 2 and self.settings.private and not self.public:
             # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring), through the
             # projection (l2 survives it; a solver's error is added on a set that is not a box).
@@ -473,7 +473,8 @@ class QDPSGDAgent(AgentProgram):
         return self.z.copy()  # the last broadcast: a release either way
 
     def report(self) -> dict[str, Any]:
-        return {}
+        """The projections' report (``result.info["local_solve"]``)."""
+        return {"local_solve": self.projection.report(self.context.diagnostics)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "z": self.z, "sensitivity": self.sensitivity}

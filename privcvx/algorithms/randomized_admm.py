@@ -69,22 +69,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import cvxpy as cp
 import numpy as np
 import pandas as pd
 
 from privcvx.acceleration import as_relaxation
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, check_int, require_positive
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int, require_positive
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import SOLVER_SETTINGS, DirectClarabel, Projection
+from privcvx.localsolve import LocalProblem, set_kind
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
 from privcvx.privacy.secure_channel import KEY_BYTES, PairwiseChannels
 from privcvx.privacy.sensitivity import SEPARABLE_KINDS, holds_no_private_data
-from privcvx.problem import Agent, DistributedProblem, agent_vector
+from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
 from privcvx.tuning import smoothness_of, warn_nonsmooth
@@ -138,7 +137,7 @@ def check_private_agents(algorithm: Algorithm, problem: DistributedProblem, b_in
         linf_sensitivity(agent, b_inf)
         if needs_smoothness:
             declared_smoothness(agent, layout, True)
-        if Projection(agent, layout).kind not in SEPARABLE_KINDS:
+        if set_kind(agent, layout) not in SEPARABLE_KINDS:
             raise algorithm.unsupported("non-box constraints under privacy", f"the per-coordinate sensitivity "
                                         f"{sensitivity} survives a box projection only", agent=agent.name,
                                         argument="constraints")
@@ -279,39 +278,6 @@ class RandomizedADMM(Algorithm):
         return with_ex_post(table, reports, self._delta)
 
 
-class ProximalStep:
-    """Eq. (12) for one agent: argmin_{x in C} f_i(x) + D/2 ||x||^2 - D u^T x, compiled once (DPP in u)."""
-
-    def __init__(self, agent: Agent, constant: float) -> None:
-        self.agent_name = agent.name
-        self.variables = agent.variables
-        self.z = agent_vector(agent)
-        self.u = cp.Parameter(self.z.size, name="prox_centre")
-        self.problem = cp.Problem(cp.Minimize(agent.objective + constant / 2 * cp.sum_squares(self.z)
-                                              - constant * self.u @ self.z), agent.constraints)
-        try:
-            self.direct: DirectClarabel | None = DirectClarabel(self.problem, self.variables, None)
-        except (LookupError, cp.error.SolverError, cp.error.DPPError):
-            self.direct = None
-
-    def __call__(self, u: np.ndarray) -> np.ndarray:
-        self.u.value = u
-        if self.direct is not None:
-            try:
-                return self.direct.solve()[0]
-            except RuntimeError:
-                pass  # the CVXPY path below, same parameters
-        try:
-            self.problem.solve(solver=cp.CLARABEL, **SOLVER_SETTINGS[cp.CLARABEL])
-        except cp.error.SolverError as error:
-            raise SolverError(f"the proximal step (12) failed: {error}", agent=self.agent_name,
-                              argument="objective") from None
-        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise SolverError(f"the proximal step (12) ended with status {self.problem.status}",
-                              agent=self.agent_name, argument="objective")
-        return np.asarray(self.z.value, dtype=float).reshape(-1)
-
-
 class RandomizedADMMAgent(AgentProgram):
     """Agent i of Algorithm 1: its secret D_i and penalties, its estimate, dual, noise stream and ledger."""
 
@@ -321,15 +287,16 @@ class RandomizedADMMAgent(AgentProgram):
         dim = context.layout.dim
         self.D = settings.constant(self.name)
         self.sign = DUAL_SIGNS[settings.dual_sign]
-        self.projection = Projection(agent, context.layout)
+        self.projection = LocalProblem(agent, context.layout)
         self.evaluator = GradientEvaluator(agent, context.layout)
-        self.prox = ProximalStep(agent, self.D) if settings.update == "exact" else None
+        #: Eq. (12): argmin_{x in C} f_i(x) + D/2 ||x||^2 - D u^T x, the local-solve layer's step with weight D.
+        self.prox = LocalProblem(agent, context.layout, objective=True) if settings.update == "exact" else None
         # An agent without private data (pc.Sensitivity(l1=0, l2=0)): released without noise, charged nothing.
         self.noisy = settings.private and not holds_no_private_data(agent)
         self.b_inf = linf_sensitivity(agent, settings._b_inf) if self.noisy else 0.0
         shared = settings.exchange == "secret_sharing"
         self.sharing = settings.sharing(len(context.topology.graph(1))) if shared else None
-        self.x = self.projection(np.zeros(dim), np.ones(dim))  # x_i^0: public and data independent
+        self.x = self.projection.project(np.zeros(dim), np.ones(dim))  # x_i^0: public and data independent
         self.lam = np.zeros(dim)
         self.account = ExPostAccount()
         # The secret penalties of every round, drawn at once from the private stream (so that the draws do not
@@ -424,12 +391,12 @@ class RandomizedADMMAgent(AgentProgram):
         gradient = self.evaluator.gradient(self.x) if self.prox is None else None
         centre = (gamma * self.x + (self.D - gamma) * mean_neighbours + self.lam) / self.D
         if self.prox is not None:
-            mean = self.prox(centre)
+            mean = self.prox.step(-self.D * centre, self.D)
         else:
             if not np.all(np.isfinite(gradient)):
                 raise PrivcvxError(f"round {t}: the gradient is not finite (diverged?)", agent=self.name,
                                    argument="gradient")
-            mean = self.projection(centre - gradient / self.D, np.ones(self.x.size))
+            mean = self.projection.project(centre - gradient / self.D, np.ones(self.x.size))
         if self.noisy:
             beta = checked_value(self.settings._rate, t, argument="noise_rate")
             shift = self.b_inf / self.D
@@ -454,8 +421,11 @@ class RandomizedADMMAgent(AgentProgram):
 
     def report(self) -> dict[str, Any]:
         """The ex-post account, computed from the agent's private interval: a diagnostic, kept only in runs that
-        keep diagnostics."""
-        return {"ex_post_account": self.account.per_round()} if self.context.diagnostics else {}
+        keep diagnostics; and the local steps' report (``result.info["local_solve"]``: the proximal step (12), or the
+        projections)."""
+        local = self.projection if self.prox is None else self.prox
+        return {"local_solve": local.report(self.context.diagnostics),
+                **({"ex_post_account": self.account.per_round()} if self.context.diagnostics else {})}
 
     def state_dict(self) -> dict[str, Any]:
         """The run state; under secret sharing it holds the agent's private key (a secret like the noise state)."""

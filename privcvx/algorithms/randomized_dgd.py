@@ -38,7 +38,7 @@ from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Lates
 from privcvx.algorithms.randomized_admm import check_private_agents, declared_smoothness, linf_sensitivity
 from privcvx.errors import ParameterError, PrivcvxError, require_positive
 from privcvx.gradients import GradientEvaluator
-from privcvx.localstep import Projection
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
 from privcvx.problem import Agent, DistributedProblem
@@ -133,10 +133,10 @@ class RandomizedDGDAgent(AgentProgram):
     def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedDGD) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.name = context.name
-        self.projection = Projection(agent, context.layout)
+        self.projection = LocalProblem(agent, context.layout)
         self.evaluator = GradientEvaluator(agent, context.layout)
         self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
-        self.x = self.projection(np.zeros(context.layout.dim), np.ones(context.layout.dim))  # public x_i^0
+        self.x = self.projection.project(np.zeros(context.layout.dim), np.ones(context.layout.dim))  # public x_i^0
         self.account = ExPostAccount()
 
     def start(self) -> list[Message]:
@@ -183,7 +183,7 @@ class RandomizedDGDAgent(AgentProgram):
         if not np.all(np.isfinite(gradient)):
             raise PrivcvxError(f"round {t}: the gradient is not finite", agent=self.name, argument="gradient")
         eta = checked_value(self.settings._step, t, argument="step")
-        mean = self.projection(term_a - eta * gradient, np.ones(self.x.size))
+        mean = self.projection.project(term_a - eta * gradient, np.ones(self.x.size))
         if self.settings.private:
             beta = checked_value(self.settings._rate, t, argument="noise_rate")
             interval = (low - eta * gradient, high - eta * gradient) if self.projection.kind == "free" else None
@@ -202,8 +202,9 @@ class RandomizedDGDAgent(AgentProgram):
 
     def report(self) -> dict[str, Any]:
         """The ex-post account, computed from the agent's private interval: a diagnostic, kept only in runs that
-        keep diagnostics."""
-        return {"ex_post_account": self.account.per_round()} if self.context.diagnostics else {}
+        keep diagnostics; and the projections' report (``result.info["local_solve"]``)."""
+        return {"local_solve": self.projection.report(self.context.diagnostics),
+                **({"ex_post_account": self.account.per_round()} if self.context.diagnostics else {})}
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x, "account": self.account.state_dict()}

@@ -35,7 +35,7 @@ import numpy as np
 from privcvx.errors import PrivacyError
 from privcvx.privacy.mechanisms import Sensitivity
 
-#: The kinds of an agent's public set W_p, as `privcvx.localstep.Projection` detects them: R^n, constant
+#: The kinds of an agent's public set W_p, as `privcvx.localsolve.set_kind` detects them: R^n, constant
 #: bounds on whole variables (projected by np.clip), any other convex set (projected by a solver).
 SET_KINDS = {"free": "R^n", "box": "a box (constant bounds on whole variables)",
              "conic": "a convex set that is not a box"}

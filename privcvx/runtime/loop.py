@@ -45,7 +45,7 @@ from privcvx.problem import DistributedProblem
 from privcvx.results import TIMING_COLUMNS, Result
 from privcvx.runtime import checkpoint as checkpoints
 from privcvx.runtime.backends import Ray, make_backend
-from privcvx.solver_warnings import inaccurate_solves
+from privcvx.solver_warnings import local_solve_info
 from privcvx.topology import SERVER, Topology
 
 
@@ -340,8 +340,8 @@ class Run:
         """The [`Result`][privcvx.results.Result] of the run so far (also for a run that failed part-way)."""
         reports = backend.call("reports")
         result = self._result(stop, reports, backend.call("outputs", self.released_only))
+        result.info.update(local_solve_info(result.agents, reports))  # before summarize: one warning naming agents
         result.info.update(self.algorithm.summarize(reports))
-        result.info.update(inaccurate_solves(result.agents, reports))  # one warning naming the agents
         result.info["hosts"] = backend.call("usage")
         if not self.released_only:  # the whole local vectors: write them back, as cp.Problem.solve does
             self.problem.write_back(result.z)

@@ -1,0 +1,346 @@
+"""The strategies of the local-solve layer, each chosen by ``accepts(local)`` as CVXPY chooses its reductions.
+
+Every strategy minimizes the same function over W_p,
+
+    g(z) = f_p(z) + 1/2 sum_{i in pen} w_i z_i^2 - sum_{i in pen} b_i z_i        (LS)
+
+(f_p is 0 for a projection), given the weights w and the linear term b of the round, and returns
+``(z, inaccurate)`` or raises `StrategyFailure` with the solver's status. In their order of preference:
+
+* `ClosedForm`: a projection onto R^n or a box (Eq. (9) of Ryu & Kim completed to a square): the point, or np.clip;
+* `Factorization`: an unconstrained or equality-constrained quadratic: its KKT system, factored once per weight
+  vector (rho or eta changed), after which a solve is one matrix product;
+* `OSQPStep`: any other QP, on OSQP set up once per weight vector, each solve an ``update(q=...)``, warm-started;
+* `ClarabelStep`: any conic program (SOC, PSD, exponential and power cones) on Clarabel, its data built once per
+  weight vector, each solve an ``update(q=...)``;
+* `CvxpyStep`: CVXPY's public solve path (Clarabel, then SCS): the fallback of every strategy, and the only one
+  for a problem whose data CVXPY's internals cannot give ([`cvxpy_adapter`][privcvx.localsolve.cvxpy_adapter]).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+import clarabel
+import cvxpy as cp
+import numpy as np
+import osqp
+import scipy.sparse as sp
+import scipy.sparse.linalg
+
+from privcvx.solver_warnings import quiet_inaccurate
+
+if TYPE_CHECKING:
+    from privcvx.localsolve.problem import LocalProblem, SolveStats
+
+#: Solver settings: accurate enough that a computed step matches a fresh solve to about 1e-7, and Clarabel's qdldl
+#: (its multithreaded default is slower on 2 cores).
+SOLVER_SETTINGS: dict[str, dict] = {
+    # OSQP without polishing: at these targets its residuals end near 1e-11, and its polish prints to the console
+    # ("Polishing not needed") whatever ``verbose`` says.
+    cp.OSQP: {"eps_abs": 1e-9, "eps_rel": 1e-9, "polishing": False, "max_iter": 50000},
+    # Clarabel often stops at "AlmostSolved", which only meets its *reduced* tolerances (feasibility 1e-4 by
+    # default): the reduced feasibility tolerance is tightened so that an accepted point is feasible to about 1e-9.
+    cp.CLARABEL: {"direct_solve_method": "qdldl", "tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11,
+                  "reduced_tol_feas": 1e-8},
+    cp.SCS: {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 100000},
+}
+
+#: Clarabel's retries when the tight settings stall: a slightly looser target, then Clarabel's defaults (the
+#: power-flow zones of case24_ieee_rts and larger need them).
+CLARABEL_RETRIES = ({**SOLVER_SETTINGS[cp.CLARABEL], "tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10},
+                    {"direct_solve_method": "qdldl"})
+
+#: The stated tolerance of an accurate answer: Clarabel's default feasibility and gap tolerance (1e-8). An answer
+#: that meets it is accurate; one that meets only `ACCEPTABLE_RESIDUAL` is accepted and counted as inaccurate.
+STANDARD_TOLERANCE = 1e-8
+
+#: The largest primal or dual residual of an answer that is accepted at all (counted as inaccurate): a solver that
+#: stalls (Clarabel's InsufficientProgress, OSQP's "solved inaccurate") above it has failed.
+ACCEPTABLE_RESIDUAL = 1e-6
+
+#: The allowance, per coordinate, for a step computed by a solver or a factorization: the solver's feasibility
+#: tolerance (Clarabel's reduced one, the loosest it accepts). The derived OutPert sensitivity adds it
+#: (privacy/perturbation.py); closed-form projections (free, box) are exact and use 0. The distance of a
+#: computed point to the exact projection can be larger (up to 2.8e-4 against SCS at 1e-12 on a 500-variable
+#: set with cones, docs/performance.md): that is not covered (docs/privacy.md).
+PROJECTION_ERROR = SOLVER_SETTINGS[cp.CLARABEL]["reduced_tol_feas"]
+
+#: KKT systems up to this size are factored densely (LAPACK), larger ones by SuperLU.
+DENSE_KKT = 1000
+
+
+class StrategyFailure(RuntimeError):
+    """A strategy could not answer (the solver's status is the message): the next strategy of the chain tries."""
+
+
+class Strategy(ABC):
+    """One way of solving (LS) for a compiled local problem; built once, called once per local step."""
+
+    #: The name in ``result.info["local_solve"]``.
+    name: ClassVar[str]
+    #: How far an answer may be from the exact minimizer, per coordinate, as OutPert's sensitivity counts it.
+    error_bound: ClassVar[float] = PROJECTION_ERROR
+
+    def __init__(self, local: LocalProblem) -> None:
+        self.local = local
+
+    @classmethod
+    @abstractmethod
+    def accepts(cls, local: LocalProblem) -> bool:
+        """Whether this strategy solves the local problem exactly as stated."""
+
+    @abstractmethod
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+              stats: SolveStats) -> tuple[np.ndarray, bool]:
+        """z minimizing (LS) (``point = linear / weights`` for a projection), and whether it is inaccurate. ``weights``
+        is one float for all the penalized coordinates, or an array over them."""
+
+
+class ClosedForm(Strategy):
+    """Projection onto R^n (the point) or onto a box (np.clip's definition, without its wrapper's overhead)."""
+
+    name = "closed_form"
+    error_bound = 0.0
+
+    @classmethod
+    def accepts(cls, local: LocalProblem) -> bool:
+        return not local.has_objective and local.kind in ("free", "box")
+
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+              stats: SolveStats) -> tuple[np.ndarray, bool]:
+        if self.local.bounds is None:
+            return point.copy(), False
+        lower, upper = self.local.bounds
+        return np.minimum(np.maximum(point, lower), upper), False
+
+
+class _Weighted(Strategy):
+    """A strategy that rebuilds its solver when the weights change (rho^t or eta^t did) and counts it."""
+
+    def __init__(self, local: LocalProblem) -> None:
+        super().__init__(local)
+        self.data = local.data
+        self.pen_columns = self.data.columns[local.penalized]
+        self.key: float | bytes | None = None
+
+    def prepare(self, weights: float | np.ndarray, stats: SolveStats) -> None:
+        """Rebuild for new weights (``refactor``); a no-op while they stay the same (bitwise)."""
+        key = weights if isinstance(weights, float) else weights.tobytes()
+        if key == self.key:
+            return
+        self.key = None
+        self.refactor(weights)
+        self.key = key
+        stats.refactors += 1
+
+    @abstractmethod
+    def refactor(self, weights: float | np.ndarray) -> None:
+        """Build the solver (factorization) for these weights."""
+
+    def hessian(self, weights: float | np.ndarray) -> sp.csc_matrix:
+        """P plus the penalty's diagonal on the penalized columns."""
+        diagonal = np.zeros(self.data.P.shape[0])
+        np.add.at(diagonal, self.pen_columns, weights)
+        return (self.data.P + sp.diags(diagonal)).tocsc()
+
+    def linear_term(self, linear: np.ndarray) -> np.ndarray:
+        """q minus the round's linear term on the penalized columns."""
+        q = self.data.q.copy()
+        np.subtract.at(q, self.pen_columns, linear)
+        return q
+
+
+class Factorization(_Weighted):
+    """An unconstrained or equality-constrained quadratic: the KKT system [[H, A_e'], [A_e, 0]] is factored once per
+    weight vector; the minimizer is affine in the linear term, z = z0 + G b, so a solve is one product."""
+
+    name = "factorization"
+
+    @classmethod
+    def accepts(cls, local: LocalProblem) -> bool:
+        data = local.data
+        return data is not None and data.qp and data.nonneg == 0
+
+    def __init__(self, local: LocalProblem) -> None:
+        super().__init__(local)
+        data = self.data
+        n, m = data.P.shape[0], data.zero
+        equalities = data.A[:m]
+        self.kkt = sp.bmat([[data.P, equalities.T], [equalities, None]], format="csc")  # the weights go on its diagonal
+        self.dense = n + m <= DENSE_KKT
+        if self.dense:
+            self.kkt = self.kkt.toarray()
+        self.rhs = np.zeros((n + m, self.pen_columns.size + 1))
+        self.rhs[:n, 0] = -data.q
+        self.rhs[n:, 0] = data.b[:m]
+        self.rhs[self.pen_columns, np.arange(1, self.pen_columns.size + 1)] = 1.0
+
+    def refactor(self, weights: float | np.ndarray) -> None:
+        size = self.kkt.shape[0]
+        diagonal = np.zeros(size)
+        np.add.at(diagonal, self.pen_columns, weights)
+        try:
+            if self.dense:
+                kkt = self.kkt + np.diag(diagonal)
+                solution = np.linalg.solve(kkt, self.rhs)
+            else:
+                kkt = (self.kkt + sp.diags(diagonal)).tocsc()
+                solution = scipy.sparse.linalg.splu(kkt).solve(self.rhs)
+        except (np.linalg.LinAlgError, RuntimeError) as exc:
+            raise StrategyFailure(f"the KKT system is singular ({exc})") from None
+        residual = np.max(np.abs(kkt @ solution - self.rhs), initial=0.0)
+        if not np.all(np.isfinite(solution)) or residual > STANDARD_TOLERANCE * max(1.0, np.max(np.abs(self.rhs))):
+            raise StrategyFailure(f"the KKT system is singular (residual {residual:.2e})")
+        columns = self.data.columns
+        self.offset = solution[columns, 0]
+        self.gain = np.ascontiguousarray(solution[columns, 1:])
+
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+              stats: SolveStats) -> tuple[np.ndarray, bool]:
+        self.prepare(weights, stats)
+        return self.offset + self.gain @ linear, False
+
+
+class OSQPStep(_Weighted):
+    """A QP with inequalities on OSQP: set up (factored) once per weight vector, then ``update(q=...)`` and solve,
+    warm-started from the last answer when asked; else from the state of a fresh setup (x = y = 0, OSQP's initial
+    rho, refactored only if the last solves adapted it), so that a cold answer depends on (P, A, l, u, q) alone and a
+    run resumed from a checkpoint repeats it bitwise."""
+
+    name = "osqp"
+
+    @classmethod
+    def accepts(cls, local: LocalProblem) -> bool:
+        data = local.data
+        # Projections (f_p = 0) stay on Clarabel: from a fresh state OSQP needed 10-60x Clarabel's time on the
+        # box + l1 sets of bench/bench_localstep.py (n = 200, 500); with a quadratic f_p it is the faster one
+        # (bench/bench_localsolve.py, (b)).
+        return data is not None and data.qp and data.nonneg > 0 and local.has_objective
+
+    def refactor(self, weights: float | np.ndarray) -> None:
+        data = self.data
+        lower = np.concatenate([data.b[:data.zero], np.full(data.nonneg, -np.inf)])
+        self.solver = osqp.OSQP()
+        self.solver.setup(sp.triu(self.hessian(weights), format="csc"), data.q, data.A, lower, data.b,
+                          verbose=False, adaptive_rho_interval=25, **SOLVER_SETTINGS[cp.OSQP])
+        self.size = (data.P.shape[0], data.A.shape[0])
+        self.initial_rho = self.solver.settings.rho
+        self.rho_adapted = False
+
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+              stats: SolveStats) -> tuple[np.ndarray, bool]:
+        self.prepare(weights, stats)
+        self.solver.update(q=self.linear_term(linear))
+        if not warm_start:  # the state of a fresh setup: x = y = 0 and the initial rho (refactored if it adapted)
+            if self.rho_adapted:
+                self.solver.update_settings(rho=self.initial_rho)
+                self.rho_adapted = False
+            self.solver.warm_start(x=np.zeros(self.size[0]), y=np.zeros(self.size[1]))
+        result = self.solver.solve(raise_error=False)
+        info = result.info
+        self.rho_adapted |= info.rho_updates > 0
+        residual = max(info.prim_res, info.dual_res)
+        if info.status not in ("solved", "solved inaccurate") or not residual <= ACCEPTABLE_RESIDUAL:
+            raise StrategyFailure(f"OSQP status {info.status!r} (residual {residual:.2e})")
+        accurate = info.status == "solved" and residual <= STANDARD_TOLERANCE
+        return np.asarray(result.x)[self.data.columns], not accurate
+
+
+class ClarabelStep(_Weighted):
+    """A conic program on Clarabel, its data built once per weight vector **with q = 0**, every solve passing its q
+    through ``update(q=...)``: an answer is a function of (P, A, b, q) alone, whatever was solved before, so a run
+    resumed in a new process repeats every solve bitwise (``bench/bench_fresh_solver.py`` checks it). A stalled
+    solve is retried (`CLARABEL_RETRIES`, counted per agent)."""
+
+    name = "clarabel"
+
+    @classmethod
+    def accepts(cls, local: LocalProblem) -> bool:
+        return local.data is not None
+
+    def refactor(self, weights: float | np.ndarray) -> None:
+        self.P = sp.triu(self.hessian(weights), format="csc")
+        self.solver = clarabel.DefaultSolver(self.P, np.zeros_like(self.data.q), self.data.A, self.data.b,
+                                             self.data.cones, clarabel_settings(SOLVER_SETTINGS[cp.CLARABEL]))
+
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+              stats: SolveStats) -> tuple[np.ndarray, bool]:
+        self.prepare(weights, stats)
+        q = self.linear_term(linear)
+        self.solver.update(q=q)
+        answer = _judged(self.solver.solve())
+        for settings in CLARABEL_RETRIES:  # an answer short of the stated tolerance is solved again, counted
+            if answer[1] == "accurate":
+                break
+            stats.retries += 1
+            retried = _judged(clarabel.DefaultSolver(self.P, q, self.data.A, self.data.b, self.data.cones,
+                                                     clarabel_settings(settings)).solve())
+            if retried[1] != "failed" or answer[1] == "failed":
+                answer = retried
+        solution, verdict, message = answer
+        if verdict == "failed":
+            raise StrategyFailure(message)
+        return np.asarray(solution.x)[self.data.columns], verdict == "inaccurate"
+
+
+def _judged(solution: clarabel.DefaultSolution) -> tuple[clarabel.DefaultSolution, str, str]:
+    """A Clarabel answer with its verdict: "accurate" (Solved, or residuals and gap within `STANDARD_TOLERANCE`),
+    "inaccurate" (residuals within `ACCEPTABLE_RESIDUAL`), or "failed"; and its status for messages."""
+    status = str(solution.status)
+    gap = abs(solution.obj_val - solution.obj_val_dual)
+    gap = min(gap, gap / max(1.0, min(abs(solution.obj_val), abs(solution.obj_val_dual))))
+    residual = max(solution.r_prim, solution.r_dual)
+    message = f"Clarabel status {status} (residual {residual:.2e})"
+    if status in ("PrimalInfeasible", "DualInfeasible") or not residual <= ACCEPTABLE_RESIDUAL:
+        return solution, "failed", message
+    accurate = status == "Solved" or (residual <= STANDARD_TOLERANCE and gap <= STANDARD_TOLERANCE)
+    return solution, "accurate" if accurate else "inaccurate", message
+
+
+def clarabel_settings(options: dict) -> clarabel.DefaultSettings:
+    """Clarabel's settings object with these options, quiet."""
+    settings = clarabel.DefaultSettings()
+    for key, value in options.items():
+        setattr(settings, key, value)
+    settings.verbose = False
+    return settings
+
+
+class CvxpyStep(Strategy):
+    """(LS) as a DPP CVXPY problem (``s = sqrt(w/2)`` and ``b`` Parameters) solved through CVXPY: Clarabel at the
+    tight settings, then SCS (each further solver counted as a retry)."""
+
+    name = "cvxpy"
+
+    def __init__(self, local: LocalProblem) -> None:
+        super().__init__(local)
+        self.problem = local.cvxpy_problem()
+
+    @classmethod
+    def accepts(cls, local: LocalProblem) -> bool:
+        return local.data is not None or bool(local.compilable_solvers())
+
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+              stats: SolveStats) -> tuple[np.ndarray, bool]:
+        local = self.local
+        local.root.value = np.broadcast_to(np.sqrt(weights / 2.0), local.penalized.shape)
+        local.linear.value = linear
+        failures = []
+        for attempt, solver in enumerate(local.compilable_solvers()):
+            stats.retries += attempt > 0
+            try:
+                with quiet_inaccurate():  # counted in the statistics, reported once per run
+                    self.problem.solve(solver=solver, warm_start=warm_start, **SOLVER_SETTINGS[solver])
+            except cp.error.SolverError as exc:
+                failures.append(f"{solver}: {exc}")
+                continue
+            if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and local.z.value is not None:
+                return np.asarray(local.z.value, dtype=float).reshape(-1), self.problem.status != cp.OPTIMAL
+            failures.append(f"{solver}: status {self.problem.status}")
+        raise StrategyFailure("; ".join(failures))
+
+
+#: The strategies in their order of preference: a local problem's chain is those that accept it.
+STRATEGIES: tuple[type[Strategy], ...] = (ClosedForm, Factorization, OSQPStep, ClarabelStep, CvxpyStep)

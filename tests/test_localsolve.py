@@ -1,0 +1,202 @@
+"""The local-solve layer (issue 28, point 1): each strategy against a fresh CVXPY solve of the same local problem,
+the strategy chosen for each kind of problem, factorizations reused until rho changes, one error policy
+(fallbacks, RunFailed naming the agent, the round and the status), and UnsupportedError for a cone no strategy
+takes."""
+
+from __future__ import annotations
+
+import warnings
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import privcvx as pc
+from privcvx.algorithms import PRADMM, ExactADMM, LinearizedADMM, RandomizedADMM
+from privcvx.errors import RunFailed, UnsupportedError
+from privcvx.localsolve import PROJECTION_ERROR, STRATEGIES, LocalProblem, StrategyFailure, cvxpy_adapter
+
+RNG = np.random.default_rng(28)
+#: The reference: SCS (another algorithm than any strategy's) at 1e-12, from scratch.
+REFERENCE = {"solver": cp.SCS, "eps_abs": 1e-12, "eps_rel": 1e-12, "max_iters": 500_000}
+FEATURES, LABELS = RNG.normal(size=(12, 4)), RNG.normal(size=12)
+
+
+def _agent(kind: str) -> pc.Agent:
+    """One agent of each kind of local problem, on a least-squares objective in R^4."""
+    x = cp.Variable(4, nonneg=kind == "attributes")
+    objective = cp.sum_squares(FEATURES @ x - LABELS) / 12 + 0.1 * cp.sum_squares(x)
+    constraints = {"ridge": [], "equality": [cp.sum(x) == 1], "box": [x >= -0.3, x <= 0.3],
+                   "polyhedral": [x >= -0.3, cp.sum(x) <= 0.2], "soc": [cp.norm(x) <= 0.5],
+                   "attributes": [cp.sum(x) <= 1]}[kind]
+    return pc.Agent(objective, constraints, shared=x, name=f"agent-{kind}")
+
+
+def _local(kind: str, objective: bool) -> tuple[pc.Agent, LocalProblem]:
+    agent = _agent(kind)
+    return agent, LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], objective=objective)
+
+
+def _fresh_step(agent: pc.Agent, linear: np.ndarray, weight: float) -> np.ndarray:
+    """argmin f + <linear, x> + weight/2 ||x||^2 over W, built and solved from scratch by CVXPY and Clarabel."""
+    (x,) = agent.variables
+    problem = cp.Problem(cp.Minimize(agent.objective + linear @ x + weight / 2 * cp.sum_squares(x)), agent.constraints)
+    problem.solve(**REFERENCE)
+    assert problem.status == cp.OPTIMAL
+    return np.asarray(x.value)
+
+
+def _exact_projection(agent: pc.Agent, kind: str, point: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """argmin_{x in W} sum_i w_i (x_i - p_i)^2 in closed form (R^n, the box, the hyperplane sum x = 1, the ball
+    ||x|| <= 0.5 under uniform weights), or by a fresh Clarabel solve for the polyhedron."""
+    if kind == "ridge":
+        return point
+    if kind == "box":
+        return np.clip(point, -0.3, 0.3)
+    if kind == "equality":
+        return point - (point.sum() - 1.0) / np.sum(1.0 / weights) / weights
+    if kind == "soc":
+        return point * min(1.0, 0.5 / np.linalg.norm(point))
+    (x,) = agent.variables
+    problem = cp.Problem(cp.Minimize(cp.sum(cp.multiply(weights, cp.square(x - point)))), agent.constraints)
+    problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    assert problem.status == cp.OPTIMAL
+    return np.asarray(x.value)
+
+
+STEPS = {"ridge": "factorization", "equality": "factorization", "box": "osqp", "polyhedral": "osqp",
+         "soc": "clarabel", "attributes": "cvxpy"}
+
+
+@pytest.mark.parametrize("kind", list(STEPS))
+def test_each_step_strategy_is_chosen_and_matches_a_fresh_solve(kind):
+    agent, local = _local(kind, objective=True)
+    assert local.strategy == STEPS[kind] and local.kind == "exact"
+    for weight in (0.5, 3.0):
+        linear = RNG.normal(size=4)
+        step = local.step(linear, weight)
+        assert np.max(np.abs(step - _fresh_step(agent, linear, weight))) <= 1e-7
+    assert local.stats.solves == 2 and local.stats.fallbacks == 0 and local.stats.inaccurate == 0
+    assert local.stats.strategies == {STEPS[kind]: 2}
+
+
+PROJECTIONS = {"ridge": ("free", "closed_form"), "box": ("box", "closed_form"), "equality": ("conic", "factorization"),
+               "polyhedral": ("conic", "clarabel"), "soc": ("conic", "clarabel")}
+
+
+@pytest.mark.parametrize("kind", list(PROJECTIONS))
+def test_each_projection_strategy_is_chosen_and_matches_a_fresh_solve(kind):
+    agent, local = _local(kind, objective=False)
+    assert (local.kind, local.strategy) == PROJECTIONS[kind]
+    assert local.error_bound == (0.0 if local.strategy == "closed_form" else PROJECTION_ERROR)
+    weights = np.full(4, 3.0) if kind == "soc" else np.array([1.0, 2.0, 2.0, 5.0])
+    for _ in range(3):
+        point = RNG.normal(size=4)
+        assert np.max(np.abs(local.project(point, weights) - _exact_projection(agent, kind, point, weights))) <= 1e-7
+
+
+@pytest.mark.parametrize("kind", ["ridge", "box", "soc"])
+def test_factorizations_are_reused_until_rho_changes(kind):
+    _, local = _local(kind, objective=True)
+    counts = []
+    for rho in (1.0, 1.0, 1.0, 2.0, 2.0, 1.0):
+        local.step(RNG.normal(size=4), rho)
+        counts.append(local.stats.refactors)
+    assert counts == [1, 1, 1, 2, 2, 3]
+
+
+def test_a_failing_strategy_falls_back_with_the_same_data_and_is_counted():
+    agent, local = _local("box", objective=True)
+    linear = RNG.normal(size=4)
+    expected = local.step(linear, 2.0)
+
+    def failing(*args):
+        raise StrategyFailure("OSQP status 'injected'")
+
+    local.chain[0].solve = failing
+    assert np.max(np.abs(local.step(linear, 2.0) - expected)) <= 1e-7
+    assert local.stats.fallbacks == 1 and local.stats.strategies == {"osqp": 1, "clarabel": 1}
+    assert local.report(diagnostics=False) == {"kind": "exact", "strategy": "osqp", "solves": 2}
+    assert set(local.report(diagnostics=True)) == {"kind", "strategy", "solves", "fallbacks", "retries", "inaccurate",
+                                                   "refactors", "seconds", "strategies"}
+
+
+def test_an_unsupported_cvxpy_version_takes_cvxpys_public_path(monkeypatch):
+    assert cvxpy_adapter.cvxpy_supported("1.9.3") and not cvxpy_adapter.cvxpy_supported("1.4.2")
+    agent, fast = _local("box", objective=True)
+    monkeypatch.setattr(cvxpy_adapter, "cvxpy_supported", lambda: False)
+    slow = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], objective=True)
+    assert slow.strategy == "cvxpy"
+    linear = RNG.normal(size=4)
+    assert np.max(np.abs(slow.step(linear, 1.0) - fast.step(linear, 1.0))) <= 1e-7
+
+
+def _finite_set_problem() -> pc.DistributedProblem:
+    x = cp.Variable(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pc.DistributedProblem([pc.Agent(cp.sum_squares(x - 1), [cp.constraints.FiniteSet(x[0], [0.0, 1.0])],
+                                               shared=x, name="lattice")])
+
+
+def test_a_local_problem_no_strategy_accepts_names_the_agent_and_the_cone():
+    problem = _finite_set_problem()
+    with pytest.raises(UnsupportedError, match=r"\[agent 'lattice'\].*FiniteSet") as info:
+        LocalProblem(problem.agents[0], problem.layouts[0], objective=True)
+    assert info.value.agent == "lattice" and "FiniteSet" in info.value.feature
+    with pytest.raises(pc.errors.PrivcvxError, match=r"lattice.*FiniteSet"):
+        problem.solve(ExactADMM(), rounds=2)
+
+
+def _two_agents() -> pc.DistributedProblem:
+    agents = []
+    for p in range(2):
+        x = cp.Variable(3)
+        data = np.random.default_rng(p).normal(size=(8, 3))
+        agents.append(pc.Agent(cp.sum_squares(data @ x - 1.0), [x >= -0.5, x <= 0.5], shared=x, name=f"zone-{p}"))
+    return pc.DistributedProblem(agents)
+
+
+def test_a_solver_failure_in_round_t_raises_run_failed_with_agent_round_status_and_history(monkeypatch):
+    problem = _two_agents()
+    calls = {"n": 0}
+    for kind in STRATEGIES:
+        def solve(self, *args, original=kind.solve):
+            if self.local.agent_name == "zone-1" and calls["n"] >= 3:  # zone-1's fourth exact step: round 4
+                raise StrategyFailure(f"{self.name} status 'InjectedFailure'")
+            return original(self, *args)
+
+        monkeypatch.setattr(kind, "solve", solve)
+    original_step = LocalProblem.step
+
+    def counted(self, *args, **kwargs):
+        answer = original_step(self, *args, **kwargs)
+        calls["n"] += self.agent_name == "zone-1"
+        return answer
+
+    monkeypatch.setattr(LocalProblem, "step", counted)
+    with pytest.raises(RunFailed, match=r"round 4.*zone-1.*osqp status 'InjectedFailure'") as info:
+        problem.solve(ExactADMM(), rounds=10)
+    assert info.value.agent == "zone-1"
+    assert info.value.result.history["round"].tolist() == [1, 2, 3]
+
+
+def test_every_method_reports_its_local_solves_the_same_way():
+    problem = _two_agents()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = {"exact": problem.solve(ExactADMM(), rounds=3),
+                "linearized": problem.solve(LinearizedADMM(local_updates=2), rounds=3),
+                "pr_admm": problem.solve(PRADMM(), rounds=3),
+                "proximal": problem.solve(RandomizedADMM(D=4.0, update="exact"), rounds=3, seed=1),
+                "private": problem.solve(ExactADMM(), rounds=3, diagnostics=False)}
+    for name, result in runs.items():
+        reports = result.info["local_solve"]
+        assert list(reports) == ["zone-0", "zone-1"], name
+        keys = {"kind", "strategy", "solves"} | (set() if name == "private" else
+                                                 {"fallbacks", "retries", "inaccurate", "refactors", "seconds",
+                                                  "strategies"})
+        assert all(set(report) == keys for report in reports.values()), name
+    assert runs["exact"].info["local_solve"]["zone-0"]["strategy"] == "osqp"
+    assert runs["linearized"].info["local_solve"]["zone-0"] == {**runs["linearized"].info["local_solve"]["zone-0"],
+                                                                "kind": "box", "strategy": "closed_form", "solves": 7}
