@@ -660,7 +660,8 @@ class DistributedProblem:
     def solve(self, algorithm: Algorithm | None = None, topology: Topology | None = None, *, rounds: int = 100,
               seed: int | str | None = None, backend: Any = "serial", progress: bool = False,
               callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: Any = None, resume: Any = None,
-              reference: bool = False, diagnostics: bool = True, **settings: Any) -> Result:
+              reference: bool = False, diagnostics: bool = True, timeout: float | None = None,
+              transcript: str = "memory", transcript_path: Any = None, **settings: Any) -> Result:
         """Run a distributed algorithm on this problem and return a [`Result`][privcvx.results.Result].
 
         With no ``algorithm`` it runs Algorithm 1 of Ryu & Kim, ``pc.algorithms.LinearizedADMM(**settings)``
@@ -678,7 +679,15 @@ class DistributedProblem:
         * ``reference``: also solve the centralized problem (``result.reference``, and gap columns);
         * ``diagnostics``: keep the columns computed from private data (``result.info["diagnostics"]``); with
           ``False`` the history holds only values computed from the messages, and ``result.z`` only what each
-          agent sent.
+          agent sent (a bool: the string "false" is refused);
+        * ``timeout``: the longest wait, in seconds, for one answer of a worker process or a Ray actor (``None``:
+          600 s, `privcvx.runtime.backends.DEFAULT_TIMEOUT`); a host that does not answer in time fails the run with
+          ``RunFailed`` naming it;
+        * ``transcript``: where ``result.transcript`` keeps the messages: ``"memory"`` (the default), ``"disk"``
+          (appended to ``transcript_path``, a new file created owner-only without following links: memory stays
+          flat in the rounds) or ``"none"`` (kept nowhere; the history and ``result.average()`` are unchanged).
+
+        Ctrl-C ends the run with ``result.status == "interrupted"`` and the rounds so far, on every backend.
 
         A run that fails part-way raises [`RunFailed`][privcvx.errors.RunFailed], whose ``.result`` keeps the
         history up to the failure.
@@ -699,7 +708,7 @@ class DistributedProblem:
                                  f"{type(algorithm).__name__}({name}=...)", argument=name)
         return run(self, algorithm, topology, rounds=rounds, seed=seed, backend=backend, progress=progress,
                    callback=callback, checkpoint=checkpoint, resume=resume, reference=reference,
-                   diagnostics=diagnostics)
+                   diagnostics=diagnostics, timeout=timeout, transcript=transcript, transcript_path=transcript_path)
 
     def __repr__(self) -> str:
         return f"DistributedProblem(agents={self.names}, keys={len(self.keys)}, dim={self.dim})"
