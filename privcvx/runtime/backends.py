@@ -299,7 +299,8 @@ def _worker(connection: Any, host_args: tuple) -> None:
 class ProcessBackend:
     """Agents split into groups, one spawned worker process (holding an `AgentHost`) per group.
 
-    Every wait for a worker's answer lasts at most ``timeout`` seconds; a worker that does not answer in time (stuck,
+    Every wait for a worker's answer lasts at most ``timeout`` seconds (its start at most the larger of that and
+    `DEFAULT_TIMEOUT`: a spawned interpreter imports CVXPY); a worker that does not answer in time (stuck,
     stopped) raises [`WorkerTimeout`][privcvx.errors.WorkerTimeout] naming its process and agents, and the backend
     is then lost (later calls fail at once; `close` kills the workers). The workers ignore SIGINT (they are spawned
     with it ignored): a Ctrl-C to the process group interrupts the driver alone, which drains the answers of the
@@ -336,7 +337,7 @@ class ProcessBackend:
                 self.connections.append(parent)
                 self.processes.append(process)
                 self.pending.append(1)  # its set-up answer
-            self._receive_all()
+            self._receive_all(max(timeout, DEFAULT_TIMEOUT))  # a worker's start (imports, building) may be slow
         except BaseException:
             self.close()
             raise
@@ -346,12 +347,13 @@ class ProcessBackend:
         return f"the worker process (pid {self.processes[k].pid}) hosting agents {members[:5]}" + \
             (" ..." if len(members) > 5 else "")
 
-    def _receive(self, k: int) -> Any:
+    def _receive(self, k: int, timeout: float | None = None) -> Any:
         """Worker ``k``'s next answer, within the timeout (Ctrl-C is held while a message is read, so that an
         interrupt never leaves half a message in the pipe)."""
         connection = self.connections[k]
-        if not connection.poll(self.timeout):
-            self.lost = WorkerTimeout(f"{self._host(k)} did not answer within timeout={self.timeout:g} s (stuck, "
+        timeout = self.timeout if timeout is None else timeout
+        if not connection.poll(timeout):
+            self.lost = WorkerTimeout(f"{self._host(k)} did not answer within timeout={timeout:g} s (stuck, "
                                       "stopped or overloaded); it is stopped", agent=self.names[self.groups[k][0]],
                                       argument="timeout")
             raise self.lost
@@ -370,14 +372,14 @@ class ProcessBackend:
             raise payload
         return payload
 
-    def _receive_all(self) -> list[Any]:
+    def _receive_all(self, timeout: float | None = None) -> list[Any]:
         """Every worker's reply; a worker's error is raised only after all replies are read, so that no stale
         reply stays in a pipe (the partial result of a failed run is read right after). A timeout or a lost
         worker is raised at once."""
         replies, error = [], None
         for k in range(len(self.connections)):
             try:
-                replies.append(self._receive(k))
+                replies.append(self._receive(k, timeout))
             except Exception as exc:  # noqa: BLE001 - re-raised below, after draining the other pipes
                 if self.lost is not None:
                     raise
