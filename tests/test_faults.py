@@ -78,8 +78,25 @@ def test_a_stopped_worker_fails_the_run_within_its_timeout_and_keeps_the_history
     assert multiprocessing.active_children() == [] and not _alive(stopped[0])  # the stopped worker was killed
 
 
-@pytest.mark.parametrize("backend, twice", [("process", False), ("process", True), ("serial", True)])
+def _ray_services() -> set[int]:
+    """The pids of Ray's helper processes (raylet, GCS server) on this machine."""
+    found = set()
+    for p in Path("/proc").iterdir():
+        try:
+            command = (p / "cmdline").read_bytes() if p.name.isdigit() else b""
+        except OSError:
+            continue
+        if b"raylet" in command or b"gcs_server" in command:
+            found.add(int(p.name))
+    return found
+
+
+@pytest.mark.parametrize("backend, twice", [("process", True), ("serial", True),
+                                            pytest.param("ray", True, id="ray-twice")])
 def test_ctrl_c_to_the_process_group_returns_the_history_and_leaves_no_process(backend, twice):
+    if backend == "ray":
+        pytest.importorskip("ray", reason="the ray extra (installed by the test extra) runs this case")
+    services = _ray_services()
     child = subprocess.Popen([sys.executable, str(SCRIPT), backend, "4", *(["--twice"] if twice else [])],
                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)  # its own process group
@@ -93,3 +110,7 @@ def test_ctrl_c_to_the_process_group_returns_the_history_and_leaves_no_process(b
     for pid in report["pids"]:
         assert not _alive(pid)
     assert _group(child.pid) == []  # nothing is left in the run's process group
+    deadline = time.monotonic() + 10
+    while _ray_services() - services and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _ray_services() - services == set()  # nor any Ray service the run started
