@@ -48,7 +48,7 @@ from privcvx.results import TIMING_COLUMNS, Result
 from privcvx.runtime import checkpoint as checkpoints
 from privcvx.runtime.backends import DEFAULT_TIMEOUT, Ray, make_backend, sigint_ignored
 from privcvx.solver_warnings import inaccurate_solves
-from privcvx.topology import SERVER, Topology
+from privcvx.topology import SERVER, Topology, WindowConnectivity
 
 
 class Divergence:
@@ -199,6 +199,7 @@ class Run:
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
         self.router = Router(topology, problem.names)
+        self.connectivity = WindowConnectivity(topology)
         self.transcript = Transcript() if transcript is None else transcript
         self.rows: list[dict[str, Any]] = []
         self.reference: Any = None
@@ -250,6 +251,7 @@ class Run:
             inboxes = [self.router.take(name) for name in self.problem.names]
             sent.extend(self._record(backend.call_split("step", inboxes, t, phase), t))
         self.transcript.append(sent)
+        self.connectivity.add(t)
         return sent
 
     # ---- the history row ------------------------------------------------------------------------------
