@@ -194,7 +194,7 @@ class Run:
                                       ledger=PrivacyLedger(layout.name), topology=topology, rounds=rounds,
                                       diagnostics=self.keep_diagnostics)
                          for i, (layout, source) in enumerate(zip(problem.layouts, sources, strict=True))]
-        self.ledgers = [PrivacyLedger(name) for name in problem.names]  # the driver's copies
+        self.ledgers = [PrivacyLedger(name, reports=False) for name in problem.names]  # the driver's copies
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
