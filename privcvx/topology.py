@@ -160,18 +160,23 @@ class Topology:
         self.nodes: list[str] | None = sorted(map(str, graph.nodes)) if self._static is not None else None
         self._cache: dict[tuple, Any] = {}
         self.window = CONNECTIVITY_WINDOW if window is None else check_int(window, argument="window")
+        self._count: int | None = None  # a builder given a number of agents: built at `bind`
 
     # ---- builders -------------------------------------------------------------------------------------
     @classmethod
     def _deferred(cls, factory: GraphFactory, nodes: Nodes) -> Topology:
-        """A topology built by ``factory(names)``, now if the names are known, else at `bind`."""
+        """A topology built by ``factory(names)``: now if the names are given, else at `bind` (a number of agents is
+        checked against the problem's before its graph is built, so a hostile count costs nothing)."""
+        count = None
+        if isinstance(nodes, int | np.integer) and not isinstance(nodes, bool):
+            count, nodes = check_int(nodes, argument="nodes", minimum=1), None
         names = _names(nodes)
         if names is not None:
             return cls(factory(names))
         topology = cls.__new__(cls)
         topology._static, topology._function, topology._factory = None, None, factory
         topology.is_star, topology.nodes, topology._cache = False, None, {}
-        topology.window = CONNECTIVITY_WINDOW
+        topology.window, topology._count = CONNECTIVITY_WINDOW, count
         return topology
 
     @classmethod
@@ -220,7 +225,11 @@ class Topology:
         if self.is_star and SERVER in names:
             raise ParameterError(f"an agent is named {SERVER!r}, the server's name under Topology.star()",
                                  agent=SERVER, argument="name")
-        bound = Topology(self._factory(names)) if self._factory is not None else self
+        if self._count is not None and self._count != len(names):
+            raise ParameterError(f"the topology was built for {self._count} agents, the problem has {len(names)}",
+                                 argument="nodes")
+        built_over = names if self._count is None else _names(self._count)
+        bound = Topology(self._factory(built_over)) if self._factory is not None else self
         bound.is_star, bound.window = self.is_star, self.window
         bound.nodes = sorted([*names, SERVER] if self.is_star else names)
         bound._check_nodes(bound.graph(1), names, 1)

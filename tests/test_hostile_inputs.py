@@ -162,7 +162,7 @@ def test_solve_with_hostile_options(stats):
 
     budget = Budget()
 
-    @hostile(260)
+    @hostile(400)
     @given(solve_options())
     def check(options: dict[str, Any]) -> None:
         budget.check()
@@ -371,7 +371,7 @@ def test_algorithm_constructors_with_hostile_settings(stats):
     outcomes = stats.setdefault("algorithm constructors", Counter())
     budget = Budget()
 
-    @hostile(320)
+    @hostile(500)
     @given(constructions(), st.booleans())
     def check(construction: tuple[str, dict[str, Any]], run: bool) -> None:
         budget.check()
@@ -393,7 +393,7 @@ def test_power_flow_builders_with_hostile_arguments(stats):
     outcomes = stats.setdefault("power-flow builders", Counter())
     budget = Budget()
 
-    @hostile(40)
+    @hostile(60)
     @given(st.one_of(st.sampled_from(["case9", "case14", "case0"]), JUNK),
            st.one_of(st.integers(-1, 4), st.just({0: "a"}), JUNK), st.one_of(NUMBERS, JUNK),
            st.one_of(st.sampled_from(["exact", "paper", "loose"]), JUNK), st.one_of(st.integers(-1, 3), JUNK))
