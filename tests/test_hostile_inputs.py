@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
+from hypothesis.errors import UnsatisfiedAssumption
 
 import privcvx as pc
 from privcvx.errors import PrivcvxError, RunFailed
@@ -46,14 +47,20 @@ def hostile(examples: int) -> settings:
 
 
 class Budget:
-    """A property's time budget: `check` rejects every case drawn after `TIME_BUDGET` seconds."""
+    """A property's time budget: ``with budget:`` around a case rejects it once `TIME_BUDGET` seconds have passed,
+    unless a case has failed (hypothesis then replays and shrinks the failure, which must not be rejected)."""
 
     def __init__(self) -> None:
         self.start = time.monotonic()
+        self.failed = False
 
-    def check(self) -> None:
-        if time.monotonic() - self.start > TIME_BUDGET:
+    def __enter__(self) -> None:
+        if not self.failed and time.monotonic() - self.start > TIME_BUDGET:
             reject()
+
+    def __exit__(self, kind: type | None, *rest: Any) -> None:
+        self.failed = self.failed or (kind is not None and not issubclass(kind, UnsatisfiedAssumption))
+
 
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
                  st.text(max_size=6), st.lists(st.floats(allow_nan=True), max_size=3),
@@ -78,6 +85,20 @@ def _outcome(outcomes: Counter, call: Callable[[], Any]) -> Any:
         return None
     outcomes["valid"] += 1
     return value
+
+
+def _well_typed(accepted: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Settings that were accepted are of their defaults' kinds: a bool where the default is a bool, and no string
+    or bool where it is a number (``diagnostics="false"`` read as true, ``epsilon="1"``, ``rho=True`` are silently
+    wrong results)."""
+    for name, value in accepted.items():
+        default = defaults.get(name)
+        if isinstance(default, bool):
+            assert isinstance(value, bool), f"{name}={value!r} was accepted for a bool"
+        elif isinstance(default, int | float):
+            assert not isinstance(value, bool | str), f"{name}={value!r} was accepted for a number"
+        elif name in ("rho", "eta") and isinstance(value, str):
+            assert value in ("adaptive", "auto"), f"{name}={value!r} was accepted"
 
 
 def _check_result(result: pc.Result) -> None:
@@ -165,15 +186,16 @@ def test_solve_with_hostile_options(stats):
     @hostile(400)
     @given(solve_options())
     def check(options: dict[str, Any]) -> None:
-        budget.check()
+        with budget:
+            def call() -> pc.Result:
+                built = {k: (v() if k == "privacy" and callable(v) else v) for k, v in options.items()}
+                return PROBLEM.solve(**built)
 
-        def call() -> pc.Result:
-            built = {k: (v() if k == "privacy" and callable(v) else v) for k, v in options.items()}
-            return PROBLEM.solve(**built)
-
-        result = _outcome(outcomes, call)
-        if result is not None:
-            _check_result(result)
+            result = _outcome(outcomes, call)
+            if result is not None:
+                _check_result(result)
+                _well_typed({name: options.get(name) for name in ("diagnostics", "reference", "timeout", "rho", "eta")
+                             if name in options}, {"diagnostics": False, "reference": False, "timeout": 1.0})
 
     check()
 
@@ -224,12 +246,12 @@ def test_declarations_with_hostile_data_and_structure(stats):
     @hostile(150)
     @given(declarations())
     def check(build: Callable[[], pc.DistributedProblem]) -> None:
-        budget.check()
-        problem = _outcome(outcomes, build)
-        if problem is not None:
-            result = _outcome(outcomes, lambda: problem.solve(rounds=2))
-            if result is not None:
-                _check_result(result)
+        with budget:
+            problem = _outcome(outcomes, build)
+            if problem is not None:
+                result = _outcome(outcomes, lambda: problem.solve(rounds=2))
+                if result is not None:
+                    _check_result(result)
 
     check()
 
@@ -374,13 +396,16 @@ def test_algorithm_constructors_with_hostile_settings(stats):
     @hostile(500)
     @given(constructions(), st.booleans())
     def check(construction: tuple[str, dict[str, Any]], run: bool) -> None:
-        budget.check()
-        name, options = construction
-        algorithm = _outcome(outcomes, lambda: getattr(pc.algorithms, name)(**options))
-        if algorithm is not None and run:  # what the constructor accepted must run, or fail naming the cause
-            result = _outcome(outcomes, lambda: PROBLEM.solve(algorithm, rounds=1, seed=1))
-            if result is not None:
-                _check_result(result)
+        with budget:
+            name, options = construction
+            algorithm = _outcome(outcomes, lambda: getattr(pc.algorithms, name)(**options))
+            if algorithm is not None:  # accepted: no lenient coercion of a bool or a number
+                parameters = inspect.signature(getattr(pc.algorithms, name).__init__).parameters
+                _well_typed(options, {p: parameters[p].default for p in options})
+            if algorithm is not None and run:  # what the constructor accepted must run, or fail naming the cause
+                result = _outcome(outcomes, lambda: PROBLEM.solve(algorithm, rounds=1, seed=1))
+                if result is not None:
+                    _check_result(result)
 
     check()
 
@@ -398,11 +423,11 @@ def test_power_flow_builders_with_hostile_arguments(stats):
            st.one_of(st.integers(-1, 4), st.just({0: "a"}), JUNK), st.one_of(NUMBERS, JUNK),
            st.one_of(st.sampled_from(["exact", "paper", "loose"]), JUNK), st.one_of(st.integers(-1, 3), JUNK))
     def check(case: Any, zones: Any, beta: Any, sensitivity: Any, seed: Any) -> None:
-        budget.check()
-        problem = _outcome(outcomes, lambda: powerflow.zonal_problem(case, zones, beta=beta, sensitivity=sensitivity,
-                                                                      seed=seed))
-        if problem is not None:
-            assert len(problem.agents) >= 1 and all(np.isfinite(problem.info["smoothness"]))
+        with budget:
+            problem = _outcome(outcomes, lambda: powerflow.zonal_problem(case, zones, beta=beta,
+                                                                          sensitivity=sensitivity, seed=seed))
+            if problem is not None:
+                assert len(problem.agents) >= 1 and all(np.isfinite(problem.info["smoothness"]))
 
     check()
 
