@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from privcvx.errors import ParameterError, check_int
+from privcvx.errors import check_int, check_scalar
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,8 @@ class OverRelaxation:
     alpha: float = 1.6
 
     def __post_init__(self) -> None:
-        try:
-            alpha = float(self.alpha)
-        except (TypeError, ValueError):
-            raise ParameterError(f"must be a number in [1, 2), got {self.alpha!r}", argument="relaxation") from None
-        if not 1.0 <= alpha < 2.0:
-            raise ParameterError(f"must be in [1, 2), got {self.alpha!r}", argument="relaxation")
-        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "alpha", check_scalar(self.alpha, argument="relaxation", kind=float, low=1.0,
+                                                       high=2.0, closed="left"))
 
 
 def as_relaxation(value: float | OverRelaxation) -> OverRelaxation:
@@ -69,12 +64,8 @@ class Anderson:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "memory", check_int(self.memory, argument="anderson"))
-        for name, value, positive in (("safeguard", self.safeguard, True),
-                                      ("regularization", self.regularization, False)):
-            number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-            if not math.isfinite(number) or number < 0 or (positive and number == 0):
-                raise ParameterError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}",
-                                     argument="anderson")
+        for value, positive in ((self.safeguard, True), (self.regularization, False)):
+            check_scalar(value, argument="anderson", kind=float, low=0.0, closed="right" if positive else "both")
 
 
 def as_anderson(value: int | Anderson | None) -> Anderson | None:

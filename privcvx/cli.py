@@ -174,6 +174,8 @@ def compare(options: argparse.Namespace) -> int:
     _check_writable(out)
     start = time.perf_counter()
     outcome = run_experiment(experiment, out, workers=options.workers, progress=options.progress)
+    if outcome.interrupted:  # what finished is written; a second Ctrl-C must not end the report in a traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     elapsed = time.perf_counter() - start
     print(f"{experiment.title}: {outcome.completed} of {len(experiment.settings)} runs finished "
           f"in {elapsed:.0f} s")
@@ -301,6 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PrivcvxError as exc:
         print(f"privcvx: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before any run finished (loading a network, the reference solves)
+        print("privcvx: interrupted before any run finished; nothing was written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

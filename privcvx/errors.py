@@ -104,6 +104,12 @@ class RunFailed(PrivcvxError, RuntimeError):
         self.__cause__ = cause
 
 
+class WorkerTimeout(PrivcvxError, TimeoutError):
+    """A worker process or a Ray actor did not answer within ``solve(timeout=...)`` seconds (stuck, stopped, or
+    overloaded). The message names the host (its process id or node) and the agents it holds; the run then fails
+    with [`RunFailed`][privcvx.errors.RunFailed], which keeps the history."""
+
+
 class ModelingWarning(UserWarning):
     """A declaration that is valid but looks like a mistake (a shared key no other agent holds, an unused variable)."""
 
@@ -125,29 +131,84 @@ class ReproducibleNoiseWarning(UserWarning):
     """A private run was given an explicit integer seed: anyone who knows it can regenerate the noise."""
 
 
-def check_int(value: Any, *, argument: str, minimum: int = 1, agent: str | None = None,
-              error: type[PrivcvxError] = ParameterError) -> int:
-    """Return ``value`` as an int, or raise ``error`` if it is not an integer >= ``minimum`` (bools are refused)."""
+#: The intervals `check_scalar` checks: which of the ends ``low`` and ``high`` belong to the interval.
+_CLOSED = {"both": (True, True), "left": (True, False), "right": (False, True), "neither": (False, False)}
+
+
+def check_scalar(value: Any, *, argument: str, kind: type | None = None, low: float | None = None,
+                 high: float | None = None, closed: str = "both", choices: Any = None, agent: str | None = None,
+                 error: type[PrivcvxError] = ParameterError) -> Any:
+    """The one check of every scalar setting, in the manner of scikit-learn's ``check_scalar``; return the value
+    converted to ``kind``, or raise ``error`` naming ``argument`` (and ``agent``).
+
+    * ``kind=bool``: a ``bool`` (or numpy bool); the string ``"false"`` and the number 0 are refused.
+    * ``kind=int``: an integer (numpy integers too), never a bool, a float or a string.
+    * ``kind=float``: an int or a float (numpy's too), never a bool or a string; it must be finite (NaN and
+      infinities are refused), and is returned as a float.
+    * ``kind=str``: a string.
+    * ``low``, ``high``: bounds of the interval, ``closed`` says which ends belong to it ("both", "left",
+      "right", "neither").
+    * ``choices``: the allowed values, compared by value; an unhashable value is refused, as is a bool
+      unless a choice is one. The matching choice is returned (a ``numpy.str_`` comes back as the ``str``).
+    """
     import numpy as np
 
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise error(f"must be an integer >= {minimum}, got {value!r}", agent=agent, argument=argument)
-    return int(value)
+    if choices is not None:
+        try:
+            hash(value)
+        except TypeError:
+            raise error(f"must be one of {list(choices)}, got an unhashable {type(value).__name__}", agent=agent,
+                        argument=argument) from None
+        for choice in choices:
+            if isinstance(value, bool | np.bool_) == isinstance(choice, bool) and value == choice:
+                return choice
+        raise error(f"must be one of {list(choices)}, got {value!r}", agent=agent, argument=argument)
+    if kind is bool:
+        if not isinstance(value, bool | np.bool_):
+            raise error(f"must be True or False, got {value!r}", agent=agent, argument=argument)
+        return bool(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise error(f"must be a string, got {value!r}", agent=agent, argument=argument)
+        return str(value)
+    if kind is int:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+            raise error(f"must be an integer{'' if low is None else f' >= {low:g}'}, got {value!r}", agent=agent,
+                        argument=argument)
+        number: Any = int(value)
+    elif kind is float:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+            raise error(f"expected a number, got {value!r}", agent=agent, argument=argument)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond the float range
+            number = float("inf") if value > 0 else float("-inf")
+        if number != number or number in (float("inf"), float("-inf")):
+            raise error(f"must be finite, got {value!r}", agent=agent, argument=argument)
+    else:
+        raise TypeError(f"check_scalar: kind must be bool, int, float or str, got {kind!r}")
+    left, right = _CLOSED[closed]
+    what = "an integer " if kind is int else ""
+    if low is not None and (number < low or (number == low and not left)):
+        raise error(f"must be {what}{'>=' if left else '>'} {low:g}, got {value!r}", agent=agent, argument=argument)
+    if high is not None and (number > high or (number == high and not right)):
+        raise error(f"must be {what}{'<=' if right else '<'} {high:g}, got {value!r}", agent=agent, argument=argument)
+    return number
+
+
+def check_int(value: Any, *, argument: str, minimum: int = 1, agent: str | None = None,
+              error: type[PrivcvxError] = ParameterError) -> int:
+    """Return ``value`` as an int, or raise ``error`` if it is not an integer >= ``minimum`` (`check_scalar`: bools,
+    floats and strings are refused)."""
+    return check_scalar(value, argument=argument, kind=int, low=minimum, agent=agent, error=error)
 
 
 def require_positive(value: Any, *, argument: str, agent: str | None = None,
                      error: type[PrivcvxError] = ParameterError, allow_zero: bool = False) -> float:
-    """Return ``value`` as a float, or raise ``error`` if it is not a finite positive number."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise error(f"expected a number, got {value!r}", agent=agent, argument=argument) from None
-    if number != number or number in (float("inf"), float("-inf")):
-        raise error(f"must be finite, got {value!r}", agent=agent, argument=argument)
-    if number < 0 or (number == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise error(f"must be {bound}, got {value!r}", agent=agent, argument=argument)
-    return number
+    """Return ``value`` as a float, or raise ``error`` if it is not a finite positive number (`check_scalar`:
+    bools and strings are refused)."""
+    return check_scalar(value, argument=argument, kind=float, low=0.0, closed="both" if allow_zero else "right",
+                        agent=agent, error=error)
 
 
 class SolverAccuracyWarning(UserWarning):

@@ -26,6 +26,7 @@ reverse): the builder is a picklable callable handed in by the caller, e.g. the 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import signal
@@ -49,6 +50,7 @@ from privcvx.errors import (
 from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism, check_delta, check_epsilon
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation, Perturbation
 from privcvx.problem import DistributedProblem
+from privcvx.runtime.backends import sigint_ignored
 from privcvx.schedules import Schedule, inverse_sqrt, paper_rho
 
 #: The columns of runs.csv, in order; problem metrics (e.g. ``test_error``) follow them.
@@ -271,13 +273,21 @@ def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
         refs = references(experiment, problem)
     runs_bar = tqdm(total=len(order), desc=f"{experiment.title or experiment.kind} runs", unit="run",
                     disable=not progress, position=0)
+    shield = contextlib.ExitStack()  # after a Ctrl-C, what finished is written even if Ctrl-C comes again
     try:
         if workers == 1:
-            interrupted = _run_serial(problem, experiment, order, finished, failed, runs_bar, progress)
+            interrupted = _run_serial(problem, experiment, order, finished, failed, runs_bar, progress, shield)
         else:
-            interrupted = _run_pool(experiment, order, finished, failed, runs_bar, workers)
+            interrupted = _run_pool(experiment, order, finished, failed, runs_bar, workers, shield)
     finally:
         runs_bar.close()
+    with shield:
+        return _outputs(experiment, finished, failed, out, refs, interrupted)
+
+
+def _outputs(experiment: Experiment, finished: list[pd.DataFrame], failed: list[tuple[Setting, str]], out: Path,
+             refs: Any, interrupted: bool) -> Outcome:
+    """Write runs.csv, summary.csv, the figure and failures.csv of the finished runs."""
     runs = pd.concat(finished, ignore_index=True) if finished else pd.DataFrame(columns=RUN_COLUMNS)
     runs = order_runs(runs)
     summary = summarize(runs)
@@ -292,7 +302,7 @@ def run_experiment(experiment: Experiment, out: str | Path, *, workers: int = 1,
 
 def _run_serial(problem: DistributedProblem, experiment: Experiment, order: list[Setting],
                 finished: list[pd.DataFrame], failed: list[tuple[Setting, str]], runs_bar: Any,
-                progress: bool) -> bool:
+                progress: bool, shield: contextlib.ExitStack) -> bool:
     from tqdm.auto import tqdm
 
     for setting in order:
@@ -307,10 +317,12 @@ def _run_serial(problem: DistributedProblem, experiment: Experiment, order: list
             failed.append((setting, f"failed: {exc}"))
             continue
         except KeyboardInterrupt:  # raised outside the round loop, e.g. while setting up
+            shield.enter_context(sigint_ignored())
             return True
         finally:
             rounds_bar.close()
         if stop == "interrupted":  # solve() caught Ctrl-C: drop the partial run, keep the finished ones
+            shield.enter_context(sigint_ignored())
             return True
         finished.append(rows)
         runs_bar.update(1)
@@ -327,7 +339,7 @@ def _ticker(bar: Any) -> Callable[[dict[str, Any]], None]:
 
 
 def _run_pool(experiment: Experiment, order: list[Setting], finished: list[pd.DataFrame],
-              failed: list[tuple[Setting, str]], runs_bar: Any, workers: int) -> bool:
+              failed: list[tuple[Setting, str]], runs_bar: Any, workers: int, shield: contextlib.ExitStack) -> bool:
     pool = multiprocessing.get_context("spawn").Pool(min(workers, len(order)), initializer=_init_worker,
                                                      initargs=(experiment,))
     try:
@@ -338,6 +350,7 @@ def _run_pool(experiment: Experiment, order: list[Setting], finished: list[pd.Da
                 finished.append(rows)
             runs_bar.update(1)
     except KeyboardInterrupt:
+        shield.enter_context(sigint_ignored())
         pool.terminate()
         pool.join()
         return True

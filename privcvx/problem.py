@@ -35,6 +35,7 @@ from privcvx.errors import (
     ModelingWarning,
     NotDCPError,
     ParameterError,
+    check_scalar,
     require_positive,
 )
 from privcvx.privacy.mechanisms import Sensitivity
@@ -147,6 +148,9 @@ class Agent:
                                    agent=label, argument="sensitivity")
         for argument, expressions in (("objective", [objective]), ("constraints", constraints)):
             for leaf, value in data_leaves(expressions):
+                if value is None and isinstance(leaf, cp.Parameter):
+                    raise DeclarationError(f"parameter {leaf.name()} has no value: set .value before declaring the "
+                                           "agent (its data)", agent=label, argument=argument)
                 if value is not None and not np.all(np.isfinite(_dense(value))):
                     where = f"parameter {leaf.name()}" if isinstance(leaf, cp.Parameter) else "a constant"
                     raise DeclarationError(f"{where} holds NaN or infinite values", agent=label, argument=argument)
@@ -356,8 +360,7 @@ class AgentSpec:
         self.factory = factory
         self.shard = None if shard is None else os.fspath(shard)
         self.sensitivity = sensitivity
-        if not isinstance(convex, bool):
-            raise DeclarationError(f"must be True or False, got {convex!r}", agent=name, argument="convex")
+        check_scalar(convex, argument="convex", kind=bool, agent=name, error=DeclarationError)
         self.convex = convex
         self.smoothness = None if smoothness is None else require_positive(
             smoothness, argument="smoothness", agent=name, error=DeclarationError, allow_zero=True)
@@ -593,24 +596,35 @@ class DistributedProblem:
     def _check_intersection(self) -> None:
         """Raise InfeasibleLocalSetError when the local sets W_p admit no common w (no consensus is possible).
 
-        One feasibility solve of all the public sets at set-up; on failure, pairs of agents that share a key
-        are tried to name two whose sets do not meet.
+        One feasibility solve of all the public sets at set-up. On failure, the shortest infeasible prefix of the
+        agents is found by bisection (about log2 n solves; each agent's own set is non-empty), and its last agent
+        is paired with each earlier one that shares a key with it (at most n - 1 small solves) to name two whose
+        sets do not meet; O(n log n) solves in all, not one per pair of agents.
         """
         if len(self.agents) < 2 or not any(agent.constraints for agent in self.agents):
             return
         if _feasible(self._consensus_model(self.agents, objective=False)[0]):
             return
-        for i, first in enumerate(self.agents):
-            for second in self.agents[i + 1:]:
-                if set(first.shared) & set(second.shared) and not _feasible(
-                        self._consensus_model([first, second], objective=False)[0]):
-                    raise InfeasibleLocalSetError(
-                        f"the local sets of agents {first.name!r} and {second.name!r} do not intersect on their "
-                        "shared keys, so the agents can never agree (check the constraints' bounds)",
-                        agent=first.name, argument="constraints")
-        raise InfeasibleLocalSetError("the agents' local sets have no common point on the shared keys, so the "
-                                      "agents can never agree (each pair meets, but not all together)",
-                                      argument="agents")
+        feasible, infeasible = 1, len(self.agents)  # the prefixes of these lengths are, and are not, feasible
+        while infeasible - feasible > 1:
+            middle = (feasible + infeasible) // 2
+            if _feasible(self._consensus_model(self.agents[:middle], objective=False)[0]):
+                feasible = middle
+            else:
+                infeasible = middle
+        last = self.agents[infeasible - 1]
+        for first in self.agents[:infeasible - 1]:
+            if set(first.shared) & set(last.shared) and not _feasible(
+                    self._consensus_model([first, last], objective=False)[0]):
+                raise InfeasibleLocalSetError(
+                    f"the local sets of agents {first.name!r} and {last.name!r} do not intersect on their "
+                    "shared keys, so the agents can never agree (check the constraints' bounds)",
+                    agent=first.name, argument="constraints")
+        together = [agent.name for agent in self.agents[:infeasible]]
+        raise InfeasibleLocalSetError(f"the local sets of agents {together[:6]}{' ...' if len(together) > 6 else ''} "
+                                      f"have no common point on the shared keys, so the agents can never agree "
+                                      f"({last.name!r} meets each of the others, but not all of them together)",
+                                      agent=last.name, argument="agents")
 
     def solve_centralized(self, **solver_options: Any) -> CentralizedSolution:
         """Solve the whole problem as one CVXPY model with the consensus equalities.
@@ -650,7 +664,8 @@ class DistributedProblem:
     def solve(self, algorithm: Algorithm | None = None, topology: Topology | None = None, *, rounds: int = 100,
               seed: int | str | None = None, backend: Any = "serial", progress: bool = False,
               callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: Any = None, resume: Any = None,
-              reference: bool = False, diagnostics: bool = True, **settings: Any) -> Result:
+              reference: bool = False, diagnostics: bool = True, timeout: float | None = None,
+              transcript: str = "memory", transcript_path: Any = None, **settings: Any) -> Result:
         """Run a distributed algorithm on this problem and return a [`Result`][privcvx.results.Result].
 
         With no ``algorithm`` it runs Algorithm 1 of Ryu & Kim, ``pc.algorithms.LinearizedADMM(**settings)``
@@ -668,7 +683,15 @@ class DistributedProblem:
         * ``reference``: also solve the centralized problem (``result.reference``, and gap columns);
         * ``diagnostics``: keep the columns computed from private data (``result.info["diagnostics"]``); with
           ``False`` the history holds only values computed from the messages, and ``result.z`` only what each
-          agent sent.
+          agent sent (a bool: the string "false" is refused);
+        * ``timeout``: the longest wait, in seconds, for one answer of a worker process or a Ray actor (``None``:
+          600 s, `privcvx.runtime.backends.DEFAULT_TIMEOUT`); a host that does not answer in time fails the run with
+          ``RunFailed`` naming it;
+        * ``transcript``: where ``result.transcript`` keeps the messages: ``"memory"`` (the default), ``"disk"``
+          (appended to ``transcript_path``, a new file created owner-only without following links: memory stays
+          flat in the rounds) or ``"none"`` (kept nowhere; the history and ``result.average()`` are unchanged).
+
+        Ctrl-C ends the run with ``result.status == "interrupted"`` and the rounds so far, on every backend.
 
         A run that fails part-way raises [`RunFailed`][privcvx.errors.RunFailed], whose ``.result`` keeps the
         history up to the failure.
@@ -689,7 +712,7 @@ class DistributedProblem:
                                  f"{type(algorithm).__name__}({name}=...)", argument=name)
         return run(self, algorithm, topology, rounds=rounds, seed=seed, backend=backend, progress=progress,
                    callback=callback, checkpoint=checkpoint, resume=resume, reference=reference,
-                   diagnostics=diagnostics)
+                   diagnostics=diagnostics, timeout=timeout, transcript=transcript, transcript_path=transcript_path)
 
     def __repr__(self) -> str:
         return f"DistributedProblem(agents={self.names}, keys={len(self.keys)}, dim={self.dim})"

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
-from privcvx.errors import ParameterError, check_int
+from privcvx.errors import ConvergenceWarning, ParameterError, PrivcvxError, check_int, check_scalar
 
 #: The name of the server node under `Topology.star`; no agent may use it.
 SERVER = "server"
@@ -123,6 +124,12 @@ def check_gossip(matrix: np.ndarray) -> None:
                              f"{eigs[-2]:.6g}] (a disconnected graph, or kappa <= lambda_max(L)/2)", argument="weights")
 
 
+#: The default ``window`` of a time-varying topology: the union of the graphs of rounds kB + 1, ..., (k + 1) B must
+#: be connected for every k (B-connectivity, the assumption of the time-varying analyses, e.g. Nedic & Ozdaglar
+#: 2009), or the run warns.
+CONNECTIVITY_WINDOW = 10
+
+
 class Topology:
     """The communication graph of a run: fixed, time-varying, or the server star.
 
@@ -131,9 +138,13 @@ class Topology:
     graph:
         A ``networkx.Graph`` over the agent names, or a callable ``t -> networkx.Graph``
         for a time-varying graph (rounds t = 1, 2, ...).
+    window:
+        Time-varying graphs only: B, the length of the windows of rounds (1..B, B+1..2B, ...) over each of which the
+        union of the graphs must be connected; a run whose window is not warns with `ConvergenceWarning`
+        (`WindowConnectivity`). Default `CONNECTIVITY_WINDOW`; `Topology.switching` uses the number of graphs.
     """
 
-    def __init__(self, graph: nx.Graph | Callable[[int], nx.Graph]) -> None:
+    def __init__(self, graph: nx.Graph | Callable[[int], nx.Graph], *, window: int | None = None) -> None:
         if isinstance(graph, nx.Graph):
             if graph.is_directed():
                 raise ParameterError("must be an undirected networkx.Graph", argument="graph")
@@ -148,17 +159,24 @@ class Topology:
         self.is_star = False
         self.nodes: list[str] | None = sorted(map(str, graph.nodes)) if self._static is not None else None
         self._cache: dict[tuple, Any] = {}
+        self.window = CONNECTIVITY_WINDOW if window is None else check_int(window, argument="window")
+        self._count: int | None = None  # a builder given a number of agents: built at `bind`
 
     # ---- builders -------------------------------------------------------------------------------------
     @classmethod
     def _deferred(cls, factory: GraphFactory, nodes: Nodes) -> Topology:
-        """A topology built by ``factory(names)``, now if the names are known, else at `bind`."""
+        """A topology built by ``factory(names)``: now if the names are given, else at `bind` (a number of agents is
+        checked against the problem's before its graph is built, so a hostile count costs nothing)."""
+        count = None
+        if isinstance(nodes, int | np.integer) and not isinstance(nodes, bool):
+            count, nodes = check_int(nodes, argument="nodes", minimum=1), None
         names = _names(nodes)
         if names is not None:
             return cls(factory(names))
         topology = cls.__new__(cls)
         topology._static, topology._function, topology._factory = None, None, factory
         topology.is_star, topology.nodes, topology._cache = False, None, {}
+        topology.window, topology._count = CONNECTIVITY_WINDOW, count
         return topology
 
     @classmethod
@@ -189,12 +207,13 @@ class Topology:
         return cls._deferred(functools.partial(_Sequence, edges=edges, seed=seed), nodes)
 
     @classmethod
-    def switching(cls, graphs: Sequence[nx.Graph]) -> Topology:
-        """Time-varying: round t uses ``graphs[(t - 1) % len(graphs)]``."""
+    def switching(cls, graphs: Sequence[nx.Graph], *, window: int | None = None) -> Topology:
+        """Time-varying: round t uses ``graphs[(t - 1) % len(graphs)]``; ``window`` defaults to ``len(graphs)``
+        (their union must be connected)."""
         graphs = list(graphs) if isinstance(graphs, Sequence) and not isinstance(graphs, str) else []
         if not graphs or not all(isinstance(g, nx.Graph) for g in graphs):
             raise ParameterError("must be a non-empty list of networkx graphs", argument="graphs")
-        return cls(_Cycle(tuple(graphs)))
+        return cls(_Cycle(tuple(graphs)), window=len(graphs) if window is None else window)
 
     # ---- binding to a problem's agents ----------------------------------------------------------------
     def bind(self, names: Sequence[str]) -> Topology:
@@ -206,8 +225,12 @@ class Topology:
         if self.is_star and SERVER in names:
             raise ParameterError(f"an agent is named {SERVER!r}, the server's name under Topology.star()",
                                  agent=SERVER, argument="name")
-        bound = Topology(self._factory(names)) if self._factory is not None else self
-        bound.is_star = self.is_star
+        if self._count is not None and self._count != len(names):
+            raise ParameterError(f"the topology was built for {self._count} agents, the problem has {len(names)}",
+                                 argument="nodes")
+        built_over = names if self._count is None else _names(self._count)
+        bound = Topology(self._factory(built_over)) if self._factory is not None else self
+        bound.is_star, bound.window = self.is_star, self.window
         bound.nodes = sorted([*names, SERVER] if self.is_star else names)
         bound._check_nodes(bound.graph(1), names, 1)
         if bound._static is not None and not nx.is_connected(bound._static):
@@ -235,7 +258,13 @@ class Topology:
             raise ParameterError("this topology is not bound to agents yet (Topology.bind)", argument="topology")
         if ("graph", t) in self._cache:
             return self._cache["graph", t]
-        graph = self._function(t)
+        try:
+            graph = self._function(t)
+        except PrivcvxError:
+            raise
+        except Exception as exc:  # the user's t -> graph function
+            raise ParameterError(f"round {t}: the topology function raised {type(exc).__name__}: {exc}",
+                                 argument="topology") from exc
         if not isinstance(graph, nx.Graph) or graph.is_directed():
             raise ParameterError(f"round {t}: the topology function must return an undirected networkx.Graph, "
                                  f"got {graph!r}", argument="topology")
@@ -262,8 +291,7 @@ class Topology:
         if self.is_star:
             raise ParameterError("the server star has no mixing weights (it is for server-based methods)",
                                  argument="topology")
-        if rule not in WEIGHT_RULES:
-            raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {rule!r}", argument="weights")
+        rule = check_scalar(rule, argument="weights", choices=sorted(WEIGHT_RULES))
         key = ("weights", rule, t if self.time_varying else 0)
         if key not in self._cache:
             graph = self.graph(t)
@@ -352,6 +380,34 @@ class Topology:
 
 
 # ---- graph factories (module level, so that topologies pickle) ------------------------------------------
+
+class WindowConnectivity:
+    """The run's check that a time-varying topology is connected over every window of ``topology.window`` rounds:
+    the union of the graphs of rounds kB + 1, ..., (k + 1) B is kept as the rounds go (O(edges) per round) and
+    checked at each window's end; the first window that is not connected warns (`ConvergenceWarning`), once."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.union = nx.Graph()
+        self.warned = not topology.time_varying
+
+    def add(self, t: int) -> None:
+        """Add round ``t``'s graph (rounds come in order); check the window that ends at ``t``."""
+        if self.warned:
+            return
+        graph = self.topology.graph(t)
+        self.union.add_nodes_from(graph.nodes)
+        self.union.add_edges_from(graph.edges)
+        if t % self.topology.window == 0:
+            if not nx.is_connected(self.union):
+                parts = [sorted(map(str, part)) for part in nx.connected_components(self.union)]
+                warnings.warn(f"the time-varying topology is not connected over rounds {t - self.topology.window + 1}"
+                              f"..{t} (window={self.topology.window}): its union has {len(parts)} components, "
+                              f"e.g. {parts[0][:5]}; the agents cannot reach consensus (set a longer window= if "
+                              "the graphs connect more slowly)", ConvergenceWarning, stacklevel=2)
+                self.warned = True
+            self.union = nx.Graph()
+
 
 def _describe(factory: Any) -> str:
     func = factory.func if isinstance(factory, functools.partial) else factory

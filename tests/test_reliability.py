@@ -298,7 +298,7 @@ def test_modelling_mistakes_are_caught_at_declaration():
         pc.DistributedProblem([high, free, low])
     u, v, s = cp.Variable(2), cp.Variable(), cp.Variable()  # every pair that shares a key meets; all do not
     budget = pc.Agent(cp.sum_squares(u), [cp.sum(u) <= 0], shared={"x": u[0], "y": u[1]}, name="budget")
-    with pytest.raises(pc.errors.InfeasibleLocalSetError, match="each pair meets"):
+    with pytest.raises(pc.errors.InfeasibleLocalSetError, match="meets each of the others, but not all"):
         pc.DistributedProblem([budget, pc.Agent(cp.square(v), [v >= 1], shared={"x": v}, name="x-floor"),
                                pc.Agent(cp.square(s), [s >= 1], shared={"y": s}, name="y-floor")])
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, GradientMonitor, check_rule, geometric_sum
-from privcvx.errors import ParameterError, PrivacyError, require_positive
+from privcvx.errors import ParameterError, PrivacyError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.problem import Agent, DistributedProblem
@@ -121,6 +121,7 @@ class DiaDSP(GradientMethod):
             require_positive(strong_convexity, argument="strong_convexity")
         self.check_noise()
         check_rule(weights)
+        check_scalar(trace, argument="trace", kind=bool)
 
     def epsilon_bound(self, delta: float, dim: int, iterations: int) -> float:
         """eps_i(K) of this form (module docstring) for adjacency radius ``delta``, dimension d and K iterations."""

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
@@ -144,13 +144,11 @@ class DPDistributedGradient(Algorithm):
         self._q = require_positive(q, argument="q")
         if self._q >= 1.0:
             raise ParameterError(f"must lie in (0, 1), got {q!r}", argument="q")
-        if calibration not in CALIBRATIONS:
-            raise ParameterError(f"must be one of {CALIBRATIONS}, got {calibration!r}", argument="calibration")
+        check_scalar(calibration, argument="calibration", choices=CALIBRATIONS)
         self._p = optimal_noise_decay(self._q, calibration) if p is None else require_positive(p, argument="p")
         if not self._q < self._p < 1.0:
             raise ParameterError(f"the noise decay must lie in (q, 1) = ({self._q}, 1), got {p!r}", argument="p")
-        if weights not in WEIGHT_RULES:
-            raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {weights!r}", argument="weights")
+        check_scalar(weights, argument="weights", choices=sorted(WEIGHT_RULES))
         self._c = None if c is None else require_positive(c, argument="c")
         kind = step if step is not None else ("geometric" if self._epsilon is not None else "diminishing")
         if self._epsilon is not None and kind != "geometric":

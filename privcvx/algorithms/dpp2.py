@@ -52,7 +52,7 @@ from privcvx.algorithms.gradient_agents import (
     laplacian_row,
     largest_eigenvalue,
 )
-from privcvx.errors import ParameterError, require_positive
+from privcvx.errors import ParameterError, check_scalar, require_positive
 from privcvx.messages import Message
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
 from privcvx.privacy.sensitivity import holds_no_private_data
@@ -141,8 +141,7 @@ class DPP2(GradientMethod):
         if smoothness is not None:
             require_positive(smoothness, argument="smoothness", allow_zero=True)
         check_rule(weights)
-        if not isinstance(trace, bool):
-            raise ParameterError(f"must be a bool, got {trace!r}", argument="trace")
+        check_scalar(trace, argument="trace", kind=bool)
 
     def __repr__(self) -> str:
         """The settings, with the mixing key masked: ``repr`` reaches ``result.info`` and checkpoint headers."""

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, require_positive
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
@@ -44,9 +44,7 @@ def geometric_sum(iterations: int, r: float) -> float:
 
 def check_rule(rule: str) -> str:
     """``rule`` if it names a weight rule of [`Topology`][privcvx.topology.Topology], else a ParameterError."""
-    if rule not in WEIGHT_RULES:
-        raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {rule!r}", argument="weights")
-    return rule
+    return check_scalar(rule, argument="weights", choices=sorted(WEIGHT_RULES))
 
 
 def laplacian(topology: Topology, rule: str) -> tuple[list[str], np.ndarray]:

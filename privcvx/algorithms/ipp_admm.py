@@ -35,7 +35,7 @@ import numpy as np
 from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.decentralized_admm import DEFAULT_ETA
 from privcvx.algorithms.pp_admm import PPADMM, PPADMMAgent
-from privcvx.errors import ParameterError, check_int, require_positive
+from privcvx.errors import ParameterError, check_int, check_scalar, require_positive
 from privcvx.privacy.mechanisms import Laplace, PureDP, Sensitivity
 from privcvx.problem import Agent
 
@@ -83,13 +83,10 @@ class IPPADMM(PPADMM):
                          strong_convexity=strong_convexity, newton_steps=newton_steps, relaxation=relaxation)
         self.max_broadcasts, self.clip, self.threshold, self.svt_share = max_broadcasts, clip, threshold, svt_share
         self.query = query
-        if query not in QUERIES:
-            raise ParameterError(f"must be one of {QUERIES}, got {query!r}", argument="query")
+        check_scalar(query, argument="query", choices=QUERIES)
         self._c = None if max_broadcasts is None else check_int(max_broadcasts, argument="max_broadcasts", minimum=1)
         self._clip = require_positive(clip, argument="clip")
-        self._threshold = float(threshold)
-        if not math.isfinite(self._threshold):
-            raise ParameterError(f"must be finite, got {threshold!r}", argument="threshold")
+        self._threshold = check_scalar(threshold, argument="threshold", kind=float)
         self._svt_share = require_positive(svt_share, argument="svt_share")
         if self._svt_share >= 1.0:
             raise ParameterError(f"must lie in (0, 1), got {svt_share!r}", argument="svt_share")

@@ -54,7 +54,7 @@ from privcvx.algorithms.decentralized_admm import (
     ConsensusADMMAgent,
     gradient_sensitivity,
 )
-from privcvx.errors import ParameterError, PrivacyError, SolverError, check_int, require_positive
+from privcvx.errors import ParameterError, PrivacyError, SolverError, check_int, check_scalar, require_positive
 from privcvx.privacy.mechanisms import Sensitivity, ZCDPRelease
 from privcvx.privacy.zcdp import (
     dp_to_zcdp,
@@ -143,8 +143,7 @@ class PPADMM(ConsensusADMM):
         self._splits = require_positive(splits, argument="splits")
         if self._splits >= 1.0:
             raise ParameterError(f"must lie in (0, 1), got {splits!r}", argument="splits")
-        if fuzz not in FUZZ:
-            raise ParameterError(f"must be one of {FUZZ}, got {fuzz!r}", argument="fuzz")
+        check_scalar(fuzz, argument="fuzz", choices=FUZZ)
         self._newton_steps = check_int(newton_steps, argument="newton_steps", minimum=0)
         if self.private and hessian_change is None:
             raise PrivacyError("under privacy the Jacobian step of Thm. 6 needs h_i, a public bound on the change of "

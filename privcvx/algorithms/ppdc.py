@@ -37,7 +37,7 @@ from privcvx.algorithms.gradient_agents import (
     geometric_sum,
     laplacian_row,
 )
-from privcvx.errors import PrivacyError, require_positive
+from privcvx.errors import PrivacyError, check_scalar, require_positive
 from privcvx.messages import Message
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
@@ -63,6 +63,7 @@ class PPDC(GradientMethod):
             require_positive(getattr(self, argument), argument=argument)
         self.check_noise()
         check_rule(weights)
+        check_scalar(trace, argument="trace", kind=bool)
 
     def epsilon_bound(self, delta: float, dim: int, iterations: int) -> float:
         """eps_i(K) of this form (module docstring) for adjacency radius ``delta``, dimension d and K iterations."""

@@ -44,7 +44,7 @@ from privcvx.algorithms.decentralized_admm import (
     ConsensusADMMAgent,
     gradient_sensitivity,
 )
-from privcvx.errors import ParameterError, PrivacyError, require_positive
+from privcvx.errors import ParameterError, PrivacyError, check_scalar, require_positive
 from privcvx.privacy.mechanisms import Gaussian
 from privcvx.privacy.zcdp import calibrate_first_sigma, gaussian_rho, zcdp_gaussian
 from privcvx.problem import Agent, DistributedProblem
@@ -114,10 +114,8 @@ class PeriodicDecay:
     period: int = 1
 
     def __post_init__(self) -> None:
-        if not 0.0 < float(self.rate) < 1.0:
-            raise ParameterError(f"R_P must lie in (0, 1), got {self.rate!r}", argument="rate")
-        if isinstance(self.period, bool) or not isinstance(self.period, int) or self.period < 1:
-            raise ParameterError(f"T_p must be an int >= 1, got {self.period!r}", argument="period")
+        check_scalar(self.rate, argument="rate", kind=float, low=0.0, high=1.0, closed="neither")
+        check_scalar(self.period, argument="period", kind=int, low=1)
 
     def weight(self, k: int) -> float:
         """(sigma^2)^1 / (sigma^2)^k under schedule (16)."""

@@ -81,6 +81,7 @@ from privcvx.errors import (
     ParameterError,
     PrivacyError,
     PrivcvxError,
+    check_scalar,
     require_positive,
 )
 from privcvx.gradients import GradientEvaluator
@@ -241,8 +242,7 @@ class QDPSGD(Algorithm):
         self._delta = check_delta(delta)
         self._multiplier = None if noise_multiplier is None else require_positive(
             noise_multiplier, argument="noise_multiplier", error=PrivacyError)
-        if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 53:
-            raise ParameterError(f"must be an int in [2, 53], got {bits!r}", argument="bits")
+        check_scalar(bits, argument="bits", kind=int, low=2, high=53)
         self._resolution = require_positive(resolution, argument="resolution")
         self._clip = None if clip is None else require_positive(clip, argument="clip")
         self._rate = require_positive(sampling_rate, argument="sampling_rate")
@@ -251,8 +251,7 @@ class QDPSGD(Algorithm):
         self._averaging = require_positive(averaging, argument="averaging")
         if self._averaging > 1.0:
             raise ParameterError(f"must lie in (0, 1], got {averaging!r}", argument="averaging")
-        if weights not in WEIGHT_RULES:
-            raise ParameterError(f"must be one of {sorted(WEIGHT_RULES)}, got {weights!r}", argument="weights")
+        check_scalar(weights, argument="weights", choices=sorted(WEIGHT_RULES))
         self._step = None if step is None else as_schedule(step, argument="step")
         self._c: float | None = None  # the default step's c, fixed by prepare()
         self._tol = None if tol is None else require_positive(tol, argument="tol")

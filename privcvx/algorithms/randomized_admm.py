@@ -74,7 +74,14 @@ import pandas as pd
 
 from privcvx.acceleration import as_relaxation
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int, require_positive
+from privcvx.errors import (
+    ParameterError,
+    PrivacyError,
+    PrivcvxError,
+    check_int,
+    check_scalar,
+    require_positive,
+)
 from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import LocalProblem, set_kind
 from privcvx.messages import Message
@@ -201,8 +208,7 @@ class RandomizedADMM(Algorithm):
         self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")
         for argument, value, allowed in (("aggregator", aggregator, AGGREGATORS), ("dual_sign", dual_sign, DUAL_SIGNS),
                                          ("update", update, UPDATES), ("exchange", exchange, EXCHANGES)):
-            if value not in allowed:
-                raise ParameterError(f"must be one of {tuple(allowed)}, got {value!r}", argument=argument)
+            check_scalar(value, argument=argument, choices=tuple(allowed))
         if update == "exact" and noise_rate is not None:
             raise PrivacyError("the exact proximal update (12) has no per-coordinate uniform mean and no accounted "
                                "sensitivity here: use update='linearized' under privacy", argument="update")

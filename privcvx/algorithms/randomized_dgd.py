@@ -36,7 +36,7 @@ from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.algorithms.randomized_admm import check_private_agents, declared_smoothness, linf_sensitivity
-from privcvx.errors import ParameterError, PrivcvxError, require_positive
+from privcvx.errors import PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
@@ -82,8 +82,7 @@ class RandomizedDGD(Algorithm):
         self.variant, self.interval, self.step, self.noise_rate = variant, interval, step, noise_rate
         self.b_inf, self.delta = b_inf, delta
         for argument, value, allowed in (("variant", variant, VARIANTS), ("interval", interval, INTERVALS)):
-            if value not in allowed:
-                raise ParameterError(f"must be one of {allowed}, got {value!r}", argument=argument)
+            check_scalar(value, argument=argument, choices=allowed)
         self._step = None if step is None else as_schedule(step, argument="step")
         self._rate = None if noise_rate is None else as_schedule(noise_rate, argument="noise_rate")
         self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")

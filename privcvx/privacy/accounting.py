@@ -95,10 +95,13 @@ class PrivacyLedger:
     agent's epsilon "nominal" (column ``calibration``).
     """
 
-    def __init__(self, agent: str) -> None:
+    def __init__(self, agent: str, *, reports: bool = True) -> None:
         self.agent = str(agent)
         self._counts: dict[Mechanism, int] = {}
         self._steps = 0
+        #: Whether `record` keeps the new entries for `take_new` (an agent's own ledger, which its host reports to
+        #: the driver); the driver's copies never report, and keep nothing beyond the counts.
+        self.reports = reports
         self._new: list[tuple[Mechanism, int, str | None]] = []
         self.nominal: set[str] = set()
 
@@ -112,7 +115,8 @@ class PrivacyLedger:
             raise PrivacyError(f"must be an int >= 1, got {count!r}", agent=self.agent, argument="count")
         self._counts[mechanism] = self._counts.get(mechanism, 0) + count
         self._steps += count
-        self._new.append((mechanism, count, nominal))
+        if self.reports:
+            self._new.append((mechanism, count, nominal))
         if nominal is not None:
             self.nominal.add(str(nominal))
 
@@ -234,8 +238,10 @@ class RunningEpsilon:
     """
 
     #: Answers by (history key, delta): agents whose ledgers grew identically (the same decaying noise
-    #: everywhere, as in paper 001) share one computation per round.
-    _answers: dict[tuple[int, float], float] = {}
+    #: everywhere, as in paper 001) share one computation per round: the epsilon, and the RDP curve it came from
+    #: (an agent that reads a shared answer adopts that curve and drops its pending events, so that its memory
+    #: stays flat in the rounds).
+    _answers: dict[tuple[int, float], tuple[float, np.ndarray | None]] = {}
 
     def __init__(self, ledger: PrivacyLedger, delta: float) -> None:
         self.ledger = ledger
@@ -282,11 +288,17 @@ class RunningEpsilon:
         if self.ledger.distinct <= RUNNING_ACCOUNTING_ENTRIES:
             return tightest_epsilon(self.ledger, self.delta, with_pld=False)
         self._fold()
-        if (self.key, self.delta) not in self._answers:
+        answer = self._answers.get((self.key, self.delta))
+        if answer is None:
             if len(self._answers) > 4096:
                 self._answers.clear()
-            self._answers[self.key, self.delta] = self._running_epsilon()
-        return self._answers[self.key, self.delta]
+            epsilon = self._running_epsilon()
+            self._answers[self.key, self.delta] = answer = (epsilon, None if self.gaussian_only else
+                                                            np.array(self.rdp._rdp, dtype=float))
+        elif answer[1] is not None and self.pending:  # the same releases, composed by another agent's accountant
+            self.rdp._rdp = answer[1].copy()
+            self.pending.clear()
+        return answer[0]
 
     def _running_epsilon(self) -> float:
         if self.gaussian_only:

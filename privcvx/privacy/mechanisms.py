@@ -35,7 +35,7 @@ from dp_accounting import pld, rdp
 from dp_accounting.dp_event import DiscreteLaplaceDpEvent
 from scipy.special import gammaln, logsumexp
 
-from privcvx.errors import ParameterError, PrivacyError, check_int, require_positive
+from privcvx.errors import ParameterError, PrivacyError, check_int, check_scalar, require_positive
 
 if TYPE_CHECKING:
     from privcvx.privacy.noise import SeededNoise
@@ -423,8 +423,7 @@ class Gaussian(Mechanism):
     def __init__(self, epsilon: float, delta: float, *, analytic: bool = False) -> None:
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
-        if not isinstance(analytic, bool):
-            raise PrivacyError(f"must be True or False, got {analytic!r}", argument="analytic")
+        check_scalar(analytic, argument="analytic", kind=bool, error=PrivacyError)
         if analytic:
             multiplier = dp_accounting.get_sigma_gaussian(epsilon, delta)
         elif epsilon > 1.0:

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from privcvx.errors import PrivacyError
+from privcvx.errors import PrivacyError, check_scalar
 from privcvx.privacy.mechanisms import Sensitivity
 
 #: The kinds of an agent's public set W_p, as `privcvx.localsolve.set_kind` detects them: R^n, constant
@@ -63,8 +63,7 @@ def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale:
     cannot be bounded. A zero pre-image (an agent without private data) stays zero: the solver then solves the
     same problem on neighbouring datasets, so its error adds nothing.
     """
-    if kind not in SET_KINDS:
-        raise PrivacyError(f"must be one of {sorted(SET_KINDS)}, got {kind!r}", agent=agent, argument="kind")
+    check_scalar(kind, argument="kind", choices=sorted(SET_KINDS), agent=agent, error=PrivacyError)
     if norm not in (None, "l1", "l2"):
         raise PrivacyError(f'must be None, "l1" or "l2", got {norm!r}', agent=agent, argument="norm")
     smallest = 1.0 if metric is None else float(np.min(metric))

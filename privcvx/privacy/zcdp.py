@@ -71,7 +71,11 @@ def dp_to_zcdp(epsilon: float, delta: float, xi: float = 0.0) -> float:
     epsilon -= xi
     log_term = math.log(1.0 / delta)
     # (sqrt(L + e) - sqrt(L))^2 = e^2 / (sqrt(L + e) + sqrt(L))^2, without cancellation for small e.
-    return epsilon * epsilon / (math.sqrt(log_term + epsilon) + math.sqrt(log_term)) ** 2
+    rho = epsilon * epsilon / (math.sqrt(log_term + epsilon) + math.sqrt(log_term)) ** 2
+    if not rho > 0.0:  # epsilon^2 underflows (epsilon below about 1e-154): no noise in the float range calibrates it
+        raise PrivacyError(f"epsilon = {epsilon:.4g} at delta = {delta:.4g} is too small to calibrate: its zCDP budget "
+                           "rho underflows to 0 in floating point", argument="epsilon")
+    return rho
 
 
 def pure_dp_to_zcdp(epsilon: float) -> float:

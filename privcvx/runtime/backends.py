@@ -22,6 +22,7 @@ identical on every backend for a given seed: each agent draws from its own noise
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import heapq
 import itertools
@@ -29,9 +30,11 @@ import multiprocessing as mp
 import os
 import pickle
 import resource
+import signal
 import socket
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, Algorithm, check_releases
-from privcvx.errors import AgentError, CheckpointError, ParameterError, PrivcvxError, check_int
+from privcvx.errors import AgentError, CheckpointError, ParameterError, PrivcvxError, WorkerTimeout, check_int
 from privcvx.messages import Message
 from privcvx.problem import Agent, AgentSpec, DistributedProblem
 from privcvx.runtime import checkpoint as checkpoints
@@ -47,6 +50,13 @@ from privcvx.runtime import checkpoint as checkpoints
 #: A host's answer to ``start`` and ``step``, per agent: the messages it sent and the ledger entries it recorded
 #: (mechanism, count, nominal reason).
 StepReply = list[tuple[list[Message], list[tuple[Any, int, str | None]]]]
+
+#: The default of ``solve(timeout=...)``: the seconds the driver waits for any one answer of a worker process or a
+#: Ray actor (a round's step, the set-up, a report) before the run fails with ``RunFailed``.
+DEFAULT_TIMEOUT = 600.0
+
+#: The seconds `ProcessBackend.close` gives a worker to answer and exit before it is killed.
+CLOSE_TIMEOUT = 5.0
 
 
 def _largest_id(node: Any) -> int:
@@ -235,9 +245,12 @@ def _load_agent_state(program: Any, context: AgentContext, state: Any) -> None:
 
 
 class SerialBackend:
-    """Every agent in this process, one after the other."""
+    """Every agent in this process, one after the other (``timeout`` does not apply: nothing is waited for)."""
 
-    def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext]) -> None:
+    interrupted = False
+
+    def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext], *,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         self.host = AgentHost(algorithm, problem.agents, contexts)
 
     def call(self, method: str, *args: Any) -> Any:
@@ -264,6 +277,7 @@ def _worker(connection: Any, host_args: tuple) -> None:
     pools get one thread, as Ray gives its one-CPU actors)."""
     from threadpoolctl import threadpool_limits
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle: it collects the history
     threadpool_limits(1)
     try:
         host = AgentHost(*host_args)
@@ -283,21 +297,36 @@ def _worker(connection: Any, host_args: tuple) -> None:
 
 
 class ProcessBackend:
-    """Agents split into groups, one spawned worker process (holding an `AgentHost`) per group."""
+    """Agents split into groups, one spawned worker process (holding an `AgentHost`) per group.
+
+    Every wait for a worker's answer lasts at most ``timeout`` seconds (its start at most the larger of that and
+    `DEFAULT_TIMEOUT`: a spawned interpreter imports CVXPY); a worker that does not answer in time (stuck,
+    stopped) raises [`WorkerTimeout`][privcvx.errors.WorkerTimeout] naming its process and agents, and the backend
+    is then lost (later calls fail at once; `close` kills the workers). The workers ignore SIGINT (they are spawned
+    with it ignored): a Ctrl-C to the process group interrupts the driver alone, which drains the answers of the
+    interrupted call before its next one.
+    """
+
+    interrupted = False  # set by the run loop on Ctrl-C
 
     def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.groups = _groups(agent_sizes(problem), workers or os.cpu_count() or 1)
+        self.names = [agent.name for agent in problem.agents]
+        self.timeout = timeout
+        self.lost: PrivcvxError | None = None  # set when a worker timed out or ended: the backend cannot go on
         context = mp.get_context("spawn")
         self.connections: list[Any] = []
         self.processes: list[Any] = []
+        self.pending: list[int] = []  # answers sent for but not read, per worker (a call that Ctrl-C interrupted)
         try:
             for members in self.groups:
                 parent, child = context.Pipe()
                 args = (algorithm, [problem.agents[i] for i in members], [contexts[i] for i in members])
                 process = context.Process(target=_worker, args=(child, args), daemon=True)
                 try:
-                    process.start()
+                    with sigint_ignored():  # the spawned interpreter inherits SIG_IGN, so Ctrl-C never kills it
+                        process.start()
                 except (pickle.PicklingError, AttributeError, TypeError) as exc:
                     raise PrivcvxError(
                         f"backend='process' sends each agent, its context (the topology included) and the algorithm "
@@ -307,69 +336,140 @@ class ProcessBackend:
                         agent=problem.agents[members[0]].name, argument="backend") from exc
                 self.connections.append(parent)
                 self.processes.append(process)
-            self._receive_all()
+                self.pending.append(1)  # its set-up answer
+            self._receive_all(max(timeout, DEFAULT_TIMEOUT))  # a worker's start (imports, building) may be slow
         except BaseException:
             self.close()
             raise
 
-    def _receive(self, connection: Any) -> Any:
+    def _host(self, k: int) -> str:
+        members = [self.names[i] for i in self.groups[k]]
+        return f"the worker process (pid {self.processes[k].pid}) hosting agents {members[:5]}" + \
+            (" ..." if len(members) > 5 else "")
+
+    def _receive(self, k: int, timeout: float | None = None) -> Any:
+        """Worker ``k``'s next answer, within the timeout (Ctrl-C is held while a message is read, so that an
+        interrupt never leaves half a message in the pipe)."""
+        connection = self.connections[k]
+        timeout = self.timeout if timeout is None else timeout
+        if not connection.poll(timeout):
+            self.lost = WorkerTimeout(f"{self._host(k)} did not answer within timeout={timeout:g} s (stuck, "
+                                      "stopped or overloaded); it is stopped", agent=self.names[self.groups[k][0]],
+                                      argument="timeout")
+            raise self.lost
         try:
-            status, payload = connection.recv()
-        except EOFError:
+            with _sigint_held():
+                status, payload = connection.recv()
+                self.pending[k] -= 1
+        except (EOFError, OSError):
             codes = [process.exitcode for process in self.processes]
-            raise PrivcvxError(
-                f"a worker process ended unexpectedly (exit codes {codes}). Workers are spawned, so a script "
+            self.lost = PrivcvxError(
+                f"{self._host(k)} ended unexpectedly (exit codes {codes}). Workers are spawned, so a script "
                 "that runs privcvx with backend='process' must start it under `if __name__ == \"__main__\":`",
-                argument="backend") from None
+                agent=self.names[self.groups[k][0]], argument="backend")
+            raise self.lost from None
         if status == "error":
             raise payload
         return payload
 
-    def _receive_all(self) -> list[Any]:
+    def _receive_all(self, timeout: float | None = None) -> list[Any]:
         """Every worker's reply; a worker's error is raised only after all replies are read, so that no stale
-        reply stays in a pipe (the partial result of a failed run is read right after)."""
+        reply stays in a pipe (the partial result of a failed run is read right after). A timeout or a lost
+        worker is raised at once."""
         replies, error = [], None
-        for connection in self.connections:
+        for k in range(len(self.connections)):
             try:
-                replies.append(self._receive(connection))
+                replies.append(self._receive(k, timeout))
             except Exception as exc:  # noqa: BLE001 - re-raised below, after draining the other pipes
+                if self.lost is not None:
+                    raise
                 error = error or exc
         if error is not None:
             raise error
         return replies
 
+    def _send(self, k: int, message: tuple) -> None:
+        """Send a call to worker ``k``, after reading (and dropping) the answers of a call Ctrl-C interrupted."""
+        if self.lost is not None:
+            raise PrivcvxError(f"the backend lost a worker earlier in this run: {self.lost}", argument="backend")
+        while self.pending[k] > 0:
+            try:
+                self._receive(k)
+            except Exception:  # noqa: BLE001 - the interrupted call's answer (or error) is stale
+                if self.lost is not None:
+                    raise
+        with _sigint_held():
+            self.connections[k].send(message)
+            self.pending[k] += 1
+
     def call(self, method: str, *args: Any) -> Any:
         """Call ``method`` on every worker and gather the replies in agent order."""
-        for connection in self.connections:
-            connection.send((method, args))
+        for k in range(len(self.connections)):
+            self._send(k, (method, args))
         return _merge(self.groups, self._receive_all())
 
     def call_split(self, method: str, per_agent: Sequence[Any], *args: Any) -> Any:
         """Call ``method`` on every worker with its own agents' items of ``per_agent``."""
-        for members, connection in zip(self.groups, self.connections, strict=True):
-            connection.send((method, ([per_agent[i] for i in members], *args)))
+        for k, members in enumerate(self.groups):
+            self._send(k, (method, ([per_agent[i] for i in members], *args)))
         return _merge(self.groups, self._receive_all())
 
     def close(self) -> None:
-        """Stop the workers (each answers before it exits)."""
-        for connection in self.connections:
+        """Stop the workers: each answers before it exits; one that does not within a few seconds (stuck, stopped,
+        or after a timeout) is killed. Every worker is reaped."""
+        for k, connection in enumerate(self.connections):
+            if self.lost is not None:
+                break
             try:
                 connection.send(("close", ()))
-                connection.recv()
+                deadline = time.monotonic() + CLOSE_TIMEOUT
+                for _ in range(self.pending[k] + 1):  # an interrupted call's answers, then close's
+                    if not connection.poll(max(0.0, deadline - time.monotonic())):
+                        break
+                    connection.recv()
             except (BrokenPipeError, EOFError, OSError):
                 pass
         for process in self.processes:
-            process.join(timeout=5)
-            if process.is_alive():  # a worker that did not exit in time (a loaded machine): kill it and reap it
+            process.join(timeout=0 if self.lost is not None else CLOSE_TIMEOUT)
+            if process.is_alive():  # a worker that did not exit in time (stopped, stuck, a loaded machine): kill it
                 process.kill()
                 process.join()
-        self.connections, self.processes = [], []
+        self.connections, self.processes, self.pending = [], [], []
 
     def __enter__(self) -> ProcessBackend:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in the block (main thread only: elsewhere signals can be neither set nor delivered)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked in the block and delivered after it (POSIX), so that a Ctrl-C never cuts a pipe message in
+    two."""
+    held = hasattr(signal, "pthread_sigmask") and _main_thread()
+    if held:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def agent_sizes(problem: DistributedProblem) -> list[int]:
@@ -501,12 +601,22 @@ def _ray() -> Any:
 
 
 class RayBackend:
-    """Agents in Ray actors, each holding an `AgentHost` for one group of agents (or one agent)."""
+    """Agents in Ray actors, each holding an `AgentHost` for one group of agents (or one agent).
+
+    Every wait for an actor lasts at most ``timeout`` seconds (then [`WorkerTimeout`][privcvx.errors.WorkerTimeout]
+    naming the actor's node and agents; the backend is lost). After a Ctrl-C (``interrupted``), `close` also shuts
+    down the local Ray instance this backend started, so that none of Ray's processes outlives the interrupted run.
+    """
+
+    interrupted = False  # set by the run loop on Ctrl-C
 
     def __init__(self, algorithm: Algorithm, problem: DistributedProblem, contexts: Sequence[AgentContext],
-                 options: Ray | None = None) -> None:
+                 options: Ray | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         options = options or Ray()
         self.ray = ray = _ray()
+        self.timeout = timeout
+        self.lost: PrivcvxError | None = None
+        self.started = not ray.is_initialized()  # a local instance (or connection) this backend began
         if not ray.is_initialized():
             settings: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                         "configure_logging": False}
@@ -544,10 +654,18 @@ class RayBackend:
     def _wait(self, refs: list[Any]) -> list[Any]:
         """Every actor's answer; the first failure is raised after all have answered (an agent's error as
         itself, a lost actor as a PrivcvxError naming its first agent)."""
+        if self.lost is not None:
+            raise PrivcvxError(f"the backend lost an actor earlier in this run: {self.lost}", argument="backend")
         answers, error = [], None
         for members, ref in zip(self.groups, refs, strict=True):
             try:
-                answers.append(self.ray.get(ref))
+                answers.append(self.ray.get(ref, timeout=self.timeout))
+            except self.ray.exceptions.GetTimeoutError:
+                self.lost = WorkerTimeout(f"the Ray actor hosting agents {[self.names[i] for i in members][:5]} did "
+                                          f"not answer within timeout={self.timeout:g} s (stuck, stopped or "
+                                          "overloaded); it is stopped", agent=self.names[members[0]],
+                                          argument="timeout")
+                raise self.lost from None
             except self.ray.exceptions.RayTaskError as exc:
                 error = error or (exc.cause if isinstance(exc.cause, Exception) else exc)
             except self.ray.exceptions.RayError as exc:  # the actor died or its node was lost
@@ -569,13 +687,16 @@ class RayBackend:
                                         for actor, members in zip(self.actors, self.groups, strict=True)]))
 
     def close(self) -> None:
-        """Stop the actors (the Ray instance stays up for later runs)."""
+        """Stop the actors (the Ray instance stays up for later runs, unless the run was interrupted and this
+        backend started it)."""
         for actor in self.actors:
             try:
                 self.ray.kill(actor)
             except Exception:  # noqa: BLE001 - an actor already gone needs no stopping
                 pass
         self.actors = []
+        if self.interrupted and self.started:
+            self.ray.shutdown()
 
     def __enter__(self) -> RayBackend:
         return self
@@ -594,12 +715,12 @@ _Backend = SerialBackend | ProcessBackend | RayBackend
 
 
 def make_backend(backend: str | Ray, algorithm: Algorithm, problem: DistributedProblem,
-                 contexts: Sequence[AgentContext]) -> _Backend:
+                 contexts: Sequence[AgentContext], *, timeout: float = DEFAULT_TIMEOUT) -> _Backend:
     """The backend registered under ``backend`` in `BACKENDS` (or an options object of
-    `BACKEND_OPTIONS`), hosting every agent's program."""
+    `BACKEND_OPTIONS`), hosting every agent's program; ``timeout``: the longest wait for one answer of a host."""
     if type(backend) in BACKEND_OPTIONS:
-        return BACKENDS[BACKEND_OPTIONS[type(backend)]](algorithm, problem, contexts, backend)
+        return BACKENDS[BACKEND_OPTIONS[type(backend)]](algorithm, problem, contexts, backend, timeout=timeout)
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise ParameterError(f"must be one of {sorted(BACKENDS)} or a pc.runtime.Ray(...), got {backend!r}",
                              argument="backend")
-    return BACKENDS[backend](algorithm, problem, contexts)
+    return BACKENDS[backend](algorithm, problem, contexts, timeout=timeout)

@@ -17,6 +17,7 @@ appended; then the checkpoint is written and the stopping rules are checked. A f
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -36,17 +37,18 @@ from privcvx.errors import (
     ReproducibleNoiseWarning,
     RunFailed,
     check_int,
+    check_scalar,
 )
-from privcvx.messages import Message, Router, Transcript
+from privcvx.messages import TRANSCRIPT_MODES, Message, Router, Transcript, TranscriptFile, make_transcript
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.problem import DistributedProblem
 from privcvx.results import TIMING_COLUMNS, Result
 from privcvx.runtime import checkpoint as checkpoints
-from privcvx.runtime.backends import Ray, make_backend
+from privcvx.runtime.backends import DEFAULT_TIMEOUT, Ray, make_backend, sigint_ignored
 from privcvx.solver_warnings import local_solve_info
-from privcvx.topology import SERVER, Topology
+from privcvx.topology import SERVER, Topology, WindowConnectivity
 
 
 class Divergence:
@@ -180,7 +182,7 @@ class Run:
     """One run of an algorithm on a problem: the state the loop advances, and the result it builds."""
 
     def __init__(self, problem: DistributedProblem, algorithm: Algorithm, topology: Topology, *, rounds: int,
-                 seed: int | str | None, diagnostics: bool) -> None:
+                 seed: int | str | None, diagnostics: bool, transcript: Transcript | None = None) -> None:
         self.problem = problem
         self.algorithm = algorithm
         self.topology = topology
@@ -192,12 +194,13 @@ class Run:
                                       ledger=PrivacyLedger(layout.name), topology=topology, rounds=rounds,
                                       diagnostics=self.keep_diagnostics)
                          for i, (layout, source) in enumerate(zip(problem.layouts, sources, strict=True))]
-        self.ledgers = [PrivacyLedger(name) for name in problem.names]  # the driver's copies
+        self.ledgers = [PrivacyLedger(name, reports=False) for name in problem.names]  # the driver's copies
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
         self.router = Router(topology, problem.names)
-        self.transcript = Transcript()
+        self.connectivity = WindowConnectivity(topology)
+        self.transcript = Transcript() if transcript is None else transcript
         self.rows: list[dict[str, Any]] = []
         self.reference: Any = None
         self.divergence = Divergence()
@@ -248,6 +251,7 @@ class Run:
             inboxes = [self.router.take(name) for name in self.problem.names]
             sent.extend(self._record(backend.call_split("step", inboxes, t, phase), t))
         self.transcript.append(sent)
+        self.connectivity.add(t)
         return sent
 
     # ---- the history row ------------------------------------------------------------------------------
@@ -333,7 +337,7 @@ class Run:
             ledger.load_dict(data)
         self.accounts = self._accounts()
         self.rows = list(state["rows"])
-        self.transcript = Transcript(transcript)
+        self.transcript.append(transcript)
         return int(state["next_round"]), float(state["elapsed"])
 
     def result(self, backend: Any, stop: str) -> Result:
@@ -389,9 +393,23 @@ PUBLIC_CALIBRATION = "public (no private data)"
 def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | None = None, *, rounds: int = 100,
         seed: int | str | None = None, backend: str | Ray = "serial", progress: bool = False,
         callback: Callable[[dict[str, Any]], Any] | None = None, checkpoint: str | os.PathLike | None = None,
-        resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True) -> Result:
+        resume: str | os.PathLike | None = None, reference: bool = False, diagnostics: bool = True,
+        timeout: float | None = None, transcript: str = "memory",
+        transcript_path: str | os.PathLike | None = None) -> Result:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds; see `privcvx.DistributedProblem.solve`."""
     rounds = check_int(rounds, argument="rounds")
+    diagnostics = check_scalar(diagnostics, argument="diagnostics", kind=bool)
+    reference = check_scalar(reference, argument="reference", kind=bool)
+    progress = check_scalar(progress, argument="progress", kind=bool)
+    timeout = DEFAULT_TIMEOUT if timeout is None else check_scalar(timeout, argument="timeout", kind=float, low=0.0,
+                                                                   closed="neither")
+    transcript = check_scalar(transcript, argument="transcript", choices=TRANSCRIPT_MODES)
+    if transcript_path is not None and (not isinstance(transcript_path, str | os.PathLike)
+                                        or not os.fspath(transcript_path)):
+        raise ParameterError(f"must be a file path, got {transcript_path!r}", argument="transcript_path")
+    if transcript == "none" and (checkpoint is not None or resume is not None):
+        raise ParameterError("a checkpoint keeps every message (its transcript file): use transcript='memory' or "
+                             "'disk' with checkpoint= or resume=", argument="transcript")
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm (pc.algorithms.*), got {algorithm!r}", argument="algorithm")
     for argument, path in (("checkpoint", checkpoint), ("resume", resume)):
@@ -422,9 +440,34 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
                            argument="resume")
     header = checkpoints.fingerprint(problem, algorithm, topology, seed)
     state = checkpoints.read_state(resume, header) if resume is not None else None
-    transcript = checkpoints.read_messages(resume, state["transcript_bytes"]) if state is not None else None
-    run_ = Run(problem, algorithm, topology, rounds=rounds, seed=seed, diagnostics=diagnostics)
-    with make_backend(backend, algorithm, problem, run_.contexts) as hosts:
+    transcript_messages = checkpoints.read_messages(resume, state["transcript_bytes"]) if state is not None else None
+    run_ = Run(problem, algorithm, topology, rounds=rounds, seed=seed, diagnostics=diagnostics,
+               transcript=make_transcript(transcript, transcript_path))
+    try:
+        result = _run_rounds(run_, backend, timeout, state, transcript_messages, checkpoint=checkpoint, resume=resume,
+                             header=header, reference=reference, progress=progress, callback=callback)
+    finally:
+        if isinstance(run_.transcript, TranscriptFile):
+            run_.transcript.close()
+    if result.status in ("max_rounds", "diverging"):
+        last = f"round {len(result.history)}" if len(result.history) else "no round"
+        warnings.warn(f"{type(algorithm).__name__} ended {result.status!r} at {last} of {rounds}: "
+                      + ("the iterates grow without bound (is the problem bounded below?)"
+                         if result.status == "diverging" else
+                         "the tolerance is not met; result.w is the last iterate (more rounds, or see "
+                         "result.average() and docs/tuning.md)"), ConvergenceWarning, stacklevel=3)
+    return result
+
+
+def _run_rounds(run_: Run, backend: str | Ray, timeout: float, state: dict[str, Any] | None,
+                transcript: list[Message] | None, *, checkpoint: str | os.PathLike | None,
+                resume: str | os.PathLike | None, header: dict[str, Any], reference: bool, progress: bool,
+                callback: Callable[[dict[str, Any]], Any] | None) -> Result:
+    """The rounds of `run` on its backend. Ctrl-C ends the run with status "interrupted" and its history (a
+    second Ctrl-C while the result is gathered is ignored); any other failure raises `RunFailed` with it."""
+    problem, algorithm, rounds = run_.problem, run_.algorithm, run_.rounds
+    shield = contextlib.ExitStack()  # after a Ctrl-C, until the backend is closed: a second one is ignored
+    with shield, make_backend(backend, algorithm, problem, run_.contexts, timeout=timeout) as hosts:
         start_round, elapsed = 1, 0.0
         if state is not None:
             start_round, elapsed = run_.load(hosts, state, transcript)
@@ -455,27 +498,30 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
                     stop = reason
                     break
         except KeyboardInterrupt:
+            shield.enter_context(sigint_ignored())
             stop = "interrupted"
+            hosts.interrupted = True
         except Exception as exc:
+            shield.enter_context(sigint_ignored())
             failed_round = run_.rows[-1]["round"] + 1 if run_.rows else start_round
-            try:
-                partial = run_.result(hosts, "failed")
-            except Exception:  # noqa: BLE001 - a lost host cannot report; the run's own failure is raised
-                partial = run_.lost_result()
+            partial = _partial_result(run_, hosts, "failed")
             raise RunFailed(f"the run failed in round {failed_round}: {exc}", cause=exc,
                             result=partial, agent=getattr(exc, "agent", None)) from exc
         finally:
             if bar is not None:
                 bar.close()
-        result = run_.result(hosts, stop)
-    if result.status in ("max_rounds", "diverging"):
-        last = f"round {len(result.history)}" if len(result.history) else "no round"
-        warnings.warn(f"{type(algorithm).__name__} ended {result.status!r} at {last} of {rounds}: "
-                      + ("the iterates grow without bound (is the problem bounded below?)"
-                         if result.status == "diverging" else
-                         "the tolerance is not met; result.w is the last iterate (more rounds, or see "
-                         "result.average() and docs/tuning.md)"), ConvergenceWarning, stacklevel=3)
-    return result
+        return _partial_result(run_, hosts, stop) if stop == "interrupted" else run_.result(hosts, stop)
+
+
+def _partial_result(run_: Run, hosts: Any, stop: str) -> Result:
+    """The result of a run that ended early: from the hosts, or, when they cannot answer (a worker or an actor was
+    lost, or timed out), from the driver's state alone (`Run.lost_result`)."""
+    try:
+        return run_.result(hosts, stop)
+    except Exception:  # noqa: BLE001 - a lost host cannot report; the run's own failure is what is raised
+        result = run_.lost_result()
+        result.info.update(stop=stop, status=run_.status(stop))
+        return result
 
 
 def resolve_seed(seed: int | str | None, private: bool) -> int | str | None:
