@@ -481,16 +481,31 @@ def mu_lower_bound(negatives: np.ndarray, positives: np.ndarray, thresholds: np.
                        for tpr, fpr in _rates(negatives, positives, thresholds, confidence) if tpr > 0)])
 
 
+def pure_dp_mu(epsilon: float) -> float:
+    """The smallest mu such that every epsilon-DP mechanism is mu-GDP: 2 Phi^-1(e^epsilon / (1 + e^epsilon)).
+
+    An epsilon-DP mechanism is dominated by randomized response (Kairouz, Oh & Viswanath 2015), whose trade-off
+    curve is the two segments through (q, q), q = 1 / (1 + e^epsilon). The convex G_mu(alpha) = Phi(Phi^-1(1 -
+    alpha) - mu) (Dong, Roth & Su 2022, Def. 2.3) lies below both segments iff G_mu(q) <= q, i.e. iff mu >= this.
+    """
+    return 2.0 * float(norm.ppf(math.exp(epsilon) / (1.0 + math.exp(epsilon)))) if epsilon < 700 else math.inf
+
+
 def claimed_mu(ledger: PrivacyLedger) -> float:
     """The mu of a ledger of Gaussian releases: sqrt(sum 2 rho), rho = 1 / (2 multiplier^2) per release (the
     continuous Gaussian's mu-GDP, composed exactly; for the grid's discrete Gaussian, the mu of its charged rho; for
     a ``ZCDPRelease`` with xi = 0, PP-ADMM's objective perturbation of a loss whose Hessian no record moves, its
     rho; for a Poisson-sampled discrete Gaussian at rate 1, Q-DPSGD-1's secure release of the whole sum, its
-    discrete Gaussian's)."""
+    discrete Gaussian's). A generic ``PureDP`` entry (IPP-ADMM's sparse vector test) adds `pure_dp_mu` (epsilon)^2:
+    GDP composes as sqrt(sum mu^2) (Dong, Roth & Su 2022, Cor. 3.3), so the sum is a valid mu of the whole ledger,
+    tighter than its epsilon through RDP."""
     total = 0.0
     for mechanism, count in ledger.entries:
         if mechanism.kind == "zcdp" and mechanism.xi == 0:  # a Gaussian's rho-zCDP (objective perturbation, h = 0)
             total += count * 2.0 * mechanism.rho
+            continue
+        if mechanism.kind == "pure_dp":  # dominated by randomized response, which is pure_dp_mu-GDP
+            total += count * pure_dp_mu(mechanism.epsilon) ** 2
             continue
         sampled = mechanism.kind == "poisson_discrete_gaussian"
         if sampled and mechanism.sampling_rate < 1.0:
@@ -503,14 +518,25 @@ def claimed_mu(ledger: PrivacyLedger) -> float:
     return math.sqrt(total)
 
 
-def _statistic(sample: _Sample, kind: str) -> np.ndarray:
+def normalized_llr(llr: np.ndarray, normalizer: np.ndarray, kind: str) -> np.ndarray:
     """The LLR normalized so that the thresholds are fixed in advance: LLR / its largest value (Laplace), or its
-    z-score under D' (Gaussian)."""
-    llr, normalizer = np.asarray(sample.llr), np.asarray(sample.normalizer)
+    z-score under D' (Gaussian: LLR ~ N(mu^2/2, mu^2) with mu^2 the normalizer)."""
+    llr, normalizer = np.asarray(llr, dtype=float), np.asarray(normalizer, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         if kind == "laplace":
             return np.where(normalizer > 0, llr / normalizer, -np.inf)
         return np.where(normalizer > 0, (llr - normalizer / 2) / np.sqrt(normalizer), -np.inf)
+
+
+def llr_lower_bound(kind: str, negatives: tuple[np.ndarray, np.ndarray], positives: tuple[np.ndarray, np.ndarray],
+                    delta: float, confidence: float) -> tuple[str, float]:
+    """The scale and the empirical lower bound from the (LLR, normalizer) of the runs on D (``negatives``) and on
+    D' (``positives``) of releases with ``kind`` noise: epsilon at ``delta`` (Laplace, `LAPLACE_THRESHOLDS`) or
+    mu (Gaussian, `GAUSSIAN_THRESHOLDS`)."""
+    statistics = [normalized_llr(*sample, kind) for sample in (negatives, positives)]
+    if kind == "laplace":
+        return "epsilon", epsilon_lower_bound(*statistics, np.array(LAPLACE_THRESHOLDS), delta, confidence)
+    return "mu", mu_lower_bound(*statistics, np.array(GAUSSIAN_THRESHOLDS), confidence)
 
 
 def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping, rounds: int,
@@ -528,11 +554,9 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
                            "needs data-dependent releases of one kind (Laplace or Gaussian)",
                            agent=pair.original.names[pair.index], argument="neighbours")
     (kind,) = kinds
-    if kind == "laplace":
-        return "epsilon", epsilon_lower_bound(_statistic(negatives, kind), _statistic(positives, kind),
-                                              np.array(LAPLACE_THRESHOLDS), delta, confidence), negatives, positives
-    return "mu", mu_lower_bound(_statistic(negatives, kind), _statistic(positives, kind),
-                                np.array(GAUSSIAN_THRESHOLDS), confidence), negatives, positives
+    scale, bound = llr_lower_bound(kind, (negatives.llr, negatives.normalizer), (positives.llr, positives.normalizer),
+                                   delta, confidence)
+    return scale, bound, negatives, positives
 
 
 def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping,
@@ -559,18 +583,15 @@ def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: To
     spread = math.sqrt(0.5 * (np.var(pilot[0], ddof=1) + np.var(pilot[1], ddof=1)))
     centre = float(np.mean(pilot[1]))
     statistics = [(np.asarray(sample.llr) - centre) / spread for sample in (negatives, positives)]
-    if _claim_scale(negatives.ledger) == "mu":
-        if any(sample.kinds != {"gaussian"} for sample in samples):
-            raise PrivacyError("the projection audit of a mu claim needs Gaussian releases",
-                               agent=pair.original.names[pair.index], argument="statistic")
+    if _claim_scale(negatives.ledger) == "mu":  # mu-GDP bounds every test, whatever the statistic's distribution
         return "mu", mu_lower_bound(*statistics, np.array(GAUSSIAN_THRESHOLDS), confidence), negatives, positives
     return "epsilon", epsilon_lower_bound(*statistics, np.array(EPSILON_PROJECTION_THRESHOLDS), delta,
                                           confidence), negatives, positives
 
 
 def _claim_scale(ledger: PrivacyLedger | None) -> str:
-    """"mu" for a ledger of Gaussian releases (`claimed_mu` applies), else "epsilon": a mix such as IPP-ADMM's
-    PureDP SVT and zCDP broadcasts has no one mu, and is audited against its tightest epsilon at delta."""
+    """"mu" for a ledger that `claimed_mu` reads (Gaussian releases, and generic PureDP entries such as IPP-ADMM's
+    sparse vector test), else "epsilon" (its tightest epsilon at delta)."""
     try:
         claimed_mu(ledger if ledger is not None else PrivacyLedger(""))
     except PrivacyError:
