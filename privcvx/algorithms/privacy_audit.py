@@ -232,6 +232,23 @@ class _NoiseFreeContext(AgentContext):
         return np.array(value, dtype=float)
 
 
+class _ConditionalContext(AgentContext):
+    """A replay that gives each release's noise-free value given the observed history: every release that leaves
+    the agent (charged) returns the observed one, every noise drawn for later use (``charge=False``: objective
+    perturbation, the SVT's noise) is left out; ``releases`` keeps the noise-free values (the conditional centres)."""
+
+    observed: list[np.ndarray]
+
+    def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
+                tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
+                charge: bool = True) -> np.ndarray:
+        position = len(self.releases)
+        self.releases.append(Release(np.array(value, dtype=float), None, 0.0, dict(tags or {})))
+        if not charge or position >= len(self.observed) or np.shape(self.observed[position]) != np.shape(value):
+            return np.array(value, dtype=float)  # a noise-free draw, or a history that has left the observed one
+        return self.observed[position].copy()
+
+
 class _Program:
     """The audited agent's program on one dataset, built once (its gradient compiled once) and reset per run."""
 
@@ -413,25 +430,40 @@ def _noise_free(algorithm: Algorithm, problem: DistributedProblem, index: int, t
 def _projections(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping, rounds: int,
                  runs: int, factor: float, on_neighbour: bool, seed: int | str,
                  centres: tuple[list[np.ndarray], list[np.ndarray]]) -> _Sample:
-    """``runs`` runs on D (or D'), each reduced to the projection of its releases on the noise-free change:
-    sum_k <y_k - c_k(D), c_k(D') - c_k(D)> / ||c(D') - c(D)||, a statistic fixed before any run (black box)."""
+    """``runs`` runs on D (or D'), each reduced to the projection of its releases on their noise-free change:
+    sum_k <y_k - c_k(D), c_k(D') - c_k(D)> / ||c(D') - c(D)||, a statistic fixed before any run (black box).
+
+    One round: c = ``centres``, the noise-free values of one run per dataset. More rounds: c_k(D) is the noise-free
+    value of release k given the observed releases before it (`_ConditionalContext`, a replay per dataset and
+    run), so every round adds its own innovation y_k - c_k(D), whose mean is 0 on D and c_k(D') - c_k(D) on D': for
+    Gaussian releases with a data-independent covariance the sum is the LLR's direction over the whole transcript,
+    where fixed centres drift from the conditional ones and lose power after round 1."""
     original, neighbour = centres
     change = [other - own for own, other in zip(original, neighbour, strict=True)]
-    length = math.sqrt(sum(float(np.sum(c ** 2)) for c in change))
-    if not length > 0:
+    if not math.sqrt(sum(float(np.sum(c ** 2)) for c in change)) > 0:
         raise PrivacyError("the noise-free releases do not differ between the two datasets: nothing to project on",
                            agent=pair.original.names[pair.index], argument="neighbours")
     sample = _Sample()
     recording = _Program(_RecordingContext, algorithm, pair.neighbour if on_neighbour else pair.original,
                          pair.index, topology, rounds, seed, factor)
+    replays = [_Program(_ConditionalContext, algorithm, problem, pair.index, topology, rounds, 0, 1.0)
+               for problem in (pair.original, pair.neighbour)] if rounds > 1 else []
     for _ in range(runs):
         context = recording.context
         context.drawn = []
         recording.run(inboxes, rounds)
         observed = [release.value for release in context.releases]
-        if [np.shape(y) for y in observed] == [np.shape(c) for c in original]:
+        if replays:
+            for replay in replays:
+                replay.context.observed = observed
+            original, neighbour = ([release.value for release in replay.run(inboxes, rounds).releases]
+                                   for replay in replays)
+        shapes = [np.shape(y) for y in observed]
+        if shapes == [np.shape(c) for c in original] == [np.shape(c) for c in neighbour]:
+            change = [other - own for own, other in zip(original, neighbour, strict=True)]
+            length = math.sqrt(sum(float(np.sum(c ** 2)) for c in change))
             sample.llr.append(sum(float(np.dot(y - c, d)) for y, c, d in zip(observed, original, change, strict=True))
-                              / length)
+                              / length if length > 0 else 0.0)
         elif getattr(algorithm, "silent_neighbours", False):
             # A gated agent (IPP-ADMM's SVT) may stay silent where the noise-free run broadcast: silence is an
             # observation too, and the fixed statistic maps it to -inf (a run the test "statistic >= tau" never flags).
