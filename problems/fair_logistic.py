@@ -257,12 +257,17 @@ def coefficient_mechanism(method: str, epsilon: float, delta: float) -> Mechanis
     return Laplace(epsilon) if method == "pdfc" else Gaussian(epsilon, delta, analytic=True)
 
 
+def split_group(d: int, method: str, attribute: int | None) -> np.ndarray:
+    """The mask of Phi_s, the coefficients that get ``ratio`` times the budget (none for "relaxed" or no
+    ``attribute``)."""
+    if method == "relaxed" or attribute is None:
+        return np.zeros(d + d * d + d, dtype=bool)
+    return attribute_mask(d, attribute)
+
+
 def coefficient_weights(d: int, method: str, attribute: int | None, ratio: float) -> np.ndarray:
-    """w with w = ``ratio`` on Phi_s (``attribute``'s coefficients) and 1 elsewhere (all 1 for "relaxed")."""
-    weights = np.ones(d + d * d + d)
-    if method != "relaxed" and attribute is not None:
-        weights[attribute_mask(d, attribute)] = ratio
-    return weights
+    """w with w = ``ratio`` on Phi_s (`split_group`) and 1 elsewhere."""
+    return np.where(split_group(d, method, attribute), ratio, 1.0)
 
 
 def perturb_coefficients(theta: np.ndarray, d: int, method: str, epsilon: float, delta: float, attribute: int | None,
@@ -277,8 +282,10 @@ def perturb_coefficients(theta: np.ndarray, d: int, method: str, epsilon: float,
     """
     l1, l2 = coefficient_sensitivity(d)
     weights = coefficient_weights(d, method, attribute, ratio)
-    released = context.release(weights * theta, coefficient_mechanism(method, epsilon, delta),
-                               Sensitivity(l1=l1, l2=l2), tags={"label": f"functional mechanism ({method})"})
+    order = np.argsort(~split_group(d, method, attribute), kind="stable")  # Phi_s first, as when drawn per group
+    released = np.empty_like(theta, dtype=float)
+    released[order] = context.release((weights * theta)[order], coefficient_mechanism(method, epsilon, delta),
+                                      Sensitivity(l1=l1, l2=l2), tags={"label": f"functional mechanism ({method})"})
     return released / weights
 
 
