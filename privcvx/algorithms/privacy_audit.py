@@ -597,9 +597,9 @@ def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: To
     """The black-box variant of `_audit`: the projection of the releases on their noise-free change, z-scored
     with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4`` runs per dataset that the bound
     does not use, so that the thresholds are fixed before the audited runs. For releases y = c(D) + N(0, s^2 I)
-    with a data-independent s this is the LLR's z-score. A ledger of Gaussian releases is audited on the mu scale
-    (GAUSSIAN_THRESHOLDS); any other (`_claim_scale`) on the epsilon scale at ``delta``
-    (EPSILON_PROJECTION_THRESHOLDS): (epsilon, delta)-DP bounds every test, whatever the noise."""
+    with a data-independent s this is the LLR's z-score. A ledger that `claimed_mu` reads (Gaussian releases and
+    generic PureDP entries) is audited on the mu scale (GAUSSIAN_THRESHOLDS); any other (`_claim_scale`) on the
+    epsilon scale at ``delta`` (EPSILON_PROJECTION_THRESHOLDS): both bound every test, whatever the noise."""
     centres = (_noise_free(algorithm, pair.original, pair.index, topology, inboxes, rounds),
                _noise_free(algorithm, pair.neighbour, pair.index, topology, inboxes, rounds))
     pilot = max(50, runs // 4)
@@ -665,9 +665,10 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         "llr" (default): the exact log-likelihood ratio by replay. "projection": a black-box statistic, the
         projection of the releases on their noise-free change (`_projection_audit`), for releases whose
         likelihood the replay cannot compute: PP-ADMM's objective perturbation, whose noise is drawn before a solve
-        and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN). A
-        ledger with no mu (IPP-ADMM's PureDP SVT with zCDP broadcasts) is audited on the epsilon scale, and a run
-        of a gated agent that stays silent where the noise-free run released gets the statistic -inf.
+        and charged with the broadcast; its audit costs 1.25 x the runs (three times that beyond one round, whose
+        centres a replay per dataset conditions on the transcript) and reports no attained ratio (NaN). IPP-ADMM's
+        PureDP SVT with zCDP broadcasts is audited on the mu scale (`pure_dp_mu`), and a run of a gated agent that
+        stays silent where the noise-free run released gets the statistic -inf.
     """
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm, got {algorithm!r}", argument="algorithm")
