@@ -1,6 +1,6 @@
 """The empirical privacy audit (``pc.algorithms.check_privacy``) of every audited method and mode, at a larger N.
 
-    .venv/bin/python bench/bench_privacy_audit.py [--runs 10000] [--only PRADMM PPADMM]
+    .venv/bin/python bench/bench_privacy_audit.py [--runs 10000] [--only PRADMM PPADMM functional ring]
 
 One row per configuration: the method, the scale of the claim (epsilon at the method's delta for Laplace releases,
 mu for Gaussian ones), the ledger's claim, the empirical lower bound at 95% confidence, the lower bound of the
@@ -9,8 +9,9 @@ attained/charged sensitivity ratio,
 and N (runs per dataset and variant), on the secure path (``seed="secure"``, not reproducible by design: the bounds
 move by a few hundredths between runs). The last row is DPDG's calibration before issue 26 on the affine set
 {sum x = 1}, n = 3 (the declared l1 taken through the projection): the audit must fail it. ``--only`` runs the rows
-of the named classes (with PPADMM, also its calibration before issue 26, which must fail). The table is written as
-markdown (paste into docs/privacy.md, "Empirical audit of every method").
+of the named classes (with PPADMM, also its calibration before issue 26, which must fail; "functional": the
+functional mechanism's modes, `problems.functional_mechanism_audit`; "ring": DPDG's 10-round ring transcript). The
+table is written as markdown (paste into docs/privacy.md, "Empirical audit of every method").
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,18 +27,26 @@ import numpy as np
 import privcvx as pc
 from privcvx import algorithms
 from privcvx.algorithms import check_privacy
-from privcvx.algorithms.privacy_audit import NeighbouringPair, PrivacyAuditFailure, quadratic_pair
+from privcvx.algorithms.privacy_audit import NeighbouringPair, PrivacyAudit, PrivacyAuditFailure, quadratic_pair
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_functional_mechanism_audit import MODES  # noqa: E402
 from test_privacy_audit import AUDITED, _old_dpdg_rule, _OldPPADMM, audited_pair  # noqa: E402
+
+from problems.functional_mechanism_audit import check_functional_mechanism, sharpest_pair  # noqa: E402
 
 
 def _row(label: str, algorithm: algorithms.Algorithm, pair: NeighbouringPair, runs: int, rounds: int = 1,
          statistic: str = "llr", **options: float) -> str:
+    return _line(label, lambda: check_privacy(algorithm, neighbours=pair, runs=runs, rounds=rounds,
+                                              statistic=statistic, **options))
+
+
+def _line(label: str, audit: Callable[[], PrivacyAudit]) -> str:
+    """One row of the table: ``audit``'s report, its verdict and its time."""
     started = time.perf_counter()
     try:
-        report, verdict = check_privacy(algorithm, neighbours=pair, runs=runs, rounds=rounds,
-                                        statistic=statistic, **options), "pass"
+        report, verdict = audit(), "pass"
     except PrivacyAuditFailure as failure:
         report, verdict = failure.report, "FAIL: " + "; ".join(failure.report.failures)
     return (f"| {label} | {report.scale} | {report.claimed:.3f} | {report.lower_bound:.3f} | "
@@ -61,6 +71,18 @@ def main() -> None:
             label = f"`{algorithm!r}`, {_describe(pair)}" + ("" if statistic == "llr" else f", {statistic}") + "".join(
                 f", {name} = {value}" for name, value in options.items())
             print(_row(label, algorithm, audited_pair(pair), runs, statistic=statistic, **options), flush=True)
+    if not only or "functional" in only:
+        for mode, _ in MODES:
+            print(_line(f"functional mechanism, {mode}, d = 2, declared_pair", lambda mode=mode: (
+                check_functional_mechanism(runs=runs, **mode))), flush=True)
+        print(_line("functional mechanism, pdfc, d = 2, sharpest_pair (a real pair: no power possible)",
+                    lambda: check_functional_mechanism("pdfc", pair=sharpest_pair(2), runs=runs)), flush=True)
+    dpdg = algorithms.DPDistributedGradient(epsilon=2.0, q=0.05)
+    if not only or "ring" in only:
+        ring = quadratic_pair("box")
+        ring = NeighbouringPair(ring.original, ring.neighbour, 0, pc.Topology.ring())
+        print(_row(f"`{dpdg!r}`, box, the whole transcript of 10 rounds on a ring", dpdg, ring, runs, rounds=10),
+              flush=True)
     if only:
         if "PPADMM" in only:  # PP-ADMM's calibration before issue 26 (tests/test_privacy_audit.py), epsilon = 4
             old = _OldPPADMM(epsilon=4.0, beta=1e-6, hessian_change=0.0)
@@ -71,12 +93,7 @@ def main() -> None:
     for algorithm in (algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5 * 3 ** 0.5, r=0.9),
                       algorithms.DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5 * 3 ** 0.5, r=0.9)):
         print(_row(f"`{algorithm!r}`, {_describe(ones)}", algorithm, quadratic_pair(**ones), runs), flush=True)
-    dpdg = algorithms.DPDistributedGradient(epsilon=2.0, q=0.05)
     print(_row(f"`{dpdg!r}`, affine set", dpdg, quadratic_pair("affine"), runs), flush=True)
-    ring = quadratic_pair("box")
-    ring = NeighbouringPair(ring.original, ring.neighbour, 0, pc.Topology.ring())
-    print(_row(f"`{dpdg!r}`, box, the whole transcript of 10 rounds on a ring", dpdg, ring, runs // 2, rounds=10),
-          flush=True)
     algorithms.DPDistributedGradient.release_sensitivity = _old_dpdg_rule  # the calibration before issue 26
     print(_row(f"`{dpdg!r}`, affine set, d = e_1, the l1 rule before issue 26", dpdg,
                quadratic_pair("affine", direction=np.eye(3)[0]), runs), flush=True)

@@ -33,18 +33,28 @@ import numpy as np
 
 import privcvx as pc
 from privcvx.errors import ParameterError, require_positive
+from privcvx.privacy.accounting import PrivacyLedger
 from privcvx.privacy.mechanisms import check_delta, check_epsilon
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.runtime.loop import resolve_seed
-from problems.fair_logistic import METHODS, Coefficients, Method, check_fair_data, perturb_coefficients
+from problems.fair_logistic import (
+    METHODS,
+    Coefficients,
+    Method,
+    check_fair_data,
+    perturb_coefficients,
+    release_context,
+)
 from problems.logistic import split_indices
 
 
 def distributed_fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, agents: int = 4, method: Method = "pdfc",
                               epsilon: float | None = None, *, delta: float = 1e-5, attribute: int | None = None,
                               ratio: float = 0.5, lam: float = 1e-3, split_seed: int = 0,
-                              seed: int | str | None = None) -> tuple[pc.DistributedProblem, list[Coefficients]]:
-    """The released fair logistic problem over ``agents`` iid shares, and every agent's released coefficients.
+                              seed: int | str | None = None
+                              ) -> tuple[pc.DistributedProblem, list[Coefficients], list[PrivacyLedger]]:
+    """The released fair logistic problem over ``agents`` iid shares, every agent's released coefficients, and
+    every agent's ledger (its one release's charge; empty without noise).
 
     ``epsilon=None`` (or ``math.inf``) releases the exact coefficients (the Taylor surrogate without noise);
     the other arguments are those of `problems.fair_logistic.fair_logistic`. ``seed`` gives each agent its
@@ -61,14 +71,16 @@ def distributed_fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, agents
     if private:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     noises = agent_noise_sources(resolve_seed(seed, private), agents)
-    declared, released = [], []
+    declared, released, ledgers = [], [], []
     for p, share in enumerate(split_indices(y.astype(int), agents, seed=split_seed)):
         exact = Coefficients.of(X[share], y[share], z[share])
         theta = exact
+        context = release_context(f"agent-{p}", noises[p], exact.flat().size)
         if private:
             theta = Coefficients.from_flat(perturb_coefficients(exact.flat(), d, method, epsilon, delta, attribute,
-                                                                ratio, noises[p]), d).repaired()
+                                                                ratio, context), d).repaired()
         released.append(theta)
+        ledgers.append(context.ledger)
         w = cp.Variable(d)
         n_p = len(share)
         objective = (theta.a @ w + cp.quad_form(w, cp.psd_wrap(theta.M)) + lam * n_p / 2.0 * cp.sum_squares(w)) / n
@@ -77,4 +89,4 @@ def distributed_fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, agents
         # L_p from the release: the Hessian is (2 M_p + lam n_p I) / n.
         smoothness = (2.0 * float(np.linalg.eigvalsh(theta.M).max()) + lam * n_p) / n
         declared.append(pc.Agent(objective, slab, shared=w, smoothness=smoothness))
-    return pc.DistributedProblem(declared), released
+    return pc.DistributedProblem(declared), released, ledgers

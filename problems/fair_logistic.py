@@ -50,19 +50,23 @@ PSD matrix in Frobenius norm), so the perturbed objective is convex; it reads on
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import cvxpy as cp
-import dp_accounting
 import numpy as np
 
+from privcvx.algorithms.base import AgentContext
 from privcvx.errors import ParameterError, SolverError, require_positive
-from privcvx.privacy.mechanisms import check_delta, check_epsilon
+from privcvx.privacy.accounting import PrivacyLedger
+from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.noise import NoiseSource, agent_noise_sources
+from privcvx.problem import AgentLayout
 from privcvx.runtime.loop import resolve_seed
+from privcvx.topology import Topology
 
 Method = Literal["pdfc", "adfc", "relaxed"]
 Form = Literal["constraint", "penalty"]
@@ -196,6 +200,8 @@ class FairModel:
         (w is projected onto the slab after the solve).
     epsilon, delta:
         The guarantee of the release (None: no mechanism; inf: no noise).
+    ledger:
+        The releasing party's ledger: the one charge of the release (None without noise).
     """
 
     w: np.ndarray
@@ -204,6 +210,7 @@ class FairModel:
     covariance: float
     epsilon: float | None
     delta: float
+    ledger: PrivacyLedger | None = None
 
 
 def check_fair_data(X: Any, y: Any, sensitive: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -234,23 +241,52 @@ def _onto_slab(w: np.ndarray, c: np.ndarray, tau: float) -> np.ndarray:
     return w - (value - math.copysign(tau, value)) / norm * c
 
 
+def release_context(name: str, noise: NoiseSource, size: int) -> AgentContext:
+    """The releasing party's context for a release of ``size`` coefficients: its noise stream and a fresh ledger,
+    so that the release goes through privcvx's one release path (`AgentContext.release`) and is charged there."""
+    layout = AgentLayout(name, ((size,),), (0,), size, np.arange(size), np.arange(size))
+    return AgentContext(name=name, index=0, layout=layout, noise=noise, ledger=PrivacyLedger(name),
+                        topology=Topology.star().bind([name]), rounds=1, diagnostics=False)
+
+
+@functools.lru_cache(maxsize=64)
+def coefficient_mechanism(method: str, epsilon: float, delta: float) -> Mechanism:
+    """What one release of theta is charged as: ``Laplace(epsilon)`` (pdfc; scale Delta_1 / epsilon) or the
+    analytic ``Gaussian(epsilon, delta)`` (adfc, relaxed; sigma = s(epsilon, delta) Delta_2, Balle & Wang 2018).
+    Cached: the analytic multiplier is a root search, and the audit makes thousands of releases."""
+    return Laplace(epsilon) if method == "pdfc" else Gaussian(epsilon, delta, analytic=True)
+
+
+def split_group(d: int, method: str, attribute: int | None) -> np.ndarray:
+    """The mask of Phi_s, the coefficients that get ``ratio`` times the budget (none for "relaxed" or no
+    ``attribute``)."""
+    if method == "relaxed" or attribute is None:
+        return np.zeros(d + d * d + d, dtype=bool)
+    return attribute_mask(d, attribute)
+
+
+def coefficient_weights(d: int, method: str, attribute: int | None, ratio: float) -> np.ndarray:
+    """w with w = ``ratio`` on Phi_s (`split_group`) and 1 elsewhere."""
+    return np.where(split_group(d, method, attribute), ratio, 1.0)
+
+
 def perturb_coefficients(theta: np.ndarray, d: int, method: str, epsilon: float, delta: float, attribute: int | None,
-           ratio: float, noise: NoiseSource) -> np.ndarray:
+                         ratio: float, context: AgentContext) -> np.ndarray:
     """theta with the method's noise (module docstring): group Phi_s (``attribute``) at ``ratio`` times the budget.
 
-    ``noise`` is the releasing party's noise source (`privcvx.privacy.noise.agent_noise_sources`).
+    One release on ``context`` (`release_context`; its ledger records the charge): w * theta (w =
+    `coefficient_weights`) with the noise of `coefficient_mechanism` for the sensitivity (Delta_1, Delta_2) of
+    `coefficient_sensitivity`, then divided by w (post-processing). Since 0 < w <= 1, ||w * (theta - theta')||_p <=
+    ||theta - theta'||_p, so the one charge covers both groups, and Phi_s gets the scale / ``ratio``: Delta_1 /
+    (ratio epsilon) (pdfc) or sigma_n / ratio (adfc).
     """
     l1, l2 = coefficient_sensitivity(d)
-    if method == "pdfc":
-        kind, sensitivity, base = "laplace", l1, l1 / epsilon
-    else:
-        kind, sensitivity, base = "gaussian", l2, float(dp_accounting.get_sigma_gaussian(epsilon, delta)) * l2
-    in_s = np.zeros(theta.size, bool) if method == "relaxed" or attribute is None else attribute_mask(d, attribute)
-    released = theta.copy()
-    for group, scale in ((in_s, base / ratio), (~in_s, base)):
-        if group.any():
-            released[group] = noise.perturb(theta[group], kind, scale, sensitivity).value
-    return released
+    weights = coefficient_weights(d, method, attribute, ratio)
+    order = np.argsort(~split_group(d, method, attribute), kind="stable")  # Phi_s first, as when drawn per group
+    released = np.empty_like(theta, dtype=float)
+    released[order] = context.release((weights * theta)[order], coefficient_mechanism(method, epsilon, delta),
+                                      Sensitivity(l1=l1, l2=l2), tags={"label": f"functional mechanism ({method})"})
+    return released / weights
 
 
 #: The solvers tried in turn until one reports "optimal": Clarabel, Clarabel with the tight tolerances of
@@ -325,14 +361,17 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     exact = Coefficients.of(X, y, z)
     w = cp.Variable(d)
     coefficients: Coefficients | None = None
+    ledger: PrivacyLedger | None = None
     if epsilon is None:
         loss = cp.sum(cp.logistic(X @ w)) - (y @ X) @ w
         c = exact.c
     else:
         if epsilon != math.inf:
             epsilon = check_epsilon(epsilon, argument="epsilon")
-            theta = perturb_coefficients(exact.flat(), d, method, epsilon, delta, attribute, ratio,
-                                         agent_noise_sources(resolve_seed(seed, private=True), 1)[0])
+            context = release_context("fair_logistic", agent_noise_sources(resolve_seed(seed, private=True), 1)[0],
+                                      exact.flat().size)
+            theta = perturb_coefficients(exact.flat(), d, method, epsilon, delta, attribute, ratio, context)
+            ledger = context.ledger
             coefficients = Coefficients.from_flat(theta, d).repaired()
         else:
             coefficients = exact
@@ -353,7 +392,7 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
         model = _onto_slab(model, c, tau)
     approximate = epsilon is not None and epsilon != math.inf and method != "pdfc"
     return FairModel(model, problem, coefficients, float(abs(c @ model)), epsilon,
-                     delta if approximate else 0.0)
+                     delta if approximate else 0.0, ledger)
 
 
 def _unit_rows(X: np.ndarray) -> np.ndarray:

@@ -1,44 +1,59 @@
-"""An empirical privacy audit of the functional mechanism's release (`problems.fair_logistic.perturb_coefficients`).
+"""An empirical privacy audit of the functional mechanism's release (`problems.fair_logistic.perturb_coefficients`),
+in every mode, against the claim its ledger records.
 
-The thesis's PDFC (Algorithm 6; each agent of `problems.distributed_fair_logistic` alike) releases theta = (a, M, c)
-with Laplace noise of scale Delta_1 / epsilon, Delta_1 = `coefficient_sensitivity` (d)[0], and claims pure
-epsilon-DP. `check_functional_mechanism` audits that release the way `pc.algorithms.check_privacy` audits an
-algorithm (issue 27): a neighbouring pair theta(D), theta(D') from `worst_case_coefficients`, ``runs`` draws on
-each through the builders' own secure path (``perturb_coefficients`` with ``agent_noise_sources(resolve_seed(None,
-private=True), 1)``: the grid's discrete Laplace), the exact LLR of each release (``privacy_audit.release_log_ratio``:
-both noise-free coefficient vectors are known), the thresholds ``LAPLACE_THRESHOLDS`` fixed in advance and
-Clopper-Pearson bounds with Bonferroni (`epsilon_lower_bound`).
+The thesis's functional mechanism (Ch. 5; each agent of `problems.distributed_fair_logistic` alike) releases
+theta = (a, M, c) once, through privcvx's release path (`AgentContext.release` on `fair_logistic.release_context`),
+which charges it: ``Laplace(epsilon)`` for Delta_1 (pdfc) or the analytic ``Gaussian(epsilon, delta)`` for Delta_2
+(adfc, relaxed), on the secure path the grid's discrete Laplace or discrete Gaussian. The split budget
+(``attribute``, ``ratio``) is the same one release of w * theta, divided by w after (w = ``ratio`` on Phi_s).
+`check_functional_mechanism` audits that release the way `pc.algorithms.check_privacy` audits an algorithm (issue
+27): ``runs`` releases on each of two neighbouring coefficient vectors on the secure path, the exact LLR of each
+(``privacy_audit.release_log_ratio``: both noise-free values are known), thresholds fixed in advance, Clopper-Pearson
+bounds with Bonferroni (`privacy_audit.llr_lower_bound`), and the claim read from the ledger of the release: its
+epsilon at ``delta`` (pdfc, on the epsilon scale at delta = 1e-6: a pure ledger's epsilon holds at every delta) or
+its mu (adfc and relaxed: `privacy_audit.claimed_mu` of the charged discrete Gaussian).
 
-Power: the under-noised variant is the same draw with epsilon / ``under_noising``, i.e. ``under_noising`` times the
-Laplace scale (perturb_coefficients has no noise hook; its scale is Delta_1 / epsilon), with the claim unchanged.
-The pair changes theta by less than Delta_1 (the largest change of any pair of `worst_case_coefficients` is 0.31
-Delta_1 at d = 2, 0.25 at d = 3: the thesis's Delta_1 bounds |x_j| <= 1 per coordinate, not ||x|| <= 1), so no pair
-can show power against the claim itself. The audit therefore also checks the bound the release guarantees for the
-pair, ``pair_epsilon`` = ||grid(theta) - grid(theta')||_1 / t (t: the discrete Laplace's scale): the lower bound
-must not exceed it, and the under-noised variant's must (the audit sees the noise actually drawn). The default pair
-is the sharpest: the largest change of a single coordinate (a_1 by 1: the label of x = e_1 flipped), for which the
-LLR test at the largest threshold is the optimal one.
+**The pairs.** `declared_pair` (the default): two coefficient vectors that differ by exactly the declared Delta_1
+(pdfc) or Delta_2 (Gaussian) in one coordinate outside Phi_s, so the charge is attained and the audit has power
+against the ledger: it tests the noise drawn and the charge recorded for the declared sensitivity. That Delta bounds
+theta's change over real neighbouring datasets is audited separately (`privcvx.sensitivity_audit`,
+tests/test_builder_audit.py). `sharpest_pair` is such a real pair (`worst_case_coefficients`): no real pair attains
+Delta_1 (the largest change is 0.31 Delta_1 at d = 2; the thesis's Delta_1 bounds each |x_j| by 1, not ||x|| by 1),
+so on it the lower bound must stay below the claim and no audit can have power ("no power" is then expected).
+
+**Power.** The under-noised variant draws ``under_noising`` times the scale the ledger charges
+(``AgentContext.audit_noise_factor``, the ledger unchanged); its lower bound must exceed the claim.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from privcvx.algorithms.privacy_audit import (
-    LAPLACE_THRESHOLDS,
     DrawnRelease,
     PrivacyAudit,
     PrivacyAuditFailure,
-    epsilon_lower_bound,
+    claimed_mu,
+    llr_lower_bound,
     release_log_ratio,
 )
 from privcvx.errors import ParameterError, check_int
-from privcvx.privacy.mechanisms import check_epsilon
-from privcvx.privacy.noise import agent_noise_sources
-from privcvx.runtime.loop import resolve_seed
-from problems.fair_logistic import coefficient_sensitivity, perturb_coefficients, worst_case_coefficients
+from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
+from privcvx.privacy.mechanisms import Sensitivity, check_delta, check_epsilon
+from privcvx.privacy.noise import SecureNoise
+from problems.fair_logistic import (
+    METHODS,
+    attribute_mask,
+    coefficient_mechanism,
+    coefficient_sensitivity,
+    coefficient_weights,
+    perturb_coefficients,
+    release_context,
+    worst_case_coefficients,
+)
+
+#: The delta of pdfc's epsilon claim and bound (a pure ledger's epsilon holds at every delta > 0).
+PURE_DELTA = 1e-6
 
 
 def sharpest_pair(d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -48,54 +63,82 @@ def sharpest_pair(d: int) -> tuple[np.ndarray, np.ndarray]:
     return worst_case_coefficients(d)[max(single)[1]]
 
 
-def _llr_sample(original: np.ndarray, neighbour: np.ndarray, d: int, epsilon: float, runs: int, on_neighbour: bool,
-                factor: float) -> tuple[np.ndarray, float]:
-    """The normalized LLR towards D' of ``runs`` secure PDFC releases on D (or D'), and the pair's bound."""
-    noise = agent_noise_sources(resolve_seed(None, private=True), 1)[0]
-    drawn = DrawnRelease(original, "laplace", coefficient_sensitivity(d)[0] / epsilon * factor,
-                   coefficient_sensitivity(d)[0], True, False)
-    source = neighbour if on_neighbour else original
-    statistic, normalizer = np.empty(runs), math.nan
+def declared_pair(d: int, method: str, attribute: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """theta of `sharpest_pair` (d) and theta with its last c coordinate moved by the declared Delta_1 (pdfc) or
+    Delta_2 (adfc, relaxed): the release's sensitivity, attained, in a coordinate outside Phi_s (``attribute``)."""
+    theta = sharpest_pair(d)[0]
+    outside = np.arange(theta.size) if attribute is None else np.flatnonzero(~attribute_mask(d, attribute))
+    neighbour = theta.copy()
+    neighbour[outside[-1]] += coefficient_sensitivity(d)[0 if method == "pdfc" else 1]
+    return theta, neighbour
+
+
+def _releases(pair: tuple[np.ndarray, np.ndarray], d: int, method: str, epsilon: float, delta: float,
+              attribute: int | None, ratio: float, runs: int, on_neighbour: bool,
+              factor: float) -> tuple[np.ndarray, np.ndarray, PrivacyLedger]:
+    """The LLR towards D' and its normalizer of ``runs`` secure releases on D (or D'), and one release's ledger."""
+    weights = coefficient_weights(d, method, attribute, ratio)
+    original, neighbour = (weights * theta for theta in pair)
+    l1, l2 = coefficient_sensitivity(d)
+    mechanism = coefficient_mechanism(method, epsilon, delta)
+    drawn = DrawnRelease(original, mechanism.draws, mechanism.scale(Sensitivity(l1=l1, l2=l2)) * factor,
+                         l1 if method == "pdfc" else l2, True, False)
+    context = release_context("audited", SecureNoise(), original.size)
+    context.audit_noise_factor = factor
+    llr, normalizer, ledger = np.empty(runs), np.empty(runs), None
     for run in range(runs):
-        released = perturb_coefficients(source, d, "pdfc", epsilon / factor, 0.0, None, 1.0, noise)
-        llr, normalizer = release_log_ratio(released, original, neighbour, drawn)
-        statistic[run] = llr / normalizer
-    return statistic, normalizer
+        context.releases, context.ledger = [], PrivacyLedger("audited")
+        perturb_coefficients(pair[1] if on_neighbour else pair[0], d, method, epsilon, delta, attribute, ratio,
+                             context)
+        llr[run], normalizer[run] = release_log_ratio(context.releases[-1].value, original, neighbour, drawn)
+        ledger = context.ledger if ledger is None else ledger
+    return llr, normalizer, ledger
 
 
-def check_functional_mechanism(d: int = 2, epsilon: float = 18.0, *, pair: tuple[np.ndarray, np.ndarray] | None = None,
-                               runs: int = 2000, under_noising: float = 0.75,
-                               confidence: float = 0.95) -> PrivacyAudit:
-    """Audit PDFC's epsilon-DP release of theta (module docstring); raise `PrivacyAuditFailure` if refuted.
+def check_functional_mechanism(method: str = "pdfc", d: int = 2, epsilon: float = 2.0, delta: float = 1e-5, *,
+                               attribute: int | None = None, ratio: float = 0.5,
+                               pair: tuple[np.ndarray, np.ndarray] | None = None, runs: int = 2000,
+                               under_noising: float = 0.75, confidence: float = 0.95) -> PrivacyAudit:
+    """Audit the functional mechanism's release in ``method``'s mode (module docstring); raise `PrivacyAuditFailure`
+    when the lower bound exceeds the ledger's claim or the under-noised variant's does not ("no power").
 
-    ``pair``: theta(D), theta(D') flattened (default `sharpest_pair`); ``epsilon``: the claim (large, so that the
-    pair's share of it, about 2 at the default, makes the test sharp). The report's ``claimed`` is ``epsilon``,
-    ``claimed_epsilon`` the pair's bound, ``attained`` ||theta - theta'||_1 / Delta_1. Fails when the lower bound
-    exceeds either, or when the under-noised variant's does not exceed the pair's bound ("no power").
+    ``epsilon``, ``delta``, ``attribute``, ``ratio``: those of `problems.fair_logistic.fair_logistic`; ``pair``:
+    theta(D), theta(D') flattened (default `declared_pair`). The report's ``attained`` is ||w (theta - theta')||
+    over the declared Delta in the norm of the mechanism (1 for `declared_pair`).
     """
-    epsilon = check_epsilon(epsilon, argument="epsilon")
+    if method not in METHODS:
+        raise ParameterError(f"must be one of {METHODS}, got {method!r}", argument="method")
+    epsilon, delta = check_epsilon(epsilon, argument="epsilon"), check_delta(delta)
     runs = check_int(runs, argument="runs")
     if not 0 < under_noising < 1:
         raise ParameterError(f"must lie in (0, 1), got {under_noising!r}", argument="under_noising")
-    original, neighbour = sharpest_pair(d) if pair is None else (np.asarray(pair[0], float), np.asarray(pair[1], float))
-    thresholds = np.array(LAPLACE_THRESHOLDS)
+    pair = declared_pair(d, method, attribute) if pair is None else (np.asarray(pair[0], float),
+                                                                     np.asarray(pair[1], float))
+    kind = "laplace" if method == "pdfc" else "gaussian"
+    bound_delta = PURE_DELTA if kind == "laplace" else delta
 
-    def lower_bound(factor: float) -> tuple[float, float]:  # the variant's lower bound, and the pair's bound
-        negatives, pair_epsilon = _llr_sample(original, neighbour, d, epsilon, runs, False, factor)
-        positives, _ = _llr_sample(original, neighbour, d, epsilon, runs, True, factor)
-        return epsilon_lower_bound(negatives, positives, thresholds, 0.0, confidence), pair_epsilon
+    def lower_bound(factor: float) -> tuple[str, float, PrivacyLedger]:
+        negatives = _releases(pair, d, method, epsilon, delta, attribute, ratio, runs, False, factor)
+        positives = _releases(pair, d, method, epsilon, delta, attribute, ratio, runs, True, factor)
+        return (*llr_lower_bound(kind, negatives[:2], positives[:2], bound_delta, confidence),
+                negatives[2])
 
-    (lower, claimed_pair), (under, _) = lower_bound(1.0), lower_bound(under_noising)
+    (scale, lower, ledger), (_, under, _) = lower_bound(1.0), lower_bound(under_noising)
+    claimed_epsilon = tightest_epsilon(ledger, bound_delta)
+    claimed = claimed_epsilon if scale == "epsilon" else claimed_mu(ledger)
     failures = []
-    if lower > min(epsilon, claimed_pair):
-        failures.append(f"the empirical lower bound {lower:.4f} exceeds the claimed epsilon {epsilon:g} or the "
-                        f"pair's bound {claimed_pair:.4f}")
-    if under <= claimed_pair:
+    if lower > claimed:
+        failures.append(f"the empirical lower bound {lower:.4f} exceeds the ledger's {scale} {claimed:.4f}")
+    if under <= claimed:
         failures.append(f"no power: the {under_noising}x under-noised variant's lower bound {under:.4f} does not "
-                        f"exceed the pair's bound {claimed_pair:.4f}")
-    attained = float(np.abs(original - neighbour).sum()) / coefficient_sensitivity(d)[0]
-    report = PrivacyAudit(f"functional mechanism (pdfc, d={d})", "epsilon", epsilon, claimed_pair, 0.0, lower, under,
-                          under_noising, attained, 0, runs, 1, 1, confidence, tuple(failures))
+                        f"exceed the ledger's {scale} {claimed:.4f}")
+    weights = coefficient_weights(d, method, attribute, ratio)
+    attained = float(np.linalg.norm(weights * (pair[0] - pair[1]), ord=1 if kind == "laplace" else 2)
+                     / coefficient_sensitivity(d)[0 if kind == "laplace" else 1])
+    split = "" if attribute is None or method == "relaxed" else f", attribute={attribute}, ratio={ratio}"
+    report = PrivacyAudit(f"functional mechanism ({method}, d={d}, epsilon={epsilon:g}{split})", scale, claimed,
+                          claimed_epsilon, bound_delta, lower, under, under_noising, attained, 0, runs, 1, 1,
+                          confidence, tuple(failures))
     if failures:
         raise PrivacyAuditFailure(report)
     return report

@@ -177,9 +177,13 @@ def test_the_distributed_mechanism_with_one_agent_is_the_centralized_one(data, e
     from problems.distributed_fair_logistic import distributed_fair_logistic
 
     X, y, z = data
-    problem, released = distributed_fair_logistic(X, y, z, 0.1, agents=1, method="adfc", epsilon=epsilon, seed=3)
+    problem, released, ledgers = distributed_fair_logistic(X, y, z, 0.1, agents=1, method="adfc", epsilon=epsilon,
+                                                           seed=3)
     central = fair_logistic(X, y, z, 0.1, "adfc", math.inf if epsilon is None else epsilon, seed=3)
     assert np.array_equal(released[0].flat(), central.coefficients.flat())  # the same release, same stream
+    charged = ledgers[0].to_dict()["entries"]  # and the same charge
+    assert charged == ([] if epsilon is None else central.ledger.to_dict()["entries"]) and len(charged) == (
+        epsilon is not None)
     w = problem.solve_centralized().w
     assert np.linalg.norm(w - central.w) <= 1e-6 * np.linalg.norm(central.w)
 
@@ -190,8 +194,8 @@ def test_linearized_admm_solves_the_released_distributed_problem(data):
     from problems.distributed_fair_logistic import distributed_fair_logistic
 
     X, y, z = data
-    problem, released = distributed_fair_logistic(X, y, z, 0.1, agents=4, method="adfc", epsilon=10.0, lam=0.01,
-                                                  seed=3)
+    problem, released, _ = distributed_fair_logistic(X, y, z, 0.1, agents=4, method="adfc", epsilon=10.0, lam=0.01,
+                                                     seed=3)
     reference = problem.solve_centralized()
     result = problem.solve(LinearizedADMM(), rounds=200)
     assert abs(result.history["objective"].iloc[-1] - reference.value) <= 1e-3

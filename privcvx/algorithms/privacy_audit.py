@@ -232,6 +232,23 @@ class _NoiseFreeContext(AgentContext):
         return np.array(value, dtype=float)
 
 
+class _ConditionalContext(AgentContext):
+    """A replay that gives each release's noise-free value given the observed history: every release that leaves
+    the agent (charged) returns the observed one, every noise drawn for later use (``charge=False``: objective
+    perturbation, the SVT's noise) is left out; ``releases`` keeps the noise-free values (the conditional centres)."""
+
+    observed: list[np.ndarray]
+
+    def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
+                tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
+                charge: bool = True) -> np.ndarray:
+        position = len(self.releases)
+        self.releases.append(Release(np.array(value, dtype=float), None, 0.0, dict(tags or {})))
+        if not charge or position >= len(self.observed) or np.shape(self.observed[position]) != np.shape(value):
+            return np.array(value, dtype=float)  # a noise-free draw, or a history that has left the observed one
+        return self.observed[position].copy()
+
+
 class _Program:
     """The audited agent's program on one dataset, built once (its gradient compiled once) and reset per run."""
 
@@ -413,25 +430,40 @@ def _noise_free(algorithm: Algorithm, problem: DistributedProblem, index: int, t
 def _projections(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping, rounds: int,
                  runs: int, factor: float, on_neighbour: bool, seed: int | str,
                  centres: tuple[list[np.ndarray], list[np.ndarray]]) -> _Sample:
-    """``runs`` runs on D (or D'), each reduced to the projection of its releases on the noise-free change:
-    sum_k <y_k - c_k(D), c_k(D') - c_k(D)> / ||c(D') - c(D)||, a statistic fixed before any run (black box)."""
+    """``runs`` runs on D (or D'), each reduced to the projection of its releases on their noise-free change:
+    sum_k <y_k - c_k(D), c_k(D') - c_k(D)> / ||c(D') - c(D)||, a statistic fixed before any run (black box).
+
+    One round: c = ``centres``, the noise-free values of one run per dataset. More rounds: c_k(D) is the noise-free
+    value of release k given the observed releases before it (`_ConditionalContext`, a replay per dataset and
+    run), so every round adds its own innovation y_k - c_k(D), whose mean is 0 on D and c_k(D') - c_k(D) on D': for
+    Gaussian releases with a data-independent covariance the sum is the LLR's direction over the whole transcript,
+    where fixed centres drift from the conditional ones and lose power after round 1."""
     original, neighbour = centres
     change = [other - own for own, other in zip(original, neighbour, strict=True)]
-    length = math.sqrt(sum(float(np.sum(c ** 2)) for c in change))
-    if not length > 0:
+    if not math.sqrt(sum(float(np.sum(c ** 2)) for c in change)) > 0:
         raise PrivacyError("the noise-free releases do not differ between the two datasets: nothing to project on",
                            agent=pair.original.names[pair.index], argument="neighbours")
     sample = _Sample()
     recording = _Program(_RecordingContext, algorithm, pair.neighbour if on_neighbour else pair.original,
                          pair.index, topology, rounds, seed, factor)
+    replays = [_Program(_ConditionalContext, algorithm, problem, pair.index, topology, rounds, 0, 1.0)
+               for problem in (pair.original, pair.neighbour)] if rounds > 1 else []
     for _ in range(runs):
         context = recording.context
         context.drawn = []
         recording.run(inboxes, rounds)
         observed = [release.value for release in context.releases]
-        if [np.shape(y) for y in observed] == [np.shape(c) for c in original]:
+        if replays:
+            for replay in replays:
+                replay.context.observed = observed
+            original, neighbour = ([release.value for release in replay.run(inboxes, rounds).releases]
+                                   for replay in replays)
+        shapes = [np.shape(y) for y in observed]
+        if shapes == [np.shape(c) for c in original] == [np.shape(c) for c in neighbour]:
+            change = [other - own for own, other in zip(original, neighbour, strict=True)]
+            length = math.sqrt(sum(float(np.sum(c ** 2)) for c in change))
             sample.llr.append(sum(float(np.dot(y - c, d)) for y, c, d in zip(observed, original, change, strict=True))
-                              / length)
+                              / length if length > 0 else 0.0)
         elif getattr(algorithm, "silent_neighbours", False):
             # A gated agent (IPP-ADMM's SVT) may stay silent where the noise-free run broadcast: silence is an
             # observation too, and the fixed statistic maps it to -inf (a run the test "statistic >= tau" never flags).
@@ -481,16 +513,31 @@ def mu_lower_bound(negatives: np.ndarray, positives: np.ndarray, thresholds: np.
                        for tpr, fpr in _rates(negatives, positives, thresholds, confidence) if tpr > 0)])
 
 
+def pure_dp_mu(epsilon: float) -> float:
+    """The smallest mu such that every epsilon-DP mechanism is mu-GDP: 2 Phi^-1(e^epsilon / (1 + e^epsilon)).
+
+    An epsilon-DP mechanism is dominated by randomized response (Kairouz, Oh & Viswanath 2015), whose trade-off
+    curve is the two segments through (q, q), q = 1 / (1 + e^epsilon). The convex G_mu(alpha) = Phi(Phi^-1(1 -
+    alpha) - mu) (Dong, Roth & Su 2022, Def. 2.3) lies below both segments iff G_mu(q) <= q, i.e. iff mu >= this.
+    """
+    return 2.0 * float(norm.ppf(math.exp(epsilon) / (1.0 + math.exp(epsilon)))) if epsilon < 700 else math.inf
+
+
 def claimed_mu(ledger: PrivacyLedger) -> float:
     """The mu of a ledger of Gaussian releases: sqrt(sum 2 rho), rho = 1 / (2 multiplier^2) per release (the
     continuous Gaussian's mu-GDP, composed exactly; for the grid's discrete Gaussian, the mu of its charged rho; for
     a ``ZCDPRelease`` with xi = 0, PP-ADMM's objective perturbation of a loss whose Hessian no record moves, its
     rho; for a Poisson-sampled discrete Gaussian at rate 1, Q-DPSGD-1's secure release of the whole sum, its
-    discrete Gaussian's)."""
+    discrete Gaussian's). A generic ``PureDP`` entry (IPP-ADMM's sparse vector test) adds `pure_dp_mu` (epsilon)^2:
+    GDP composes as sqrt(sum mu^2) (Dong, Roth & Su 2022, Cor. 3.3), so the sum is a valid mu of the whole ledger,
+    tighter than its epsilon through RDP."""
     total = 0.0
     for mechanism, count in ledger.entries:
         if mechanism.kind == "zcdp" and mechanism.xi == 0:  # a Gaussian's rho-zCDP (objective perturbation, h = 0)
             total += count * 2.0 * mechanism.rho
+            continue
+        if mechanism.kind == "pure_dp":  # dominated by randomized response, which is pure_dp_mu-GDP
+            total += count * pure_dp_mu(mechanism.epsilon) ** 2
             continue
         sampled = mechanism.kind == "poisson_discrete_gaussian"
         if sampled and mechanism.sampling_rate < 1.0:
@@ -503,14 +550,25 @@ def claimed_mu(ledger: PrivacyLedger) -> float:
     return math.sqrt(total)
 
 
-def _statistic(sample: _Sample, kind: str) -> np.ndarray:
+def normalized_llr(llr: np.ndarray, normalizer: np.ndarray, kind: str) -> np.ndarray:
     """The LLR normalized so that the thresholds are fixed in advance: LLR / its largest value (Laplace), or its
-    z-score under D' (Gaussian)."""
-    llr, normalizer = np.asarray(sample.llr), np.asarray(sample.normalizer)
+    z-score under D' (Gaussian: LLR ~ N(mu^2/2, mu^2) with mu^2 the normalizer)."""
+    llr, normalizer = np.asarray(llr, dtype=float), np.asarray(normalizer, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         if kind == "laplace":
             return np.where(normalizer > 0, llr / normalizer, -np.inf)
         return np.where(normalizer > 0, (llr - normalizer / 2) / np.sqrt(normalizer), -np.inf)
+
+
+def llr_lower_bound(kind: str, negatives: tuple[np.ndarray, np.ndarray], positives: tuple[np.ndarray, np.ndarray],
+                    delta: float, confidence: float) -> tuple[str, float]:
+    """The scale and the empirical lower bound from the (LLR, normalizer) of the runs on D (``negatives``) and on
+    D' (``positives``) of releases with ``kind`` noise: epsilon at ``delta`` (Laplace, `LAPLACE_THRESHOLDS`) or
+    mu (Gaussian, `GAUSSIAN_THRESHOLDS`)."""
+    statistics = [normalized_llr(*sample, kind) for sample in (negatives, positives)]
+    if kind == "laplace":
+        return "epsilon", epsilon_lower_bound(*statistics, np.array(LAPLACE_THRESHOLDS), delta, confidence)
+    return "mu", mu_lower_bound(*statistics, np.array(GAUSSIAN_THRESHOLDS), confidence)
 
 
 def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping, rounds: int,
@@ -528,11 +586,9 @@ def _audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inb
                            "needs data-dependent releases of one kind (Laplace or Gaussian)",
                            agent=pair.original.names[pair.index], argument="neighbours")
     (kind,) = kinds
-    if kind == "laplace":
-        return "epsilon", epsilon_lower_bound(_statistic(negatives, kind), _statistic(positives, kind),
-                                              np.array(LAPLACE_THRESHOLDS), delta, confidence), negatives, positives
-    return "mu", mu_lower_bound(_statistic(negatives, kind), _statistic(positives, kind),
-                                np.array(GAUSSIAN_THRESHOLDS), confidence), negatives, positives
+    scale, bound = llr_lower_bound(kind, (negatives.llr, negatives.normalizer), (positives.llr, positives.normalizer),
+                                   delta, confidence)
+    return scale, bound, negatives, positives
 
 
 def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inboxes: Mapping,
@@ -541,9 +597,9 @@ def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: To
     """The black-box variant of `_audit`: the projection of the releases on their noise-free change, z-scored
     with the mean on D' and the pooled standard deviation of a pilot of ``runs // 4`` runs per dataset that the bound
     does not use, so that the thresholds are fixed before the audited runs. For releases y = c(D) + N(0, s^2 I)
-    with a data-independent s this is the LLR's z-score. A ledger of Gaussian releases is audited on the mu scale
-    (GAUSSIAN_THRESHOLDS); any other (`_claim_scale`) on the epsilon scale at ``delta``
-    (EPSILON_PROJECTION_THRESHOLDS): (epsilon, delta)-DP bounds every test, whatever the noise."""
+    with a data-independent s this is the LLR's z-score. A ledger that `claimed_mu` reads (Gaussian releases and
+    generic PureDP entries) is audited on the mu scale (GAUSSIAN_THRESHOLDS); any other (`_claim_scale`) on the
+    epsilon scale at ``delta`` (EPSILON_PROJECTION_THRESHOLDS): both bound every test, whatever the noise."""
     centres = (_noise_free(algorithm, pair.original, pair.index, topology, inboxes, rounds),
                _noise_free(algorithm, pair.neighbour, pair.index, topology, inboxes, rounds))
     pilot = max(50, runs // 4)
@@ -559,18 +615,15 @@ def _projection_audit(algorithm: Algorithm, pair: NeighbouringPair, topology: To
     spread = math.sqrt(0.5 * (np.var(pilot[0], ddof=1) + np.var(pilot[1], ddof=1)))
     centre = float(np.mean(pilot[1]))
     statistics = [(np.asarray(sample.llr) - centre) / spread for sample in (negatives, positives)]
-    if _claim_scale(negatives.ledger) == "mu":
-        if any(sample.kinds != {"gaussian"} for sample in samples):
-            raise PrivacyError("the projection audit of a mu claim needs Gaussian releases",
-                               agent=pair.original.names[pair.index], argument="statistic")
+    if _claim_scale(negatives.ledger) == "mu":  # mu-GDP bounds every test, whatever the statistic's distribution
         return "mu", mu_lower_bound(*statistics, np.array(GAUSSIAN_THRESHOLDS), confidence), negatives, positives
     return "epsilon", epsilon_lower_bound(*statistics, np.array(EPSILON_PROJECTION_THRESHOLDS), delta,
                                           confidence), negatives, positives
 
 
 def _claim_scale(ledger: PrivacyLedger | None) -> str:
-    """"mu" for a ledger of Gaussian releases (`claimed_mu` applies), else "epsilon": a mix such as IPP-ADMM's
-    PureDP SVT and zCDP broadcasts has no one mu, and is audited against its tightest epsilon at delta."""
+    """"mu" for a ledger that `claimed_mu` reads (Gaussian releases, and generic PureDP entries such as IPP-ADMM's
+    sparse vector test), else "epsilon" (its tightest epsilon at delta)."""
     try:
         claimed_mu(ledger if ledger is not None else PrivacyLedger(""))
     except PrivacyError:
@@ -612,9 +665,10 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         "llr" (default): the exact log-likelihood ratio by replay. "projection": a black-box statistic, the
         projection of the releases on their noise-free change (`_projection_audit`), for releases whose
         likelihood the replay cannot compute: PP-ADMM's objective perturbation, whose noise is drawn before a solve
-        and charged with the broadcast; its audit costs 1.25 x the runs and reports no attained ratio (NaN). A
-        ledger with no mu (IPP-ADMM's PureDP SVT with zCDP broadcasts) is audited on the epsilon scale, and a run
-        of a gated agent that stays silent where the noise-free run released gets the statistic -inf.
+        and charged with the broadcast; its audit costs 1.25 x the runs (three times that beyond one round, whose
+        centres a replay per dataset conditions on the transcript) and reports no attained ratio (NaN). IPP-ADMM's
+        PureDP SVT with zCDP broadcasts is audited on the mu scale (`pure_dp_mu`), and a run of a gated agent that
+        stays silent where the noise-free run released gets the statistic -inf.
     """
     if not isinstance(algorithm, Algorithm):
         raise ParameterError(f"must be a privcvx algorithm, got {algorithm!r}", argument="algorithm")
