@@ -109,10 +109,7 @@ def _temporary_prefix(path: str | os.PathLike) -> tuple[str, str]:
 def write_atomically(path: str | os.PathLike, data: bytes, argument: str) -> None:
     """Write ``data`` to ``path`` owner-only, through a temporary file in its folder renamed over it (a kill leaves
     the old file or the new one). An existing ``path`` that is not a regular file (a symlink, FIFO) is refused."""
-    with contextlib.suppress(FileNotFoundError):
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            raise CheckpointError(f"{os.fspath(path)!r} exists and is not a regular file (a symlink, FIFO or "
-                                  "device): it is not overwritten", argument=argument)
+    refuse_special(path, argument)
     directory, prefix = _temporary_prefix(path)
     descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")  # 0600, O_EXCL
     try:
@@ -125,6 +122,14 @@ def write_atomically(path: str | os.PathLike, data: bytes, argument: str) -> Non
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def refuse_special(path: str | os.PathLike, argument: str) -> None:
+    """Raise a CheckpointError when ``path`` exists and is not a regular file (a symlink, FIFO, device)."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise CheckpointError(f"{os.fspath(path)!r} exists and is not a regular file (a symlink, FIFO or "
+                                  "device): it is not overwritten", argument=argument)
 
 
 def remove_temporaries(path: str | os.PathLike) -> None:

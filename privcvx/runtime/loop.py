@@ -196,8 +196,8 @@ def read_checkpoint(path: str | os.PathLike, header: dict[str, Any], rounds: int
     if not isinstance(logs, dict) or set(logs) != {"transcript", "history"}:
         raise CheckpointError("the checkpoint's state is damaged: no record of its logs", argument="resume")
     if isinstance(next_round, bool) or not isinstance(next_round, int) or not 1 <= next_round <= rounds + 1:
-        raise CheckpointError(f"the checkpoint is at round {next_round!r}, which a run of rounds={rounds} does not "
-                              "have", argument="resume")
+        raise CheckpointError(f"the checkpoint continues at round {next_round!r}, which a run of rounds={rounds} "
+                              "does not have", argument="resume")
     return SavedRun(state=state, next_round=next_round,
                     transcript=checkpoints.read_log(checkpoints.transcript_path(path), logs["transcript"]),
                     history=checkpoints.read_log(checkpoints.history_path(path), logs["history"]))
@@ -345,6 +345,7 @@ class Run:
                          saved: SavedRun | None) -> None:
         """Open the checkpoint's logs: resuming into the same file, cut them to the committed round; else start
         them, with the records of the resumed run (if any). Temporary files of a killed write are removed."""
+        checkpoints.refuse_special(path, "checkpoint")
         checkpoints.remove_temporaries(path)
         same = resume is not None and os.path.abspath(resume) == os.path.abspath(path)
         files = (checkpoints.transcript_path(path), checkpoints.history_path(path))
