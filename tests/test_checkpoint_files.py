@@ -93,8 +93,8 @@ def _with_transcript(path: Path, records: list[bytes]) -> None:
     _forged(path, __state__=_text(state))
 
 
-def _message(header: dict, payload: bytes = b"") -> bytes:
-    text = json.dumps(header).encode()
+def _message(header: list, payload: bytes = b"") -> bytes:
+    text = json.dumps([header]).encode()
     return struct.pack("<Q", len(text)) + text + payload
 
 
@@ -104,8 +104,7 @@ def _message(header: dict, payload: bytes = b"") -> bytes:
                                     [["x", "<U4", [1]]], [["x", "O", [1]]]],
                          ids=["shape-minus-one", "void-dtype", "huge-shape", "text-dtype", "object-dtype"])
 def test_a_crafted_transcript_message_is_refused(checkpoint, arrays):
-    record = _message({"round": 1, "phase": 0, "sender": "agent-0", "receiver": None, "arrays": arrays},
-                      payload=b"\0" * 16)
+    record = _message([1, 0, "agent-0", None, arrays], payload=b"\0" * 16)
     _with_transcript(checkpoint, [record])
     _refused_fast(lambda: _solve(resume=checkpoint), match="transcript is damaged")
 

@@ -189,7 +189,7 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
     # A pickle slipped into a well-formed archive is never unpickled, and the edited file is refused.
     with zipfile.ZipFile(checkpoint, "a") as archive:
         archive.writestr("a999.npy", pickle.dumps(Payload()))
-    with pytest.raises(CheckpointError, match="not a privcvx checkpoint.*magic"):
+    with pytest.raises(CheckpointError, match="not a privcvx checkpoint.*unexpected member"):
         _resume(checkpoint)
     assert not marker.exists()
     truncated = tmp_path / "truncated.ckpt"

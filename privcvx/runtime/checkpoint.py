@@ -56,7 +56,7 @@ MAX_NPY_HEADER = 10_000
 ARRAY_KINDS = "biufc"
 
 _LENGTH = struct.Struct("<Q")
-_MEMBER = re.compile(r"(?:__header__|__state__|__digest__|a\d{1,9})\.npy")
+_MEMBERS = {"__header__.npy", "__state__.npy", "__arrays__.npy", "__digest__.npy"}
 _GENESIS = b"\0" * 32
 
 
@@ -219,46 +219,58 @@ def history_path(path: str | os.PathLike) -> Path:
     return Path(os.fspath(path) + ".log")
 
 
-def message_record(message: Message) -> bytes:
-    """One message as a record: a length-prefixed JSON header, then its arrays' raw bytes."""
-    arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
-    header = json.dumps({"round": message.round, "phase": message.phase, "sender": message.sender,
-                         "receiver": message.receiver,
-                         "arrays": [[key, value.dtype.str, list(value.shape)] for key, value in arrays]}).encode()
-    return b"".join([_LENGTH.pack(len(header)), header, *(value.tobytes(order="C") for _, value in arrays)])
+def messages_record(messages: list[Message]) -> bytes:
+    """A round's messages as one record: a length-prefixed JSON list of their headers, then their arrays' raw
+    bytes in order."""
+    headers, chunks = [], []
+    for message in messages:
+        arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
+        headers.append([message.round, message.phase, message.sender, message.receiver,
+                        [[key, value.dtype.str, list(value.shape)] for key, value in arrays]])
+        chunks += [value.tobytes(order="C") for _, value in arrays]
+    header = json.dumps(headers).encode()
+    return b"".join([_LENGTH.pack(len(header)), header, *chunks])
 
 
-def read_message(record: bytes) -> Message:
-    """The message of a record written by `message_record` (untrusted: every field is checked)."""
+def read_messages(record: bytes) -> list[Message]:
+    """The messages of a record written by `messages_record` (untrusted: every field is checked)."""
     try:
         (length,) = _LENGTH.unpack_from(record, 0)
-        header = json.loads(record[_LENGTH.size:_LENGTH.size + length])
+        headers = json.loads(record[_LENGTH.size:_LENGTH.size + length])
         offset = _LENGTH.size + length
-        payload = {}
-        for key, kind, shape in header["arrays"]:
-            value = _array_from(record[offset:], kind, shape)
-            payload[str(key)] = value
-            offset += value.nbytes
+        messages = []
+        for round_, phase, sender, receiver, arrays in headers:
+            payload = {}
+            for key, kind, shape in arrays:
+                value = _array_from(record[offset:], kind, shape)
+                payload[_text(key)] = value
+                offset += value.nbytes
+            messages.append(Message(round=_integer(round_), sender=_text(sender), payload=payload,
+                                    receiver=None if receiver is None else _text(receiver), phase=_integer(phase)))
         if offset != len(record):
             raise ValueError("the record's length does not match its arrays")
-        receiver = header["receiver"]
-        return Message(round=_integer(header["round"]), sender=_text(header["sender"]),
-                       receiver=None if receiver is None else _text(receiver), payload=payload,
-                       phase=_integer(header["phase"]))
+        return messages
     except Exception as exc:  # noqa: BLE001 - every failure of an untrusted record is a damaged checkpoint
         raise CheckpointError(f"a message of the checkpoint's transcript is damaged: {type(exc).__name__}: {exc}",
                               argument="resume") from None
 
 
 def json_record(value: Any) -> bytes:
-    """A JSON record (a history row, ledger entries; no arrays); non-finite floats are kept."""
-    return json.dumps(_Encoder().encode(value), allow_nan=False).encode()
+    """A JSON record (a history row, ledger entries: numbers, strings, lists, dicts with string keys); numpy
+    scalars become numbers, and non-finite floats are kept (``NaN``, ``Infinity``)."""
+    return json.dumps(value, default=_plain).encode()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic) and value.dtype.kind in ARRAY_KINDS:
+        return value.item()
+    raise CheckpointError(f"cannot store a {type(value).__name__} in a checkpoint's log", argument="checkpoint")
 
 
 def read_json_record(record: bytes) -> Any:
     """The value of a record written by `json_record`."""
     try:
-        return _decode(json.loads(record), {}, set())
+        return json.loads(record)
     except Exception as exc:  # noqa: BLE001 - a damaged record of an untrusted file
         raise CheckpointError(f"a record of the checkpoint's log is damaged: {type(exc).__name__}: {exc}",
                               argument="resume") from None
@@ -293,20 +305,30 @@ def _array_from(data: bytes, kind: Any, shape: Any) -> np.ndarray:
 # ---- the state file ----------------------------------------------------------------------------------------
 
 class _Encoder:
-    """Turns nested dicts, lists, arrays, floats and Messages into JSON plus a dict of arrays."""
+    """Turns nested dicts, lists, arrays, floats and Messages into JSON, the arrays' bytes laid end to end in one
+    blob (an array is ``{"__array__": [dtype, shape, offset]}``)."""
 
     def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
+        self.chunks: list[bytes] = []
+        self.size = 0
 
-    def _array(self, value: np.ndarray) -> dict[str, str]:
+    def _array(self, value: np.ndarray) -> dict[str, list[Any]]:
         if value.dtype.kind not in ARRAY_KINDS:
             raise CheckpointError(f"cannot store an array of dtype {value.dtype} in a checkpoint",
                                   argument="checkpoint")
-        key = f"a{len(self.arrays)}"
-        self.arrays[key] = value
-        return {"__array__": key}
+        reference = [value.dtype.str, list(value.shape), self.size]
+        self.chunks.append(value.tobytes(order="C"))
+        self.size += len(self.chunks[-1])
+        return {"__array__": reference}
 
     def encode(self, value: Any) -> Any:
+        kind = type(value)  # the common types first, by identity (a state has hundreds of values)
+        if kind is float:
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        if kind is int or kind is str or kind is bool or value is None:
+            return value
+        if kind is list:
+            return [self.encode(v) for v in value]
         if isinstance(value, np.ndarray):
             return self._array(value)
         if isinstance(value, Message):
@@ -331,21 +353,39 @@ class _Encoder:
         raise CheckpointError(f"cannot store a {type(value).__name__} in a checkpoint", argument="checkpoint")
 
 
-def _decode(value: Any, arrays: Mapping[str, np.ndarray], used: set[str]) -> Any:
-    if isinstance(value, list):
-        return [_decode(v, arrays, used) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "__array__" in value:
-        used.add(value["__array__"])
-        return arrays[value["__array__"]]
-    if "__float__" in value:
-        return float(value["__float__"])
-    if "__message__" in value:
-        round_, phase, sender, receiver, payload = value["__message__"]
-        return Message(round=_integer(round_), sender=_text(sender), receiver=receiver, phase=_integer(phase),
-                       payload={k: _decode(v, arrays, used) for k, v in payload.items()})
-    return {k: _decode(v, arrays, used) for k, v in value["__dict__"].items()}
+class _Decoder:
+    """The inverse of `_Encoder` on untrusted input: the arrays must lie end to end in the blob, in the order the
+    JSON names them, and fill it."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob, self.position = blob, 0
+
+    def decode(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "__array__" in value:
+            kind, shape, offset = value["__array__"]
+            if offset != self.position:
+                raise ValueError(f"an array at byte {offset!r} where {self.position} was expected")
+            array = _array_from(self.blob[offset:], kind, shape)
+            self.position += array.nbytes
+            return array
+        if "__float__" in value:
+            return float(value["__float__"])
+        if "__message__" in value:
+            round_, phase, sender, receiver, payload = value["__message__"]
+            return Message(round=_integer(round_), sender=_text(sender), receiver=receiver, phase=_integer(phase),
+                           payload={k: self.decode(v) for k, v in payload.items()})
+        return {k: self.decode(v) for k, v in value["__dict__"].items()}
+
+    def finish(self, value: Any) -> Any:
+        """``value`` decoded, every byte of the blob used."""
+        decoded = self.decode(value)
+        if self.position != len(self.blob):
+            raise ValueError(f"the state uses {self.position} of the {len(self.blob)} bytes of its arrays")
+        return decoded
 
 
 def _text_array(text: str) -> np.ndarray:
@@ -353,10 +393,12 @@ def _text_array(text: str) -> np.ndarray:
 
 
 def encode_state(header: dict[str, Any], state: dict[str, Any]) -> bytes:
-    """The bytes of a state file: an uncompressed ``.npz`` of the header, the state and their digest."""
+    """The bytes of a state file: an uncompressed ``.npz`` of four byte arrays: the header (JSON), the state
+    (JSON), its arrays' bytes end to end, and the SHA-256 of the three."""
     encoder = _Encoder()
-    members = {"__header__": _text_array(json.dumps(header)),
-               "__state__": _text_array(json.dumps(encoder.encode(state), allow_nan=False)), **encoder.arrays}
+    text = json.dumps(encoder.encode(state), allow_nan=False)
+    members = {"__header__": _text_array(json.dumps(header)), "__state__": _text_array(text),
+               "__arrays__": np.frombuffer(b"".join(encoder.chunks), dtype=np.uint8)}
     buffer = io.BytesIO()
     np.savez(buffer, __digest__=_text_array(_digest(members)), **members)
     return buffer.getvalue()
@@ -388,7 +430,7 @@ def _members(data: bytes) -> dict[str, np.ndarray]:
         if len(infos) > len(data) // 30:  # a zip entry takes at least 30 bytes
             raise ValueError("more members than the file can hold")
         for info in infos:
-            if not _MEMBER.fullmatch(info.filename) or info.filename[:-4] in members:
+            if info.filename not in _MEMBERS or info.filename[:-4] in members:
                 raise ValueError(f"unexpected member {info.filename[:80]!r}")
             if info.flag_bits & 0x1:
                 raise ValueError(f"member {info.filename!r} is encrypted")
@@ -425,11 +467,13 @@ def read_state(path: str | os.PathLike, expected: dict[str, Any], argument: str 
     data = read_regular(path, argument) if data is None else data
     try:
         members = _members(data)
+        if set(members) != {name[:-4] for name in _MEMBERS}:
+            raise ValueError(f"members {sorted(members)}")
         texts = {key: bytes(members.pop(key)).decode() for key in ("__header__", "__state__", "__digest__")}
     except Exception as exc:  # noqa: BLE001 - every zip, npy or text failure of an untrusted file
         raise CheckpointError(f"{name!r} is not a privcvx checkpoint (or is damaged): {type(exc).__name__}: {exc}",
                               argument=argument) from None
-    arrays = dict(members)
+    blob = members["__arrays__"].tobytes()
     members.update({key: _text_array(texts[key]) for key in ("__header__", "__state__")})
     if texts["__digest__"] != _digest(members):
         raise CheckpointError(f"{name!r} was edited or damaged: its content does not match its digest",
@@ -444,17 +488,13 @@ def read_state(path: str | os.PathLike, expected: dict[str, Any], argument: str 
                    for key, value in expected.items() if header.get(key) != value]
     if differences:
         raise CheckpointError("the checkpoint belongs to another run; " + "; ".join(differences), argument=argument)
-    used: set[str] = set()
     try:
-        state = _decode(json.loads(texts["__state__"]), arrays, used)
+        state = _Decoder(blob).finish(json.loads(texts["__state__"]))
         if not isinstance(state, dict):
             raise TypeError(f"the state is a {type(state).__name__}")
     except Exception as exc:  # noqa: BLE001 - a damaged state
         raise CheckpointError(f"the checkpoint's state is damaged: {type(exc).__name__}: {exc}",
                               argument=argument) from None
-    if used != set(arrays):
-        raise CheckpointError(f"the checkpoint holds members its state does not use: {sorted(set(arrays) - used)}; "
-                              "it was edited", argument=argument)
     return state
 
 

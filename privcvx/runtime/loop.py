@@ -362,7 +362,7 @@ class Run:
     def log(self, t: int, row: dict[str, Any] | None, sent: list[Message]) -> None:
         """Append round ``t``'s messages, history row and ledger entries to the checkpoint's logs."""
         assert self.logs is not None
-        self.logs[0].append(checkpoints.message_record(message) for message in sent)
+        self.logs[0].append([checkpoints.messages_record(sent)])
         events = [[i, mechanism.to_dict(), count, nominal] for i, mechanism, count, nominal in self.events]
         self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "events": events})])
         self.events = []
@@ -415,7 +415,8 @@ class Run:
         else:
             backend.call_split("load_states", list(zip(state["agents"], ledgers, strict=True)))
         self.accounts = self._accounts()
-        self.transcript = Transcript(checkpoints.read_message(record) for record in saved.transcript)
+        self.transcript = Transcript(message for record in saved.transcript
+                                     for message in checkpoints.read_messages(record))
         return saved.next_round, elapsed
 
     def result(self, backend: Any, stop: str) -> Result:
