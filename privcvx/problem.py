@@ -328,9 +328,10 @@ class AgentSpec:
         oracle and a gradient-only method). The driver checks the algorithm against it; the host checks the
         built agent.
     shard:
-        Where the agent's host writes its checkpoint shard (a path on that host): its iterate, dual, noise state
-        and ledger, after every round of a run with ``checkpoint=``; ``resume=`` reads it back there. The
-        driver's checkpoint then holds only public state, the round and each shard's digest.
+        Where the agent's host writes its checkpoint shards (a path on that host): its iterate, dual and noise
+        state, after every round of a run with ``checkpoint=``, to ``<shard>.r<next round>`` (the older one is
+        deleted after the driver's commit); ``resume=`` reads it back there. The driver's checkpoint then holds
+        only public state, the round and each shard's digest (docs/deployment.md).
     """
 
     def __init__(self, name: str, factory: Callable[[], Agent], shapes: Mapping[Hashable, Sequence[int] | int], *,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,14 +139,17 @@ class Result:
                 return self.z[self.agents.index(agent)][offset:offset + size].reshape(shape, order="F")
         raise ParameterError(f"agent {agent!r} has no variable {name!r}", agent=agent, argument="variable")
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write everything to one ``.npz`` file; floats are stored exactly."""
+    def save(self, path: str | os.PathLike, *, include_seed: bool = False) -> None:
+        """Write everything to one ``.npz`` file, owner-only (mode 0600, never through a symlink); floats are
+        stored exactly. The seed of a private run regenerates its noise: it is written as ``"withheld"`` unless
+        ``include_seed=True``."""
         arrays: dict[str, np.ndarray] = {"w": self.w}
         for i, z in enumerate(self.z):
             arrays[f"z{i}"] = z
         for column in self.history.columns:
             arrays[f"history:{column}"] = self.history[column].to_numpy()
-        meta: dict[str, Any] = {"agents": self.agents, "info": self.info, "history": list(self.history.columns),
+        info = self.info if include_seed is True or self.privacy is None else {**self.info, "seed": "withheld"}
+        meta: dict[str, Any] = {"agents": self.agents, "info": info, "history": list(self.history.columns),
                                 "z": len(self.z)}
         if self.privacy is not None:
             meta["privacy"] = json.loads(self.privacy.to_json(orient="split", double_precision=15))
@@ -162,7 +166,12 @@ class Result:
         arrays.update({f"transcript:{key}": value for key, value in messages.items()})
         arrays["meta"] = np.array(json.dumps(meta, default=str))
         try:
-            with open(path, "wb") as handle:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+                                 | os.O_CLOEXEC, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                    raise OSError(f"{os.fspath(path)!r} is not a regular file")
+                os.fchmod(descriptor, 0o600)
                 np.savez(handle, **arrays)
         except OSError as exc:
             raise ParameterError(f"cannot write {os.fspath(path)!r}: {exc}", argument="path") from exc

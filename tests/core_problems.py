@@ -99,3 +99,22 @@ def ill_conditioned(agents: int = 5, n: int = 6, seed: int = 0) -> pc.Distribute
         declared.append(pc.Agent(cp.sum_squares(a @ x - rng.normal(size=n)), [cp.abs(x) <= 3], shared=x,
                                  smoothness=2.0))
     return pc.DistributedProblem(declared)
+
+
+def rendezvous_site(index: int, path: str) -> pc.Agent:
+    """An agent factory (`pc.problem.AgentSpec`): agent ``index`` of the rendezvous problem whose addresses are
+    in the ``.npy`` file at ``path``, read where the factory is called (picklable: a module-level function)."""
+    from problems.rendezvous import rendezvous
+
+    return rendezvous(np.load(path)).agents[index]
+
+
+def rendezvous_sites(path: str, agents: int, shards: str) -> pc.DistributedProblem:
+    """A factory-built rendezvous problem: every agent's address read by its host from ``path``, each agent's
+    checkpoint shard at ``<shards>/agent-<i>.shard``."""
+    import functools
+
+    return pc.DistributedProblem.from_factories([
+        pc.problem.AgentSpec(f"agent-{i}", functools.partial(rendezvous_site, i, path), {"w": (2,)},
+                             sensitivity=pc.Sensitivity(l1=8.0, l2=float(np.sqrt(32.0))), smoothness=2.0,
+                             shard=f"{shards}/agent-{i}.shard") for i in range(agents)])

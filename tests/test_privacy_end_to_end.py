@@ -97,13 +97,28 @@ def test_private_runs_draw_from_os_entropy_unless_seeded_and_an_integer_seed_war
     assert seeded.info["noise"].startswith("seeded-float")
 
 
-def test_a_secure_run_cannot_be_resumed_and_checkpoints_are_owner_only(tmp_path):
+def test_a_secure_run_refuses_checkpoints_and_files_are_owner_only_without_the_seed(tmp_path):
     problem = _rendezvous(_neighbours()[0])
     path = tmp_path / "run.ckpt"
-    problem.solve(rounds=3, privacy=GAUSSIAN, checkpoint=path)
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with pytest.raises(PrivacyError, match="secure noise cannot be checkpointed"):  # an unresumable file of secrets
+        problem.solve(rounds=3, privacy=GAUSSIAN, checkpoint=path)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.warns(ReproducibleNoiseWarning):
+        seeded = problem.solve(rounds=3, privacy=GAUSSIAN, checkpoint=path, seed=5)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["run.ckpt", "run.ckpt.log", "run.ckpt.transcript"]
+    assert all(stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o600 for name in files)
     with pytest.raises(PrivacyError, match="cannot be resumed"):
         problem.solve(rounds=5, privacy=GAUSSIAN, resume=path)
+    # The seed regenerates the noise: a saved private result leaves it out unless asked, and is owner-only.
+    seeded.save(tmp_path / "result.npz")
+    assert stat.S_IMODE(os.stat(tmp_path / "result.npz").st_mode) == 0o600
+    assert pc.load_result(tmp_path / "result.npz").info["seed"] == "withheld"
+    seeded.save(tmp_path / "kept.npz", include_seed=True)
+    assert pc.load_result(tmp_path / "kept.npz").info["seed"] == "5"
+    os.symlink(tmp_path / "kept.npz", tmp_path / "link.npz")
+    with pytest.raises(pc.errors.ParameterError, match="cannot write"):  # never through a symlink
+        seeded.save(tmp_path / "link.npz")
 
 
 def test_without_diagnostics_only_releases_leave_the_agents():

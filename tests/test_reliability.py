@@ -52,13 +52,65 @@ def test_resume_after_sigkill_in_a_new_process_is_bitwise_exact(tmp_path, case, 
     _killed_at(case, backend, killed, checkpoint, round_=5)
     assert not killed.exists()  # the run died before finishing
     _run(case, backend, str(resumed), "--resume", str(checkpoint), "--checkpoint", str(checkpoint))
-    reference, result = pc.load_result(full), pc.load_result(resumed)
+    _assert_same(pc.load_result(full), pc.load_result(resumed))
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory) -> tuple[str, pc.Result]:
+    """The addresses file of a factory-built private DPDG run (4 agents, each reading its own row where it runs),
+    and that run uninterrupted (serial; every backend gives the same run)."""
+    folder = tmp_path_factory.mktemp("sites")
+    addresses = folder / "addresses.npy"
+    np.save(addresses, np.random.default_rng(5).uniform(-1, 1, (4, 2)))
+    case = f"dpdg-factory:{addresses}"
+    _run(case, "serial", str(folder / "full.npz"))
+    return case, pc.load_result(folder / "full.npz")
+
+
+# Kill points: the N-th file operation of the checkpoint code in the driver (resumable_run.py --kill-at), before
+# it (N even) or after it (N odd). Serial: 4 shards, their deletions, 2 log appends and the state file a round,
+# so these land in a shard write and a deletion. Process: the shards are
+# written in the workers; the driver's appends and its state file (N = 8: after round 2's shards, before the
+# driver's commit, the kill of the issue). bench/bench_kill_resume.py runs 30 random N per backend.
+@pytest.mark.parametrize("backend, kill_at", [("serial", 16), ("serial", 41), ("process", 8)])
+def test_per_host_checkpoints_resume_bitwise_after_a_kill_in_their_writes(tmp_path, sites, backend, kill_at):
+    case, full = sites
+    killed, resumed, checkpoint = tmp_path / "killed.npz", tmp_path / "resumed.npz", tmp_path / "run.ckpt"
+    child = subprocess.run([sys.executable, str(SCRIPT), case, backend, str(killed), "--checkpoint", str(checkpoint),
+                            "--kill-at", str(kill_at)], capture_output=True, timeout=300)
+    assert child.returncode == -signal.SIGKILL and not killed.exists()
+    _run(case, backend, str(resumed), "--resume", str(checkpoint), "--checkpoint", str(checkpoint))
+    _assert_same(full, pc.load_result(resumed))
+    assert sorted(p.name for p in tmp_path.glob("agent-0.shard*")) == ["agent-0.shard.r12", "agent-0.shard.r13"]
+
+
+def _assert_same(reference: pc.Result, result: pc.Result) -> None:
     columns = [c for c in reference.history.columns if c != "time_s"]
     assert reference.history[columns].equals(result.history[columns])
     assert np.array_equal(reference.w, result.w)
     assert all(np.array_equal(a, b) for a, b in zip(reference.z, result.z, strict=True))
     assert reference.transcript.same_as(result.transcript)
     assert reference.privacy.equals(result.privacy)
+
+
+def test_a_factory_whose_data_changed_is_refused_by_its_host(tmp_path):
+    from core_problems import rendezvous_sites
+
+    addresses = tmp_path / "addresses.npy"
+    points = np.random.default_rng(5).uniform(-1, 1, (4, 2))
+    np.save(addresses, points)
+    options = {"rounds": 6, "seed": 3, "topology": pc.Topology.ring()}
+    algorithm = pc.algorithms.DPDistributedGradient(epsilon=1.0, q=0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rendezvous_sites(str(addresses), 4, str(tmp_path)).solve(algorithm, checkpoint=tmp_path / "run.ckpt",
+                                                                 callback=lambda row: row["round"] < 3, **options)
+        points[2] = [0.9, -0.9]  # the same factory and arguments, another file behind them
+        np.save(addresses, points)
+        with pytest.raises(CheckpointError, match="another run; data") as info:
+            rendezvous_sites(str(addresses), 4, str(tmp_path)).solve(algorithm, resume=tmp_path / "run.ckpt",
+                                                                     **options)
+    assert info.value.agent == "agent-2"
 
 
 # ---- checkpoint files --------------------------------------------------------------------------------------
@@ -114,32 +166,30 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
     edited = tmp_path / "edited.ckpt"
     with np.load(tmp_path / "run.ckpt", allow_pickle=False) as data:
         arrays = {key: data[key] for key in data.files}
-    header = json.loads(str(arrays["__header__"]))
-    arrays["__header__"] = np.array(json.dumps({**header, "privcvx": "0.0.1"}))
-    np.savez(edited, **arrays)
+    header = json.loads(bytes(arrays["__header__"]))
+    np.savez(edited, **{**arrays, "__header__": _utf8(json.dumps({**header, "privcvx": "0.0.1"}))})
     os.replace(str(edited) + ".npz", edited)
-    with pytest.raises(CheckpointError, match="privcvx"):
-        _resume(edited)  # the header names another version
-    content = bytearray(checkpoint.read_bytes())  # members are stored uncompressed, strings as UTF-32
-    key = '"next_round": '.encode("utf-32-le")
+    with pytest.raises(CheckpointError, match="digest"):
+        _resume(edited)  # the digest covers the header
+    content = bytearray(checkpoint.read_bytes())  # members are stored uncompressed, texts as UTF-8
+    key = b'"next_round": '
     digit = content.index(key) + len(key)
     content[digit] = ord("2") if content[digit] != ord("2") else ord("3")  # resume from another round
     damaged = tmp_path / "damaged.ckpt"
     damaged.write_bytes(bytes(content))
     with pytest.raises(CheckpointError, match="damaged"):  # the zip CRC catches it
         _resume(damaged)
-    state = json.loads(str(arrays["__state__"]))
+    state = json.loads(bytes(arrays["__state__"]))
     state["__dict__"]["next_round"] = 2  # re-saved with valid CRCs: only the digest can tell
     resaved = tmp_path / "resaved.ckpt"
-    np.savez(resaved, **{**arrays, "__header__": np.array(json.dumps(header)),
-                         "__state__": np.array(json.dumps(state))})
+    np.savez(resaved, **{**arrays, "__state__": _utf8(json.dumps(state))})
     os.replace(str(resaved) + ".npz", resaved)
     with pytest.raises(CheckpointError, match="edited or damaged: its content does not match its digest"):
         _resume(resaved)
     # A pickle slipped into a well-formed archive is never unpickled, and the edited file is refused.
     with zipfile.ZipFile(checkpoint, "a") as archive:
         archive.writestr("a999.npy", pickle.dumps(Payload()))
-    with pytest.raises(CheckpointError, match="edited"):
+    with pytest.raises(CheckpointError, match="not a privcvx checkpoint.*unexpected member"):
         _resume(checkpoint)
     assert not marker.exists()
     truncated = tmp_path / "truncated.ckpt"
@@ -148,6 +198,10 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
         _resume(truncated)
     with pytest.raises(CheckpointError, match="no checkpoint"):
         _resume(tmp_path / "missing.ckpt")
+
+
+def _utf8(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode(), dtype=np.uint8)
 
 
 # ---- cleanup and solver faults -----------------------------------------------------------------------------

@@ -352,6 +352,10 @@ class Algorithm(ABC):
     #: Whether the method needs convex objectives (a CVXPY solve or a convexity argument); a method that uses
     #: gradients alone sets False and accepts agents declared with a nonconvex objective and a gradient oracle.
     needs_convexity: ClassVar[bool] = True
+    #: Whether a run's settings or programs depend on its number of rounds T (a budget split over T, a schedule
+    #: of T steps, the last round's message): a checkpoint then resumes only a run of the same ``rounds``. A
+    #: method whose rounds do not look at T (a noise scale per round alone) sets False, and its runs extend.
+    calibrated_to_rounds: ClassVar[bool] = True
 
     # ---- settings (scikit-learn style) ----------------------------------------------------------------
     @classmethod

@@ -129,6 +129,7 @@ class DPDistributedGradient(Algorithm):
     """
 
     name = "dp_distributed_gradient"
+    calibrated_to_rounds = False  # the noise of round t depends on t alone (Eq. 27's schedule), never on T
     columns = ("round", "average_objective", "objective", "disagreement", "average_change", "noise_magnitude",
                "epsilon", "step", "time_s")
     diagnostic_columns = {"average_objective": sum, "objective": sum, "noise_magnitude": sum}

@@ -115,6 +115,7 @@ class LinearizedADMM(Algorithm):
     """
 
     name = "linearized_admm"
+    calibrated_to_rounds = False  # a Budget's per-update mechanism (split over T E) is in the prepared repr
     columns = HISTORY_COLUMNS
     diagnostic_columns = {"objective": sum, "max_violation": max, "noise_magnitude": sum, "eta": min}
     objective_columns = ("objective",)

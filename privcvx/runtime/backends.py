@@ -36,7 +36,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -77,23 +76,32 @@ def reserve_cvxpy_ids(agents: Sequence[Agent]) -> None:
     ID_COUNTER.count = max(ID_COUNTER.count, largest + 1)
 
 
-def write_shard(path: str | None, name: str, state: dict[str, Any], next_round: int) -> str:
-    """Write an agent's state to its shard (the format of `privcvx.runtime.checkpoint`); return its SHA-256."""
-    if path is None:
-        raise ParameterError("a checkpoint of factory-built agents needs a shard path on every AgentSpec",
-                             agent=name, argument="shard")
-    checkpoints.write_state(path, {"agent": name, "round": next_round}, state)
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def write_shard(path: str | os.PathLike, header: dict[str, Any], state: dict[str, Any], next_round: int) -> str:
+    """Write an agent's state before ``next_round`` to its round-stamped shard
+    ([`shard_file`][privcvx.runtime.checkpoint.shard_file]); return the file's SHA-256 (the driver records it)."""
+    return checkpoints.write_state(checkpoints.shard_file(path, next_round), {**header, "round": next_round}, state)
 
 
-def read_shard(path: str | None, name: str, digest: str, next_round: int) -> dict[str, Any]:
-    """An agent's state from its shard, refused unless it is the one the driver's checkpoint recorded."""
-    if path is None or not Path(path).is_file():
-        raise CheckpointError(f"the agent's checkpoint shard {path!r} is missing", agent=name, argument="resume")
-    if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
-        raise CheckpointError(f"the shard {path!r} is not the one the driver's checkpoint recorded (another "
-                              "round or run, or edited)", agent=name, argument="resume")
-    return checkpoints.read_state(path, {"agent": name, "round": next_round})
+def read_shard(path: str | os.PathLike, header: dict[str, Any], digest: Any, next_round: int) -> dict[str, Any]:
+    """An agent's state from its shard of ``next_round``, refused unless it is the one the driver's checkpoint
+    recorded and was written for this agent's data and factory (``header``)."""
+    file = checkpoints.shard_file(path, next_round)
+    try:
+        data = checkpoints.read_regular(file, "resume")
+    except CheckpointError as exc:
+        raise CheckpointError(f"the agent's checkpoint shard {os.fspath(file)!r} is missing or unusable: {exc}",
+                              argument="resume") from None
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise CheckpointError(f"the shard {os.fspath(file)!r} is not the one the driver's checkpoint recorded "
+                              "(another round or run, or edited)", argument="resume")
+    return checkpoints.read_state(file, {**header, "round": next_round}, data=data)
+
+
+def shard_header(spec: AgentSpec, agent: Agent) -> dict[str, Any]:
+    """What an agent's shard must match besides its round: its name, its factory with the factory's arguments, and
+    a digest of the data the factory built (a changed data file behind the same factory is refused)."""
+    return {"agent": spec.name, "factory": checkpoints.factory_description(spec),
+            "data": checkpoints.data_digest([agent.objective, *agent.constraints])}
 
 
 def _built(agents: Sequence[Agent | AgentSpec], contexts: Sequence[AgentContext]) -> tuple[list[Agent],
@@ -122,7 +130,11 @@ class AgentHost:
     def __init__(self, algorithm: Algorithm, agents: Sequence[Agent | AgentSpec],
                  contexts: Sequence[AgentContext]) -> None:
         self.shards = [agent.shard if isinstance(agent, AgentSpec) else None for agent in agents]
+        specs = agents
         agents, contexts = _built(agents, contexts)
+        self.shard_headers = [shard_header(spec, agent) if shard is not None else None
+                              for spec, agent, shard in zip(specs, agents, self.shards, strict=True)]
+        self.shard_rounds: list[set[int] | None] = [None] * len(agents)  # the stamped shards on disk, once seen
         reserve_cvxpy_ids(agents)
         self.contexts = list(contexts)
         self.phases = algorithm.phases
@@ -205,42 +217,57 @@ class AgentHost:
         return self._each(lambda program, _: program.report(), where="in report()")
 
     def states(self) -> list[dict[str, Any]]:
-        """Every agent's state (checkpoints): its program's, and its context's noise stream and ledger."""
+        """Every agent's state (checkpoints): its program's and its noise stream's."""
         return self._each(lambda program, context: _agent_state(program, context), self.contexts,
                           where="in state_dict()")
 
-    def load_states(self, states: Sequence[dict[str, Any]]) -> list[None]:
-        """Restore every agent's state from a checkpoint."""
-        return self._each(lambda program, item: _load_agent_state(program, *item),
-                          list(zip(self.contexts, states, strict=True)), where="in load_state_dict()")
+    def load_states(self, items: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> list[None]:
+        """Restore every agent's state from a checkpoint: (its `states` entry, the driver's copy of its ledger)."""
+        return self._each(lambda program, item: _load_agent_state(program, item[0], *item[1]),
+                          list(zip(self.contexts, items, strict=True)), where="in load_state_dict()")
 
-    def write_shards(self, next_round: int) -> list[str]:
-        """Write every agent's state to its shard (per-host checkpoints); return the shards' digests."""
-        return self._each(lambda program, item: write_shard(item[0], item[1].name, _agent_state(program, item[1]),
-                                                            next_round),
-                          list(zip(self.shards, self.contexts, strict=True)),
-                          where="while writing its checkpoint shard")
+    def write_shards(self, next_round: int, committed: int | None) -> list[str]:
+        """Write every agent's state to its shard of ``next_round`` (per-host checkpoints); return the shards'
+        digests. Then delete the agent's other shards but that of ``committed``, the round of the driver's state
+        file on disk (None: none of this run yet), and temporary files a killed write left."""
+        return self._each(lambda program, i: self._write_shard(i, program, next_round, committed),
+                          list(range(len(self.contexts))), where="while writing its checkpoint shard")
 
-    def read_shards(self, digests: Sequence[str], next_round: int) -> list[None]:
-        """Restore every agent's state from its shard, checked against the driver's digest and round."""
-        return self._each(lambda program, item: _load_agent_state(program, item[1],
-                                                                  read_shard(item[0], item[1].name, item[2],
-                                                                             next_round)),
-                          list(zip(self.shards, self.contexts, digests, strict=True)),
-                          where="while reading its checkpoint shard")
+    def _write_shard(self, i: int, program: Any, next_round: int, committed: int | None) -> str:
+        path = self.shards[i]
+        if path is None:
+            raise ParameterError("a checkpoint of factory-built agents needs a shard path on every AgentSpec",
+                                 agent=self.contexts[i].name, argument="shard")
+        digest = write_shard(path, self.shard_headers[i], _agent_state(program, self.contexts[i]), next_round)
+        known = self.shard_rounds[i]
+        if known is None:  # the first write of this host: what earlier runs or kills left
+            checkpoints.remove_temporaries(path)
+            known = {stamp for stamp, _ in checkpoints.stamped_shards(path)}
+        for stamp in known - {next_round, committed}:
+            checkpoints.remove_shard(checkpoints.shard_file(path, stamp))
+        self.shard_rounds[i] = {next_round} | ({committed} & known if committed is not None else set())
+        return digest
+
+    def read_shards(self, items: Sequence[tuple[Any, dict[str, Any]]], next_round: int) -> list[None]:
+        """Restore every agent's state from its shard (checked against the driver's digest, the round, the agent's
+        data and factory), with the driver's copy of its ledger: ``items`` holds (digest, ledger) per agent."""
+        return self._each(lambda program, i: _load_agent_state(
+            program, self.contexts[i], read_shard(self.shards[i], self.shard_headers[i], items[i][0], next_round),
+            items[i][1]), list(range(len(self.contexts))), where="while reading its checkpoint shard")
 
 
 def _agent_state(program: Any, context: AgentContext) -> dict[str, Any]:
-    """An agent's whole state: the program's own and the runtime's (noise stream and ledger), side by side."""
-    return {"program": program.state_dict(), "context": context.state_dict()}
+    """An agent's state after a round: its program's and its noise stream's (its ledger, which grows with the
+    rounds, is the driver's copy: the driver's append-only log keeps it)."""
+    return {"program": program.state_dict(), "noise": context.noise.get_state()}
 
 
-def _load_agent_state(program: Any, context: AgentContext, state: Any) -> None:
-    """Restore what `_agent_state` wrote (untrusted: a malformed state raises a CheckpointError)."""
-    if not isinstance(state, dict) or set(state) != {"program", "context"}:
+def _load_agent_state(program: Any, context: AgentContext, state: Any, ledger: dict[str, Any]) -> None:
+    """Restore what `_agent_state` wrote, and the ledger (untrusted: a malformed state raises a CheckpointError)."""
+    if not isinstance(state, dict) or set(state) != {"program", "noise"}:
         raise CheckpointError("not an agent's state (a checkpoint of another version?)", agent=context.name,
                               argument="resume")
-    context.load_state_dict(state["context"])
+    context.load_state_dict({"noise": state["noise"], "ledger": ledger})
     program.load_state_dict(state["program"])
 
 

@@ -1,32 +1,40 @@
-"""Checkpoints: the whole state of a run after a round, in a format that reading cannot execute.
+"""Checkpoints: the state of a run after a round, in files that reading cannot execute and that may be hostile.
 
-A checkpoint is two files:
+A checkpoint at ``path`` is three files, each written so that a kill at any moment leaves a resumable run:
 
-* ``path``: a ``.npz`` archive (read with ``allow_pickle=False``) holding the run state (the
-  coordinator's, every agent program's, the monitor's, the undelivered messages, the history so
-  far, the driver's copy of the ledgers) as JSON with its arrays stored beside it, and a header:
-  the format and library versions and a fingerprint of the run (`fingerprint`: the problem's
-  public structure, a digest of every agent's data, the algorithm and its settings, the topology,
-  the seed). `read_state` refuses a file whose header does not match the run being resumed,
-  and says what differs. It is written to a temporary file and renamed after every round, owner-only:
-  it holds the agents' noise states and iterates, so it is as secret as their data.
-* ``path + ".transcript"``: every message of the run, appended round by round (a length-prefixed
-  JSON header per message, then its arrays' raw bytes). The state records how many bytes of it belong
-  to the checkpoint, and resuming cuts off anything written after.
+* ``path``: the *state file*, a small ``.npz`` archive of the round (`write_state`): a header (the format and
+  library versions and a fingerprint of the run, `fingerprint`), the run's state as UTF-8 JSON, its arrays
+  beside it, and a SHA-256 digest over all of them. It holds no history: its size does not grow with the rounds.
+  It is written to a temporary file and renamed: that rename is the *commit point* of the round. Owner-only: it
+  holds the agents' noise states and iterates, so it is as secret as their data.
+* ``path + ".transcript"``: every message of the run, and ``path + ".log"``: every history row and every
+  ledger entry of the driver, each an append-only `Log` of length-prefixed records. The state file records
+  each log's committed size and the SHA-256 chain over its records; resuming checks the chain and cuts off
+  anything written after the commit.
+
+The cost of a round's checkpoint is its new records plus the state file: constant in the round.
+
+Every file read is treated as hostile (`open_regular`): symlinks, FIFOs and devices are refused on reading and
+writing (``O_NOFOLLOW``, ``O_NONBLOCK``), every read is bounded by the file's size, and the archive's members are
+checked (names, sizes, no compression, no encryption) before any is read. Every failure raises
+[`CheckpointError`][privcvx.errors.CheckpointError].
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import json
 import math
 import os
 import re
+import stat
 import struct
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,92 +47,288 @@ from privcvx.messages import Message
 from privcvx.problem import AgentSpec, data_leaves
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
-_LENGTH = struct.Struct("<I")
+#: The largest ``.npy`` header read (numpy's own default limit).
+MAX_NPY_HEADER = 10_000
+
+#: The array kinds a checkpoint may hold: booleans, integers, floats, complex numbers (no objects, no void).
+ARRAY_KINDS = "biufc"
+
+_LENGTH = struct.Struct("<Q")
+_MEMBERS = {"__header__.npy", "__state__.npy", "__arrays__.npy", "__digest__.npy"}
+_GENESIS = b"\0" * 32
 
 
-# ---- the transcript file ----------------------------------------------------------------------------------
+# ---- files that may be hostile ----------------------------------------------------------------------------
+
+def open_regular(path: str | os.PathLike, argument: str, *, append: bool = False) -> int:
+    """A file descriptor of the regular file at ``path``, never following a symlink nor blocking on a FIFO.
+
+    ``append``: open (creating it, mode 0600) for appending. A symlink, FIFO, device or folder raises a
+    CheckpointError naming ``argument``; a missing file raises FileNotFoundError.
+    """
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_WRONLY | os.O_CREAT | os.O_APPEND if append
+                                                            else os.O_RDONLY)
+    try:
+        descriptor = os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        what = "a symlink" if exc.errno == errno.ELOOP else f"not usable ({exc.strerror})"
+        raise CheckpointError(f"{os.fspath(path)!r} is {what}: checkpoint files must be regular files",
+                              argument=argument) from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise CheckpointError(f"{os.fspath(path)!r} is not a regular file (a FIFO, device or folder)",
+                              argument=argument)
+    return descriptor
+
+
+def read_regular(path: str | os.PathLike, argument: str, size: int | None = None) -> bytes:
+    """The first ``size`` bytes (default: all) of the regular file at ``path``; a shorter file raises."""
+    try:
+        descriptor = open_regular(path, argument)
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint file at {os.fspath(path)!r}", argument=argument) from None
+    with os.fdopen(descriptor, "rb") as handle:
+        available = os.fstat(descriptor).st_size
+        size = available if size is None else size
+        if size > available:
+            raise CheckpointError(f"{os.fspath(path)!r} is shorter than its checkpoint recorded", argument=argument)
+        data = handle.read(size)
+    if len(data) != size:
+        raise CheckpointError(f"{os.fspath(path)!r} changed while it was read", argument=argument)
+    return data
+
+
+def _temporary_prefix(path: str | os.PathLike) -> tuple[str, str]:
+    return os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}."
+
+
+def write_atomically(path: str | os.PathLike, data: bytes, argument: str) -> None:
+    """Write ``data`` to ``path`` owner-only, through a temporary file in its folder renamed over it (a kill leaves
+    the old file or the new one). An existing ``path`` that is not a regular file (a symlink, FIFO) is refused."""
+    refuse_special(path, argument)
+    directory, prefix = _temporary_prefix(path)
+    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")  # 0600, O_EXCL
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def refuse_special(path: str | os.PathLike, argument: str) -> None:
+    """Raise a CheckpointError when ``path`` exists and is not a regular file (a symlink, FIFO, device)."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise CheckpointError(f"{os.fspath(path)!r} exists and is not a regular file (a symlink, FIFO or "
+                                  "device): it is not overwritten", argument=argument)
+
+
+def remove_temporaries(path: str | os.PathLike) -> None:
+    """Delete the temporary files `write_atomically` left for ``path`` when a run was killed mid-write."""
+    directory, prefix = _temporary_prefix(path)
+    for name in os.listdir(directory):
+        if name.startswith(prefix) and name.endswith(".tmp"):
+            _remove_regular(os.path.join(directory, name))
+
+
+def _remove_regular(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+
+
+# ---- append-only logs -------------------------------------------------------------------------------------
+
+class Log:
+    """An append-only file of length-prefixed records with a running SHA-256 chain c_k = H(c_{k-1} || record_k).
+
+    ``position`` (the size and the chain) goes into the state file; `read_log` checks a file against it.
+    """
+
+    def __init__(self, path: str | os.PathLike, position: tuple[int, str] | None = None) -> None:
+        self.path = Path(path)
+        descriptor = open_regular(self.path, "checkpoint", append=True)
+        try:
+            os.ftruncate(descriptor, 0 if position is None else position[0])
+        finally:
+            os.close(descriptor)
+        self.size, self.chain = (0, _GENESIS) if position is None else (position[0], bytes.fromhex(position[1]))
+
+    def append(self, records: Iterable[bytes]) -> None:
+        """Append records (a round's), then flush them to disk."""
+        parts = []
+        for record in records:
+            self.chain = hashlib.sha256(self.chain + record).digest()
+            parts += [_LENGTH.pack(len(record)), record]
+        data = b"".join(parts)
+        descriptor = open_regular(self.path, "checkpoint", append=True)
+        try:
+            os.write(descriptor, data)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        self.size += len(data)
+
+    @property
+    def position(self) -> list[Any]:
+        """[size in bytes, chain in hex]: what the state file records."""
+        return [self.size, self.chain.hex()]
+
+
+def read_log(path: str | os.PathLike, position: Any) -> list[bytes]:
+    """The records of the first ``position[0]`` bytes of the log at ``path``, checked against the chain."""
+    if not (isinstance(position, list) and len(position) == 2 and isinstance(position[0], int)
+            and position[0] >= 0 and isinstance(position[1], str)):
+        raise CheckpointError(f"the checkpoint's record of {os.fspath(path)!r} is damaged", argument="resume")
+    data = read_regular(path, "resume", position[0])
+    records, offset, chain = [], 0, _GENESIS
+    while offset < len(data):
+        if offset + _LENGTH.size > len(data):
+            break
+        (length,) = _LENGTH.unpack_from(data, offset)
+        if length > len(data) - offset - _LENGTH.size:
+            break
+        record = data[offset + _LENGTH.size:offset + _LENGTH.size + length]
+        chain = hashlib.sha256(chain + record).digest()
+        records.append(record)
+        offset += _LENGTH.size + length
+    if offset != len(data) or chain.hex() != position[1]:
+        raise CheckpointError(f"{os.fspath(path)!r} was edited or damaged: its records do not match the digest "
+                              "the checkpoint recorded", argument="resume")
+    return records
+
+
+# ---- the transcript's and the history's records -----------------------------------------------------------
 
 def transcript_path(path: str | os.PathLike) -> Path:
     """Where the transcript of the checkpoint at ``path`` is kept (``<path>.transcript``)."""
     return Path(os.fspath(path) + ".transcript")
 
 
-def _write_message(handle: Any, message: Message) -> None:
-    arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
-    header = json.dumps({"round": message.round, "phase": message.phase, "sender": message.sender,
-                         "receiver": message.receiver,
-                         "arrays": [[key, value.dtype.str, list(value.shape)] for key, value in arrays]}).encode()
-    handle.write(_LENGTH.pack(len(header)) + header)
-    for _, value in arrays:
-        handle.write(value.tobytes(order="C"))
+def history_path(path: str | os.PathLike) -> Path:
+    """Where the history rows and ledger entries of the checkpoint at ``path`` are kept (``<path>.log``)."""
+    return Path(os.fspath(path) + ".log")
 
 
-def append_messages(path: str | os.PathLike, messages: Iterable[Message]) -> int:
-    """Append messages to the transcript file of checkpoint ``path``; return the file's new size."""
-    with open(transcript_path(path), "ab") as handle:
-        for message in messages:
-            _write_message(handle, message)
-        handle.flush()
-        os.fsync(handle.fileno())
-        return handle.tell()
+def messages_record(messages: list[Message]) -> bytes:
+    """A round's messages as one record: a length-prefixed JSON list of their headers, then their arrays' raw
+    bytes in order."""
+    headers, chunks = [], []
+    for message in messages:
+        arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
+        headers.append([message.round, message.phase, message.sender, message.receiver,
+                        [[key, value.dtype.str, list(value.shape)] for key, value in arrays]])
+        chunks += [value.tobytes(order="C") for _, value in arrays]
+    header = json.dumps(headers).encode()
+    return b"".join([_LENGTH.pack(len(header)), header, *chunks])
 
 
-def read_messages(path: str | os.PathLike, size: int) -> list[Message]:
-    """The messages in the first ``size`` bytes of checkpoint ``path``'s transcript; later bytes are cut off."""
-    file = transcript_path(path)
+def read_messages(record: bytes) -> list[Message]:
+    """The messages of a record written by `messages_record` (untrusted: every field is checked)."""
     try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"the checkpoint's transcript {file} is missing", argument="resume") from None
-    if len(data) < size:
-        raise CheckpointError(f"the checkpoint's transcript {file} is shorter than recorded", argument="resume")
-    messages, offset = [], 0
-    try:
-        while offset < size:
-            (length,) = _LENGTH.unpack_from(data, offset)
-            header = json.loads(data[offset + 4:offset + 4 + length])
-            offset += 4 + length
+        (length,) = _LENGTH.unpack_from(record, 0)
+        headers = json.loads(record[_LENGTH.size:_LENGTH.size + length])
+        offset = _LENGTH.size + length
+        messages = []
+        for round_, phase, sender, receiver, arrays in headers:
             payload = {}
-            for key, dtype, shape in header["arrays"]:
-                kind = np.dtype(dtype)
-                if kind.hasobject:
-                    raise ValueError(f"object arrays are not allowed ({dtype})")
-                count = int(np.prod(shape, dtype=int))
-                payload[key] = np.frombuffer(data, dtype=kind, count=count, offset=offset).reshape(tuple(shape)).copy()
-                offset += count * kind.itemsize
-            messages.append(Message(round=int(header["round"]), sender=str(header["sender"]),
-                                    receiver=header["receiver"], payload=payload, phase=int(header["phase"])))
-    except (ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"the checkpoint's transcript {file} is damaged: {exc}", argument="resume") from None
-    with open(file, "r+b") as handle:
-        handle.truncate(size)
-    return messages
+            for key, kind, shape in arrays:
+                value = _array_from(record[offset:], kind, shape)
+                payload[_text(key)] = value
+                offset += value.nbytes
+            messages.append(Message(round=_integer(round_), sender=_text(sender), payload=payload,
+                                    receiver=None if receiver is None else _text(receiver), phase=_integer(phase)))
+        if offset != len(record):
+            raise ValueError("the record's length does not match its arrays")
+        return messages
+    except Exception as exc:  # noqa: BLE001 - every failure of an untrusted record is a damaged checkpoint
+        raise CheckpointError(f"a message of the checkpoint's transcript is damaged: {type(exc).__name__}: {exc}",
+                              argument="resume") from None
 
 
-def start_transcript(path: str | os.PathLike) -> None:
-    """Begin an empty transcript file for a new run checkpointed at ``path``."""
-    transcript_path(path).write_bytes(b"")
-    os.chmod(transcript_path(path), 0o600)
+def json_record(value: Any) -> bytes:
+    """A JSON record (a history row, ledger entries: numbers, strings, lists, dicts with string keys); numpy
+    scalars become numbers, and non-finite floats are kept (``NaN``, ``Infinity``)."""
+    return json.dumps(value, default=_plain).encode()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic) and value.dtype.kind in ARRAY_KINDS:
+        return value.item()
+    raise CheckpointError(f"cannot store a {type(value).__name__} in a checkpoint's log", argument="checkpoint")
+
+
+def read_json_record(record: bytes) -> Any:
+    """The value of a record written by `json_record`."""
+    try:
+        return json.loads(record)
+    except Exception as exc:  # noqa: BLE001 - a damaged record of an untrusted file
+        raise CheckpointError(f"a record of the checkpoint's log is damaged: {type(exc).__name__}: {exc}",
+                              argument="resume") from None
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _array_from(data: bytes, kind: Any, shape: Any) -> np.ndarray:
+    """An array of ``kind`` and ``shape`` from the start of ``data``: only the kinds of `ARRAY_KINDS`, a shape of
+    non-negative integers, and at most the bytes there are."""
+    dtype = np.dtype(_text(kind))
+    if dtype.kind not in ARRAY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"arrays of dtype {dtype} are not allowed")
+    if not isinstance(shape, list) or len(shape) > 32 or any(_integer(n) < 0 for n in shape):
+        raise ValueError(f"not a shape: {shape!r}")
+    count = math.prod(shape)
+    if count * dtype.itemsize > len(data):
+        raise ValueError(f"an array of shape {shape} needs more bytes than the file has")
+    return np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
 
 
 # ---- the state file ----------------------------------------------------------------------------------------
 
 class _Encoder:
-    """Turns nested dicts, lists, arrays, floats and Messages into JSON plus a dict of arrays."""
+    """Turns nested dicts, lists, arrays, floats and Messages into JSON, the arrays' bytes laid end to end in one
+    blob (an array is ``{"__array__": [dtype, shape, offset]}``)."""
 
     def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
+        self.chunks: list[bytes] = []
+        self.size = 0
 
-    def _array(self, value: np.ndarray) -> dict[str, str]:
-        if value.dtype.hasobject:
-            raise CheckpointError(f"cannot store an object array in a checkpoint: {value!r}", argument="checkpoint")
-        key = f"a{len(self.arrays)}"
-        self.arrays[key] = value
-        return {"__array__": key}
+    def _array(self, value: np.ndarray) -> dict[str, list[Any]]:
+        if value.dtype.kind not in ARRAY_KINDS:
+            raise CheckpointError(f"cannot store an array of dtype {value.dtype} in a checkpoint",
+                                  argument="checkpoint")
+        reference = [value.dtype.str, list(value.shape), self.size]
+        self.chunks.append(value.tobytes(order="C"))
+        self.size += len(self.chunks[-1])
+        return {"__array__": reference}
 
     def encode(self, value: Any) -> Any:
+        kind = type(value)  # the common types first, by identity (a state has hundreds of values)
+        if kind is float:
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        if kind is int or kind is str or kind is bool or value is None:
+            return value
+        if kind is list:
+            return [self.encode(v) for v in value]
         if isinstance(value, np.ndarray):
             return self._array(value)
         if isinstance(value, Message):
@@ -149,84 +353,148 @@ class _Encoder:
         raise CheckpointError(f"cannot store a {type(value).__name__} in a checkpoint", argument="checkpoint")
 
 
-def _decode(value: Any, arrays: Mapping[str, np.ndarray], used: set[str]) -> Any:
-    if isinstance(value, list):
-        return [_decode(v, arrays, used) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "__array__" in value:
-        used.add(value["__array__"])
-        array = arrays[value["__array__"]]
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"member {value['__array__']!r} is not an array")
-        return array
-    if "__float__" in value:
-        return float(value["__float__"])
-    if "__message__" in value:
-        round_, phase, sender, receiver, payload = value["__message__"]
-        return Message(round=int(round_), sender=str(sender), receiver=receiver, phase=int(phase),
-                       payload={k: _decode(v, arrays, used) for k, v in payload.items()})
-    return {k: _decode(v, arrays, used) for k, v in value["__dict__"].items()}
+class _Decoder:
+    """The inverse of `_Encoder` on untrusted input: the arrays must lie end to end in the blob, in the order the
+    JSON names them, and fill it."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob, self.position = blob, 0
+
+    def decode(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "__array__" in value:
+            kind, shape, offset = value["__array__"]
+            if offset != self.position:
+                raise ValueError(f"an array at byte {offset!r} where {self.position} was expected")
+            array = _array_from(self.blob[offset:], kind, shape)
+            self.position += array.nbytes
+            return array
+        if "__float__" in value:
+            return float(value["__float__"])
+        if "__message__" in value:
+            round_, phase, sender, receiver, payload = value["__message__"]
+            return Message(round=_integer(round_), sender=_text(sender), receiver=receiver, phase=_integer(phase),
+                           payload={k: self.decode(v) for k, v in payload.items()})
+        return {k: self.decode(v) for k, v in value["__dict__"].items()}
+
+    def finish(self, value: Any) -> Any:
+        """``value`` decoded, every byte of the blob used."""
+        decoded = self.decode(value)
+        if self.position != len(self.blob):
+            raise ValueError(f"the state uses {self.position} of the {len(self.blob)} bytes of its arrays")
+        return decoded
 
 
-def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str, Any]) -> None:
-    """Write the header and the run state atomically (a temporary file in the same folder, then a rename)."""
+def _text_array(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode(), dtype=np.uint8)
+
+
+def encode_state(header: dict[str, Any], state: dict[str, Any]) -> bytes:
+    """The bytes of a state file: an uncompressed ``.npz`` of four byte arrays: the header (JSON), the state
+    (JSON), its arrays' bytes end to end, and the SHA-256 of the three."""
     encoder = _Encoder()
-    encoded = json.dumps(encoder.encode(state), allow_nan=False)
+    text = json.dumps(encoder.encode(state), allow_nan=False)
+    members = {"__header__": _text_array(json.dumps(header)), "__state__": _text_array(text),
+               "__arrays__": np.frombuffer(b"".join(encoder.chunks), dtype=np.uint8)}
     buffer = io.BytesIO()
-    np.savez(buffer, __header__=np.array(json.dumps(header)), __state__=np.array(encoded),
-             __digest__=np.array(_digest(encoded, encoder.arrays)), **encoder.arrays)
-    directory = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile("wb", dir=directory, delete=False) as handle:
-        handle.write(buffer.getvalue())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(handle.name, 0o600)
-    os.replace(handle.name, path)
+    np.savez(buffer, __digest__=_text_array(_digest(members)), **members)
+    return buffer.getvalue()
 
 
-def _digest(state_text: str, arrays: Mapping[str, np.ndarray]) -> str:
-    """SHA-256 of the state and of every array (key, dtype, shape, bytes): it detects edits and damage."""
-    digest = hashlib.sha256(state_text.encode())
-    for key in sorted(arrays):
-        array = np.ascontiguousarray(arrays[key])
+def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str, Any]) -> str:
+    """Write the header and the run state atomically (`write_atomically`); return the file's SHA-256."""
+    data = encode_state(header, state)
+    write_atomically(path, data, "checkpoint")
+    return hashlib.sha256(data).hexdigest()
+
+
+def _digest(members: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of every member (key, dtype, shape, bytes), the header's and the state's included."""
+    digest = hashlib.sha256()
+    for key in sorted(members):
+        array = np.ascontiguousarray(members[key])
         digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode() + array.tobytes())
     return digest.hexdigest()
 
 
-def read_state(path: str | os.PathLike, expected: dict[str, Any]) -> dict[str, Any]:
-    """Read a state written by `write_state`, after checking its header against ``expected``.
+def _members(data: bytes) -> dict[str, np.ndarray]:
+    """The arrays of a state file, every member checked before it is read: its name, no encryption, stored (not
+    compressed), its size within the file's; then its ``.npy`` header (a plain dtype of `ARRAY_KINDS`, a shape
+    of non-negative integers matching the bytes there are)."""
+    members: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        infos = archive.infolist()
+        if len(infos) > len(data) // 30:  # a zip entry takes at least 30 bytes
+            raise ValueError("more members than the file can hold")
+        for info in infos:
+            if info.filename not in _MEMBERS or info.filename[:-4] in members:
+                raise ValueError(f"unexpected member {info.filename[:80]!r}")
+            if info.flag_bits & 0x1:
+                raise ValueError(f"member {info.filename!r} is encrypted")
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size \
+                    or info.file_size > len(data):
+                raise ValueError(f"member {info.filename!r} is compressed or larger than the file")
+            members[info.filename[:-4]] = _npy(archive.read(info))
+    return members
 
-    Nothing in the file is executed (``allow_pickle=False``). A missing, damaged or foreign file, or one
-    written by another run (another problem, data, algorithm, setting, seed or version), raises
+
+def _npy(content: bytes) -> np.ndarray:
+    handle = io.BytesIO(content)
+    version = np.lib.format.read_magic(handle)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"unsupported .npy version {version}")
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read_header(handle, max_header_size=MAX_NPY_HEADER)
+    array = _array_from(content[handle.tell():], dtype.str, list(shape))
+    if array.nbytes != len(content) - handle.tell():
+        raise ValueError("the member's size does not match its header")
+    return array.reshape(shape, order="F") if fortran else array
+
+
+def read_state(path: str | os.PathLike, expected: dict[str, Any], argument: str = "resume",
+               data: bytes | None = None) -> dict[str, Any]:
+    """Read a state written by `write_state` (or its bytes ``data``), after checking its header against
+    ``expected``.
+
+    Nothing in the file is executed. A missing, damaged, hostile or foreign file, or one written by another run
+    (another problem, data, algorithm, setting, seed or version), raises
     [`CheckpointError`][privcvx.errors.CheckpointError] saying what differs.
     """
+    name = os.fspath(path)
+    data = read_regular(path, argument) if data is None else data
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            header = json.loads(str(archive["__header__"]))
-            state_text = str(archive["__state__"])
-            digest = str(archive["__digest__"])
-            arrays = {key: archive[key] for key in archive.files if not key.startswith("__")}
-    except FileNotFoundError:
-        raise CheckpointError(f"no checkpoint at {os.fspath(path)!r}", argument="resume") from None
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{os.fspath(path)!r} is not a privcvx checkpoint (or is damaged): {exc}",
-                              argument="resume") from None
-    if any(not isinstance(value, np.ndarray) for value in arrays.values()) or digest != _digest(state_text, arrays):
-        raise CheckpointError(f"{os.fspath(path)!r} was edited or damaged: its content does not match its digest",
-                              argument="resume")
+        members = _members(data)
+        if set(members) != {name[:-4] for name in _MEMBERS}:
+            raise ValueError(f"members {sorted(members)}")
+        texts = {key: bytes(members.pop(key)).decode() for key in ("__header__", "__state__", "__digest__")}
+    except Exception as exc:  # noqa: BLE001 - every zip, npy or text failure of an untrusted file
+        raise CheckpointError(f"{name!r} is not a privcvx checkpoint (or is damaged): {type(exc).__name__}: {exc}",
+                              argument=argument) from None
+    blob = members["__arrays__"].tobytes()
+    members.update({key: _text_array(texts[key]) for key in ("__header__", "__state__")})
+    if texts["__digest__"] != _digest(members):
+        raise CheckpointError(f"{name!r} was edited or damaged: its content does not match its digest",
+                              argument=argument)
+    try:
+        header = json.loads(texts["__header__"])
+        if not isinstance(header, dict):
+            raise TypeError(f"the header is a {type(header).__name__}")
+    except Exception as exc:  # noqa: BLE001 - a damaged header
+        raise CheckpointError(f"{name!r} has a damaged header: {exc}", argument=argument) from None
     differences = [f"{key}: the file has {header.get(key)!r}, this run has {value!r}"
                    for key, value in expected.items() if header.get(key) != value]
     if differences:
-        raise CheckpointError("the checkpoint belongs to another run; " + "; ".join(differences), argument="resume")
-    used: set[str] = set()
+        raise CheckpointError("the checkpoint belongs to another run; " + "; ".join(differences), argument=argument)
     try:
-        state = _decode(json.loads(state_text), arrays, used)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"the checkpoint's state is damaged: {exc}", argument="resume") from None
-    if used != set(arrays):
-        raise CheckpointError(f"the checkpoint holds members its state does not use: {sorted(set(arrays) - used)}; "
-                              "it was edited", argument="resume")
+        state = _Decoder(blob).finish(json.loads(texts["__state__"]))
+        if not isinstance(state, dict):
+            raise TypeError(f"the state is a {type(state).__name__}")
+    except Exception as exc:  # noqa: BLE001 - a damaged state
+        raise CheckpointError(f"the checkpoint's state is damaged: {type(exc).__name__}: {exc}",
+                              argument=argument) from None
     return state
 
 
@@ -246,24 +514,61 @@ def data_digest(expressions: Iterable[cp.Expression | cp.Constraint]) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(problem: Any, algorithm: Any, topology: Any, seed: Any) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: versions, the problem, its data, the algorithm, the seed."""
+def fingerprint(problem: Any, algorithm: Any, topology: Any, seed: Any, *, rounds: int,
+                diagnostics: bool) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: versions, the problem, its data (of an agent built by a factory:
+    the factory and its arguments; its host checks the data, `shard_header`), the algorithm, the seed (by value),
+    ``diagnostics``, and ``rounds`` when the algorithm's calibration depends on T
+    ([`Algorithm.calibrated_to_rounds`][privcvx.algorithms.base.Algorithm])."""
     from privcvx import __version__
 
-    return {
+    header = {
         "format": FORMAT_VERSION,
         "privcvx": __version__,
         "agents": list(problem.names),
         "keys": [[str(key), list(shape)] for key, shape in problem.key_shapes.items()],
         "layouts": [[list(map(list, layout.shapes)), layout.shared_local.tolist()] for layout in problem.layouts],
-        "data": [f"factory {_stable(repr(agent.factory))}" if isinstance(agent, AgentSpec)
+        "data": [f"factory {factory_description(agent)}" if isinstance(agent, AgentSpec)
                  else data_digest([agent.objective, *agent.constraints]) for agent in problem.agents],
         "algorithm": _stable(repr(algorithm)),
         "topology": _stable(repr(topology)),
-        "seed": repr(seed),
+        "seed": int(seed) if isinstance(seed, int | np.integer) else seed if seed is None or isinstance(seed, str)
+        else repr(seed),  # by value: np.int64(1) is 1
+        "diagnostics": bool(diagnostics),
     }
+    if algorithm.calibrated_to_rounds:
+        header["rounds"] = rounds
+    return header
+
+
+def factory_description(spec: AgentSpec) -> str:
+    """An agent factory and its arguments, without memory addresses."""
+    return _stable(repr(spec.factory))
 
 
 def _stable(text: str) -> str:
     """A description without memory addresses (a default repr of a function or object has one)."""
     return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+
+
+# ---- per-host shards ---------------------------------------------------------------------------------------
+
+def shard_file(path: str | os.PathLike, next_round: int) -> Path:
+    """The shard of the state before ``next_round``: ``<shard>.r<next_round>`` (shards are stamped with their
+    round, so that a new shard never replaces the one the driver's committed state file names)."""
+    return Path(f"{os.fspath(path)}.r{next_round}")
+
+
+def stamped_shards(path: str | os.PathLike) -> Iterator[tuple[int, Path]]:
+    """(round, file) of every stamped shard of ``path`` in its folder."""
+    folder, base = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
+    pattern = re.compile(re.escape(base) + r"\.r(\d{1,12})")
+    for name in os.listdir(folder):
+        match = pattern.fullmatch(name)
+        if match:
+            yield int(match.group(1)), Path(folder) / name
+
+
+def remove_shard(file: Path) -> None:
+    """Delete a shard (a regular file only)."""
+    _remove_regular(os.fspath(file))

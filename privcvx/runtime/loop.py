@@ -23,6 +23,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ import pandas as pd
 
 from privcvx.algorithms.base import AgentContext, Algorithm
 from privcvx.errors import (
+    CheckpointError,
     ConvergenceWarning,
     ParameterError,
     PrivacyError,
@@ -41,6 +43,7 @@ from privcvx.errors import (
 )
 from privcvx.messages import TRANSCRIPT_MODES, Message, Router, Transcript, TranscriptFile, make_transcript
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
+from privcvx.privacy.mechanisms import mechanism_from_dict
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.problem import DistributedProblem
@@ -178,6 +181,31 @@ class Ergodic:
         self.rounds, self.w, self.z, self.kept = int(state["rounds"]), state["w"], state["z"], bool(state["kept"])
 
 
+@dataclass(frozen=True)
+class SavedRun:
+    """A checkpoint read back (`read_checkpoint`): its state file's state and its logs' records."""
+
+    state: dict[str, Any]
+    transcript: list[bytes]
+    history: list[bytes]
+    next_round: int
+
+
+def read_checkpoint(path: str | os.PathLike, header: dict[str, Any], rounds: int) -> SavedRun:
+    """The checkpoint at ``path`` of the run fingerprinted by ``header``: its state file and its logs, checked
+    against the digests the state file records; a checkpoint past ``rounds`` is refused."""
+    state = checkpoints.read_state(path, header)
+    logs, next_round = state.get("logs"), state.get("next_round")
+    if not isinstance(logs, dict) or set(logs) != {"transcript", "history"}:
+        raise CheckpointError("the checkpoint's state is damaged: no record of its logs", argument="resume")
+    if isinstance(next_round, bool) or not isinstance(next_round, int) or not 1 <= next_round <= rounds + 1:
+        raise CheckpointError(f"the checkpoint continues at round {next_round!r}, which a run of rounds={rounds} "
+                              "does not have", argument="resume")
+    return SavedRun(state=state, next_round=next_round,
+                    transcript=checkpoints.read_log(checkpoints.transcript_path(path), logs["transcript"]),
+                    history=checkpoints.read_log(checkpoints.history_path(path), logs["history"]))
+
+
 class Run:
     """One run of an algorithm on a problem: the state the loop advances, and the result it builds."""
 
@@ -195,6 +223,9 @@ class Run:
                                       diagnostics=self.keep_diagnostics)
                          for i, (layout, source) in enumerate(zip(problem.layouts, sources, strict=True))]
         self.ledgers = [PrivacyLedger(name, reports=False) for name in problem.names]  # the driver's copies
+        self.logs: tuple[checkpoints.Log, checkpoints.Log] | None = None  # the checkpoint's transcript and history
+        self.events: list[tuple[int, Any, int, str | None]] = []  # ledger entries not yet in the history log
+        self.committed: int | None = None  # the round of the checkpoint's state file on disk
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
@@ -221,10 +252,12 @@ class Run:
 
     def _record(self, replies: list[tuple[list[Message], list[tuple[Any, int]]]], t: int) -> list[Message]:
         sent = []
-        for account, ledger, (messages, events) in zip(self.accounts or [None] * len(self.ledgers), self.ledgers,
-                                                       replies, strict=True):
+        for i, (account, ledger, (messages, events)) in enumerate(zip(
+                self.accounts or [None] * len(self.ledgers), self.ledgers, replies, strict=True)):
             for mechanism, count, nominal in events:
                 (account or ledger).record(mechanism, count, nominal=nominal)
+                if self.logs is not None:
+                    self.events.append((i, mechanism, count, nominal))
             sent.extend(messages)
         self.router.post(sent, t)
         return sent
@@ -236,6 +269,8 @@ class Run:
         sent = sent + self._record(backend.call("start"), 0)
         self.transcript.append(sent)
         self.monitor.observe(0, sent)
+        if self.logs is not None:
+            self.log(0, None, sent)
 
     def round(self, backend: Any, t: int) -> list[Message]:
         """Run every phase of round ``t``: coordinator first, then the agents; return the round's messages."""
@@ -310,35 +345,84 @@ class Run:
             return 0.0
         return float(max(account.epsilon() for account in self.accounts))
 
-    # ---- state ----------------------------------------------------------------------------------------
-    def state(self, backend: Any, next_round: int, elapsed: float, transcript_bytes: int) -> dict[str, Any]:
-        """The run's whole state after a round, for the checkpoint (with factory-built agents, each host writes
-        its agents' states to their shards and the driver keeps their digests)."""
-        agents = backend.call("write_shards", next_round) if self.problem.data_local else backend.call("states")
-        return {"next_round": next_round, "elapsed": elapsed, "rows": self.rows, "agents": agents,
-                "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
-                "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
-                "ergodic": self.ergodic.state_dict(), "divergence": self.divergence.state_dict(),
-                "ledgers": [ledger.to_dict() for ledger in self.ledgers], "transcript_bytes": transcript_bytes}
-
-    def load(self, backend: Any, state: dict[str, Any], transcript: list[Message]) -> tuple[int, float]:
-        """Restore a checkpointed state; return the next round and the elapsed time."""
-        if self.problem.data_local:  # the hosts read their shards; the driver holds their digests
-            backend.call_split("read_shards", state["agents"], int(state["next_round"]))
+    # ---- checkpoints --------------------------------------------------------------------------------
+    def begin_checkpoint(self, path: str | os.PathLike, resume: str | os.PathLike | None,
+                         saved: SavedRun | None) -> None:
+        """Open the checkpoint's logs: resuming into the same file, cut them to the committed round; else start
+        them, with the records of the resumed run (if any). Temporary files of a killed write are removed."""
+        checkpoints.refuse_special(path, "checkpoint")
+        checkpoints.remove_temporaries(path)
+        same = resume is not None and os.path.abspath(resume) == os.path.abspath(path)
+        files = (checkpoints.transcript_path(path), checkpoints.history_path(path))
+        if same and saved is not None:
+            self.logs = (checkpoints.Log(files[0], saved.state["logs"]["transcript"]),
+                         checkpoints.Log(files[1], saved.state["logs"]["history"]))
         else:
-            backend.call_split("load_states", state["agents"])
-        if self.coordinator is not None:
-            self.coordinator.load_state_dict(state["coordinator"])
-        self.monitor.load_state_dict(state["monitor"])
-        self.ergodic.load_state_dict(state["ergodic"])
-        self.divergence.load_state_dict(state["divergence"])
-        self.router.load_state_dict(state["router"])
-        for ledger, data in zip(self.ledgers, state["ledgers"], strict=True):
-            ledger.load_dict(data)
+            self.logs = (checkpoints.Log(files[0]), checkpoints.Log(files[1]))
+            if saved is not None:
+                self.logs[0].append(saved.transcript)
+                self.logs[1].append(saved.history)
+        self.committed = None if saved is None else saved.next_round
+
+    def log(self, t: int, row: dict[str, Any] | None, sent: list[Message]) -> None:
+        """Append round ``t``'s messages, history row and ledger entries to the checkpoint's logs."""
+        assert self.logs is not None
+        self.logs[0].append([checkpoints.messages_record(sent)])
+        events = [[i, mechanism.to_dict(), count, nominal] for i, mechanism, count, nominal in self.events]
+        self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "events": events})])
+        self.events = []
+
+    def commit(self, backend: Any, path: str | os.PathLike, header: dict[str, Any], t: int,
+               sent: list[Message], elapsed: float) -> None:
+        """Checkpoint round ``t``: the logs' new records, the hosts' shards (of factory-built agents), then the
+        state file, whose rename commits the round; shards of older rounds are deleted on the next round's."""
+        self.log(t, self.rows[-1], sent)
+        agents = backend.call("write_shards", t + 1, self.committed) if self.problem.data_local \
+            else backend.call("states")
+        assert self.logs is not None
+        checkpoints.write_state(path, header, {
+            "next_round": t + 1, "elapsed": elapsed, "agents": agents,
+            "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
+            "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
+            "ergodic": self.ergodic.state_dict(), "divergence": self.divergence.state_dict(),
+            "logs": {"transcript": self.logs[0].position, "history": self.logs[1].position}})
+        self.committed = t + 1
+
+    def load(self, backend: Any, saved: SavedRun) -> tuple[int, float]:
+        """Restore a checkpointed run; return the next round and the elapsed time."""
+        state = saved.state
+        try:
+            for record in saved.history:
+                entry = checkpoints.read_json_record(record)
+                for i, mechanism, count, nominal in entry["events"]:
+                    self.ledgers[i].record(mechanism_from_dict(mechanism), count, nominal=nominal)
+                if entry["row"] is not None:
+                    self.rows.append(dict(entry["row"]))
+            if len(self.rows) != saved.next_round - 1:
+                raise ValueError(f"{len(self.rows)} history rows for a checkpoint of round {saved.next_round - 1}")
+            if self.coordinator is not None:
+                self.coordinator.load_state_dict(state["coordinator"])
+            self.monitor.load_state_dict(state["monitor"])
+            self.ergodic.load_state_dict(state["ergodic"])
+            self.divergence.load_state_dict(state["divergence"])
+            self.router.load_state_dict(state["router"])
+            elapsed = float(state["elapsed"])
+        except CheckpointError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an untrusted file: whatever fails, the checkpoint is damaged
+            raise CheckpointError(f"the checkpoint's state is damaged: {type(exc).__name__}: {exc}",
+                                  argument="resume") from None
+        ledgers = [ledger.to_dict() for ledger in self.ledgers]
+        if not isinstance(state["agents"], list) or len(state["agents"]) != len(ledgers):
+            raise CheckpointError("the checkpoint's agent states are damaged", argument="resume")
+        if self.problem.data_local:  # the hosts read their shards; the driver holds their digests
+            backend.call_split("read_shards", list(zip(state["agents"], ledgers, strict=True)), saved.next_round)
+        else:
+            backend.call_split("load_states", list(zip(state["agents"], ledgers, strict=True)))
         self.accounts = self._accounts()
-        self.rows = list(state["rows"])
-        self.transcript.append(transcript)
-        return int(state["next_round"]), float(state["elapsed"])
+        self.transcript.append([message for record in saved.transcript
+                                for message in checkpoints.read_messages(record)])
+        return saved.next_round, elapsed
 
     def result(self, backend: Any, stop: str) -> Result:
         """The [`Result`][privcvx.results.Result] of the run so far (also for a run that failed part-way)."""
@@ -432,20 +516,24 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
     algorithm.require_convexity(problem)
     algorithm = algorithm.prepare(problem, topology, rounds)
     seed = resolve_seed(seed, algorithm.private)
+    if checkpoint is not None and algorithm.private and seed == "secure":
+        raise PrivacyError("a private run with secure noise cannot be checkpointed: its checkpoint would hold the "
+                           "agents' private iterates and could never be resumed (see resume=). Run without "
+                           "checkpoint=, or with a secret integer seed (then the checkpoint is as secret as the "
+                           "data)", argument="checkpoint")
     if resume is not None and algorithm.private and seed == "secure":
         raise PrivacyError("a private run with secure noise cannot be resumed: the noise of the interrupted round "
                            "cannot be drawn again, and its release may already have been seen, so a new draw would "
                            "release the round twice outside the ledger. Restart the run, or use a secret integer "
                            "seed (its noise stream is in the checkpoint, which is then as secret as the data)",
                            argument="resume")
-    header = checkpoints.fingerprint(problem, algorithm, topology, seed)
-    state = checkpoints.read_state(resume, header) if resume is not None else None
-    transcript_messages = checkpoints.read_messages(resume, state["transcript_bytes"]) if state is not None else None
+    header = checkpoints.fingerprint(problem, algorithm, topology, seed, rounds=rounds, diagnostics=diagnostics)
+    saved = read_checkpoint(resume, header, rounds) if resume is not None else None
     run_ = Run(problem, algorithm, topology, rounds=rounds, seed=seed, diagnostics=diagnostics,
                transcript=make_transcript(transcript, transcript_path))
     try:
-        result = _run_rounds(run_, backend, timeout, state, transcript_messages, checkpoint=checkpoint, resume=resume,
-                             header=header, reference=reference, progress=progress, callback=callback)
+        result = _run_rounds(run_, backend, timeout, saved, checkpoint=checkpoint, resume=resume, header=header,
+                             reference=reference, progress=progress, callback=callback)
     finally:
         if isinstance(run_.transcript, TranscriptFile):
             run_.transcript.close()
@@ -459,8 +547,8 @@ def run(problem: DistributedProblem, algorithm: Algorithm, topology: Topology | 
     return result
 
 
-def _run_rounds(run_: Run, backend: str | Ray, timeout: float, state: dict[str, Any] | None,
-                transcript: list[Message] | None, *, checkpoint: str | os.PathLike | None,
+def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun | None, *,
+                checkpoint: str | os.PathLike | None,
                 resume: str | os.PathLike | None, header: dict[str, Any], reference: bool, progress: bool,
                 callback: Callable[[dict[str, Any]], Any] | None) -> Result:
     """The rounds of `run` on its backend. Ctrl-C ends the run with status "interrupted" and its history (a
@@ -469,12 +557,12 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, state: dict[str, 
     shield = contextlib.ExitStack()  # after a Ctrl-C, until the backend is closed: a second one is ignored
     with shield, make_backend(backend, algorithm, problem, run_.contexts, timeout=timeout) as hosts:
         start_round, elapsed = 1, 0.0
-        if state is not None:
-            start_round, elapsed = run_.load(hosts, state, transcript)
-        else:
-            run_.start(hosts)
+        if saved is not None:
+            start_round, elapsed = run_.load(hosts, saved)
         if checkpoint is not None:
-            _begin_checkpoint(checkpoint, resume, run_.transcript)
+            run_.begin_checkpoint(checkpoint, resume, saved)
+        if saved is None:
+            run_.start(hosts)
         if reference:
             run_.reference = problem.solve_centralized()
         stop = "rounds"
@@ -489,9 +577,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, state: dict[str, 
                 if bar is not None:
                     bar.update(1)
                 if checkpoint is not None:
-                    transcript_bytes = checkpoints.append_messages(checkpoint, sent)
-                    checkpoints.write_state(checkpoint, header,
-                                            run_.state(hosts, t + 1, elapsed, transcript_bytes))
+                    run_.commit(hosts, checkpoint, header, t, sent, elapsed)
                 if callback is not None and callback(row) is False:
                     reason = "callback"
                 if reason is not None:
@@ -536,14 +622,6 @@ def resolve_seed(seed: int | str | None, private: bool) -> int | str | None:
                       "so it protects nothing against them. Use it for research runs only; leave seed=None (OS "
                       "entropy) for a real release", ReproducibleNoiseWarning, stacklevel=4)
     return seed
-
-
-def _begin_checkpoint(path: str | os.PathLike, resume: str | os.PathLike | None, transcript: Transcript) -> None:
-    """Start the checkpoint's transcript file with the messages so far (unless resuming into the same file)."""
-    if resume is not None and os.path.abspath(resume) == os.path.abspath(path):
-        return
-    checkpoints.start_transcript(path)
-    checkpoints.append_messages(path, list(transcript))
 
 
 def _progress(enabled: bool, total: int, start: int) -> Any:
