@@ -64,8 +64,9 @@ class Anderson:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "memory", check_int(self.memory, argument="anderson"))
-        for value, positive in ((self.safeguard, True), (self.regularization, False)):
-            check_scalar(value, argument="anderson", kind=float, low=0.0, closed="right" if positive else "both")
+        for name, positive in (("safeguard", True), ("regularization", False)):
+            check_scalar(getattr(self, name), argument=f"anderson.{name}", kind=float, low=0.0,
+                         closed="right" if positive else "both")
 
 
 def as_anderson(value: int | Anderson | None) -> Anderson | None:

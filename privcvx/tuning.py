@@ -47,8 +47,8 @@ def is_smooth(expr: cp.Expression) -> bool:
 def warn_nonsmooth(method: str, problem_agents: list, consequence: str, remedy: str) -> None:
     """A `ConvergenceWarning` when a method whose defaults need a gradient meets agents whose objective is not smooth
     (`is_smooth`: hinge, abs, norm1, ...): it names the method, the agents, what its default does and what to set."""
-    names = [agent.name for agent in problem_agents if isinstance(getattr(agent, "objective", None), cp.Expression)
-             and not is_smooth(agent.objective)]
+    names = [agent.name for agent in problem_agents  # a factory's AgentSpec: its objective lives on its host
+             if isinstance(agent, Agent) and not is_smooth(agent.objective)]
     if names:
         warn_at_caller(f"{method}'s defaults need smooth objectives, and the agents {names} are not smooth: "
                        f"{consequence}; the run may stall short of the optimum. {remedy}", ConvergenceWarning)
