@@ -88,3 +88,18 @@ def test_methods_without_a_total_budget_and_bad_studies_are_refused():
         pc.Study(problem=_problem, methods=[pc.Method("A", OBJPERT), pc.Method("A", OBJPERT)], epsilons=[1.0])
     with pytest.raises(ParameterError, match="budget"):
         pc.Study(problem=_problem, methods=[pc.Method("A", OBJPERT)], epsilons=[1.0], budget="per-round")
+
+
+def test_the_case14_study_of_the_example_runs_at_equal_total_privacy():
+    """examples/compare_methods.py's case14 study, cut to 3 rounds and one epsilon: Algorithm 1 and PR-ADMM (with
+    powerflow's release bounds) run and spend at most the total."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from compare_methods import study
+
+    runs = pc.compare(dataclasses.replace(study("case14", quick=True), rounds=3, epsilons=[1.0])).runs
+    assert set(runs["method"]) == {"ObjPert", "OutPert", "PR-ADMM"}
+    assert (runs["epsilon_spent"] <= 1.0 + 1e-6).all()

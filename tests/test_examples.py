@@ -54,13 +54,14 @@ QUICK = {"quickstart.py": [], "gradient_tracking.py": None, "rendezvous_accuracy
          "economic_dispatch.py": ["--quick"], "lasso_general_form.py": ["--quick"], "pandapower_case.py": ["--quick"],
          "ldp_figure2.py": None, "dpp2_experiment.py": None, "zcdp_admm.py": None,
          "ding_qdpsgd_fair.py": ["--quick"], "pradmm_case14.py": None,
-         "cost_opf_private.py": None}
+         "cost_opf_private.py": None, "compare_methods.py": None}
 
 
 def test_every_example_script_runs_in_the_suite():
     """None: run by a dedicated test (gradient_tracking: conformance; rendezvous_accuracy: the trend above;
     ldp_figure2: tests/test_ldp.py; dpp2_experiment: tests/test_dpp2.py; zcdp_admm: tests/test_zcdp_admm.py;
-    pradmm_case14: tests/test_general_form_admm.py; cost_opf_private: tests/test_powerflow_cost.py)."""
+    pradmm_case14: tests/test_general_form_admm.py; cost_opf_private: tests/test_powerflow_cost.py;
+    compare_methods: tests/test_compare.py)."""
     assert sorted(path.name for path in EXAMPLES.glob("*.py")) == sorted(QUICK)
 
 
