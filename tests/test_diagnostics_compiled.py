@@ -115,9 +115,14 @@ def test_parameters_changed_between_rounds_are_honoured() -> None:
 
 
 def test_parameter_without_value_is_a_clear_error() -> None:
+    """Refused at declaration, and, when the value is removed after it, by the compiled diagnostic."""
     x = cp.Variable(2)
     weight = cp.Parameter(nonneg=True)
+    with pytest.raises(pc.errors.DeclarationError, match="zone-3.*has no value"):
+        pc.Agent(weight * cp.sum_squares(x), shared=x, name="zone-3")
+    weight.value = 1.0
     evaluator = _evaluator(pc.Agent(weight * cp.sum_squares(x), shared=x, name="zone-3"))
+    weight.value = None
     with pytest.raises(pc.errors.DeclarationError, match="zone-3.*has no value"):
         evaluator.value(np.ones(2))
 

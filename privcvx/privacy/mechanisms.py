@@ -425,7 +425,11 @@ class Gaussian(Mechanism):
         delta = check_delta(delta)
         check_scalar(analytic, argument="analytic", kind=bool, error=PrivacyError)
         if analytic:
-            multiplier = dp_accounting.get_sigma_gaussian(epsilon, delta)
+            try:
+                multiplier = dp_accounting.get_sigma_gaussian(epsilon, delta)
+            except (ValueError, OverflowError, ZeroDivisionError) as exc:  # its root search left float range
+                raise PrivacyError(f"the analytic Gaussian has no noise multiplier computable in floating point at "
+                                   f"epsilon={epsilon!r}, delta={delta!r} ({exc})", argument="epsilon") from None
         elif epsilon > 1.0:
             raise PrivacyError(
                 "the classic Gaussian calibration sigma^2 = 2 ln(1.25/delta)(Delta_2/epsilon)^2 of "
