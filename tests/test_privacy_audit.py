@@ -130,7 +130,7 @@ def test_a_method_that_draws_less_noise_than_it_charges_fails(monkeypatch):
 
 #: The ring membership test's runs per dataset (10 rounds each): the whole transcript's LLR needs about as many runs
 #: as one round's, because DPDG's geometric budget puts 0.93 of epsilon in round 1 (bench: 5000).
-RING_RUNS = 1000
+RING_RUNS = 3000
 
 
 def test_a_ring_transcript_of_ten_rounds_passes_the_membership_test_with_power():
