@@ -11,11 +11,12 @@ metrics of a run (residuals, disagreement, the global vector) are computed from 
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -139,43 +140,72 @@ class Transcript:
 #: ``solve(transcript=...)``: where a run keeps its messages.
 TRANSCRIPT_MODES = ("memory", "disk", "none")
 
-_LENGTH = struct.Struct("<I")
+#: The array kinds a stored payload may hold: booleans, integers, floats, complex numbers (no objects, no void).
+ARRAY_KINDS = "biufc"
 
-#: The largest message header `read_message` accepts (a header names a few arrays: kilobytes).
-MAX_HEADER_BYTES = 1 << 20
-
-
-def write_message(handle: IO[bytes], message: Message) -> None:
-    """Append one message to a binary file: a little-endian uint32 length, a JSON header (round, phase, sender,
-    receiver, and each payload array's key, dtype and shape), then the arrays' raw bytes in C order."""
-    arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
-    header = json.dumps({"round": message.round, "phase": message.phase, "sender": message.sender,
-                         "receiver": message.receiver,
-                         "arrays": [[key, value.dtype.str, list(value.shape)] for key, value in arrays]}).encode()
-    handle.write(_LENGTH.pack(len(header)) + header + b"".join(value.tobytes(order="C") for _, value in arrays))
+_LENGTH = struct.Struct("<Q")
 
 
-def read_message(handle: IO[bytes], end: int) -> Message:
-    """The message written by `write_message` at the handle's position; every read is bounded by the header's
-    sizes and by ``end`` (the file's recorded length). A damaged record raises ``ValueError``."""
-    start = handle.tell()
-    prefix = handle.read(_LENGTH.size)
-    (length,) = _LENGTH.unpack(prefix) if len(prefix) == _LENGTH.size else (-1,)
-    if not 0 < length <= min(MAX_HEADER_BYTES, end - start - _LENGTH.size):
-        raise ValueError(f"a message header of {length} bytes at offset {start}")
-    header = json.loads(handle.read(length))
-    payload = {}
-    for key, dtype, shape in header["arrays"]:
-        kind = np.dtype(dtype)
-        if kind.hasobject or kind.itemsize == 0 or kind.fields is not None or \
-                not all(isinstance(n, int) and n >= 0 for n in shape):
-            raise ValueError(f"array {key!r} of dtype {dtype} and shape {shape} is not a payload")
-        size = int(np.prod(shape, dtype=object)) * kind.itemsize
-        if size > end - handle.tell():
-            raise ValueError(f"array {key!r} runs past the end of the file")
-        payload[str(key)] = np.frombuffer(handle.read(size), dtype=kind).reshape(tuple(shape)).copy()
-    return Message(round=int(header["round"]), sender=str(header["sender"]), receiver=header["receiver"],
-                   payload=payload, phase=int(header["phase"]))
+def integer_field(value: Any) -> int:
+    """``value`` if it is an int (not a bool): a field read from an untrusted file; ``TypeError`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def text_field(value: Any) -> str:
+    """``value`` if it is a string: a field read from an untrusted file; ``TypeError`` otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def array_from_bytes(data: bytes, kind: Any, shape: Any) -> np.ndarray:
+    """An array of ``kind`` and ``shape`` from the start of ``data`` (untrusted): only the kinds of `ARRAY_KINDS`, a
+    shape of non-negative integers, and at most the bytes there are; ``ValueError`` or ``TypeError`` otherwise."""
+    dtype = np.dtype(text_field(kind))
+    if dtype.kind not in ARRAY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"arrays of dtype {dtype} are not allowed")
+    if not isinstance(shape, list) or len(shape) > 32 or any(integer_field(n) < 0 for n in shape):
+        raise ValueError(f"not a shape: {shape!r}")
+    count = math.prod(shape)
+    if count * dtype.itemsize > len(data):
+        raise ValueError(f"an array of shape {shape} needs more bytes than the file has")
+    return np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
+
+
+def encode_messages(messages: Iterable[Message]) -> bytes:
+    """Messages (a round's) as one record: a length-prefixed JSON list of their headers (round, phase, sender,
+    receiver, and each payload array's key, dtype and shape), then their arrays' raw bytes in C order."""
+    headers, chunks = [], []
+    for message in messages:
+        arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
+        headers.append([message.round, message.phase, message.sender, message.receiver,
+                        [[key, value.dtype.str, list(value.shape)] for key, value in arrays]])
+        chunks += [value.tobytes(order="C") for _, value in arrays]
+    header = json.dumps(headers).encode()
+    return b"".join([_LENGTH.pack(len(header)), header, *chunks])
+
+
+def decode_messages(record: bytes) -> list[Message]:
+    """The messages of a record written by `encode_messages`. The record is untrusted: every field is checked, and
+    a damaged one raises ``ValueError``, ``TypeError``, ``KeyError`` or ``struct.error``."""
+    (length,) = _LENGTH.unpack_from(record, 0)
+    headers = json.loads(record[_LENGTH.size:_LENGTH.size + length])
+    offset = _LENGTH.size + length
+    messages = []
+    for round_, phase, sender, receiver, arrays in headers:
+        payload = {}
+        for key, kind, shape in arrays:
+            value = array_from_bytes(record[offset:], kind, shape)
+            payload[text_field(key)] = value
+            offset += value.nbytes
+        messages.append(Message(round=integer_field(round_), sender=text_field(sender), payload=payload,
+                                receiver=None if receiver is None else text_field(receiver),
+                                phase=integer_field(phase)))
+    if offset != len(record):
+        raise ValueError("the record's length does not match its arrays")
+    return messages
 
 
 class TranscriptFile(Transcript):
@@ -184,7 +214,7 @@ class TranscriptFile(Transcript):
 
     The file is created new, owner-only (mode 0600) and without following a symbolic link (``O_EXCL | O_NOFOLLOW``):
     a link or any existing file at ``path`` is refused, never overwritten. It holds every release, as the in-memory
-    transcript does (`write_message`'s format).
+    transcript does: one `encode_messages` record per round, each after its length.
     """
 
     mode = "disk"
@@ -202,11 +232,12 @@ class TranscriptFile(Transcript):
         self._size = 0
 
     def append(self, messages: Iterable[Message]) -> None:
-        """Append one round's messages to the file (flushed, so that a reader sees whole rounds)."""
-        for message in messages:
-            write_message(self._handle, message)
-            self._count += 1
+        """Append one round's messages to the file as one record (flushed, so that a reader sees whole rounds)."""
+        messages = list(messages)
+        record = encode_messages(messages)
+        self._handle.write(_LENGTH.pack(len(record)) + record)
         self._handle.flush()
+        self._count += len(messages)
         self._size = self._handle.tell()
 
     def close(self) -> None:
@@ -215,12 +246,17 @@ class TranscriptFile(Transcript):
 
     def __iter__(self) -> Iterator[Message]:
         with open(self.path, "rb", buffering=1 << 16) as handle:
-            for _ in range(self._count):
+            while handle.tell() < self._size:
                 try:
-                    yield read_message(handle, self._size)
-                except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+                    prefix = handle.read(_LENGTH.size)
+                    (length,) = _LENGTH.unpack(prefix)
+                    if length > self._size - handle.tell():
+                        raise ValueError(f"a record of {length} bytes runs past the end of the file")
+                    messages = decode_messages(handle.read(length))
+                except (ValueError, KeyError, TypeError, struct.error) as exc:
                     raise PrivcvxError(f"the transcript file {self.path!r} was changed after it was written: {exc}",
                                        argument="transcript_path") from None
+                yield from messages
 
     def __len__(self) -> int:
         return self._count

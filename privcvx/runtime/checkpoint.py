@@ -43,7 +43,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from privcvx.errors import CheckpointError
-from privcvx.messages import Message
+from privcvx.messages import (
+    ARRAY_KINDS,
+    Message,
+    array_from_bytes,
+    decode_messages,
+    integer_field,
+    text_field,
+)
 from privcvx.problem import AgentSpec, data_leaves
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
@@ -51,9 +58,6 @@ FORMAT_VERSION = 2
 
 #: The largest ``.npy`` header read (numpy's own default limit).
 MAX_NPY_HEADER = 10_000
-
-#: The array kinds a checkpoint may hold: booleans, integers, floats, complex numbers (no objects, no void).
-ARRAY_KINDS = "biufc"
 
 _LENGTH = struct.Struct("<Q")
 _MEMBERS = {"__header__.npy", "__state__.npy", "__arrays__.npy", "__digest__.npy"}
@@ -219,37 +223,11 @@ def history_path(path: str | os.PathLike) -> Path:
     return Path(os.fspath(path) + ".log")
 
 
-def messages_record(messages: list[Message]) -> bytes:
-    """A round's messages as one record: a length-prefixed JSON list of their headers, then their arrays' raw
-    bytes in order."""
-    headers, chunks = [], []
-    for message in messages:
-        arrays = [(key, np.asarray(value)) for key, value in message.payload.items()]  # 0-d stays 0-d
-        headers.append([message.round, message.phase, message.sender, message.receiver,
-                        [[key, value.dtype.str, list(value.shape)] for key, value in arrays]])
-        chunks += [value.tobytes(order="C") for _, value in arrays]
-    header = json.dumps(headers).encode()
-    return b"".join([_LENGTH.pack(len(header)), header, *chunks])
-
-
 def read_messages(record: bytes) -> list[Message]:
-    """The messages of a record written by `messages_record` (untrusted: every field is checked)."""
+    """The messages of a transcript record (`privcvx.messages.encode_messages`); a damaged one is a
+    `CheckpointError`."""
     try:
-        (length,) = _LENGTH.unpack_from(record, 0)
-        headers = json.loads(record[_LENGTH.size:_LENGTH.size + length])
-        offset = _LENGTH.size + length
-        messages = []
-        for round_, phase, sender, receiver, arrays in headers:
-            payload = {}
-            for key, kind, shape in arrays:
-                value = _array_from(record[offset:], kind, shape)
-                payload[_text(key)] = value
-                offset += value.nbytes
-            messages.append(Message(round=_integer(round_), sender=_text(sender), payload=payload,
-                                    receiver=None if receiver is None else _text(receiver), phase=_integer(phase)))
-        if offset != len(record):
-            raise ValueError("the record's length does not match its arrays")
-        return messages
+        return decode_messages(record)
     except Exception as exc:  # noqa: BLE001 - every failure of an untrusted record is a damaged checkpoint
         raise CheckpointError(f"a message of the checkpoint's transcript is damaged: {type(exc).__name__}: {exc}",
                               argument="resume") from None
@@ -274,32 +252,6 @@ def read_json_record(record: bytes) -> Any:
     except Exception as exc:  # noqa: BLE001 - a damaged record of an untrusted file
         raise CheckpointError(f"a record of the checkpoint's log is damaged: {type(exc).__name__}: {exc}",
                               argument="resume") from None
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
-    return value
-
-
-def _array_from(data: bytes, kind: Any, shape: Any) -> np.ndarray:
-    """An array of ``kind`` and ``shape`` from the start of ``data``: only the kinds of `ARRAY_KINDS`, a shape of
-    non-negative integers, and at most the bytes there are."""
-    dtype = np.dtype(_text(kind))
-    if dtype.kind not in ARRAY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
-        raise ValueError(f"arrays of dtype {dtype} are not allowed")
-    if not isinstance(shape, list) or len(shape) > 32 or any(_integer(n) < 0 for n in shape):
-        raise ValueError(f"not a shape: {shape!r}")
-    count = math.prod(shape)
-    if count * dtype.itemsize > len(data):
-        raise ValueError(f"an array of shape {shape} needs more bytes than the file has")
-    return np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
 
 
 # ---- the state file ----------------------------------------------------------------------------------------
@@ -369,15 +321,15 @@ class _Decoder:
             kind, shape, offset = value["__array__"]
             if offset != self.position:
                 raise ValueError(f"an array at byte {offset!r} where {self.position} was expected")
-            array = _array_from(self.blob[offset:], kind, shape)
+            array = array_from_bytes(self.blob[offset:], kind, shape)
             self.position += array.nbytes
             return array
         if "__float__" in value:
             return float(value["__float__"])
         if "__message__" in value:
             round_, phase, sender, receiver, payload = value["__message__"]
-            return Message(round=_integer(round_), sender=_text(sender), receiver=receiver, phase=_integer(phase),
-                           payload={k: self.decode(v) for k, v in payload.items()})
+            return Message(round=integer_field(round_), sender=text_field(sender), receiver=receiver,
+                           phase=integer_field(phase), payload={k: self.decode(v) for k, v in payload.items()})
         return {k: self.decode(v) for k, v in value["__dict__"].items()}
 
     def finish(self, value: Any) -> Any:
@@ -448,7 +400,7 @@ def _npy(content: bytes) -> np.ndarray:
         raise ValueError(f"unsupported .npy version {version}")
     read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, fortran, dtype = read_header(handle, max_header_size=MAX_NPY_HEADER)
-    array = _array_from(content[handle.tell():], dtype.str, list(shape))
+    array = array_from_bytes(content[handle.tell():], dtype.str, list(shape))
     if array.nbytes != len(content) - handle.tell():
         raise ValueError("the member's size does not match its header")
     return array.reshape(shape, order="F") if fortran else array

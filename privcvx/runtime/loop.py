@@ -41,7 +41,15 @@ from privcvx.errors import (
     check_int,
     check_scalar,
 )
-from privcvx.messages import TRANSCRIPT_MODES, Message, Router, Transcript, TranscriptFile, make_transcript
+from privcvx.messages import (
+    TRANSCRIPT_MODES,
+    Message,
+    Router,
+    Transcript,
+    TranscriptFile,
+    encode_messages,
+    make_transcript,
+)
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
 from privcvx.privacy.mechanisms import mechanism_from_dict
 from privcvx.privacy.noise import agent_noise_sources
@@ -367,7 +375,7 @@ class Run:
     def log(self, t: int, row: dict[str, Any] | None, sent: list[Message]) -> None:
         """Append round ``t``'s messages, history row and ledger entries to the checkpoint's logs."""
         assert self.logs is not None
-        self.logs[0].append([checkpoints.messages_record(sent)])
+        self.logs[0].append([encode_messages(sent)])
         events = [[i, mechanism.to_dict(), count, nominal] for i, mechanism, count, nominal in self.events]
         self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "events": events})])
         self.events = []
