@@ -11,21 +11,7 @@ import pytest
 
 import privcvx as pc
 from privcvx import algorithms
-from privcvx.algorithms import (
-    DPP2,
-    IPPADMM,
-    PPADMM,
-    PPDC,
-    PRADMM,
-    QDPSGD,
-    DiaDSP,
-    DPDistributedGradient,
-    ExactADMM,
-    LinearizedADMM,
-    RandomizedADMM,
-    RandomizedDGD,
-    check_algorithm,
-)
+from privcvx.algorithms import check_algorithm
 from privcvx.schedules import Geometric
 
 pytestmark = pytest.mark.usefixtures("quiet_seeds")
@@ -49,34 +35,35 @@ REFUSES_GENERAL_FORM = ("gap", "general form: refused (general-form keys)")
 #: Per method: the configurations the suite checks. Private configurations use the default secure path's
 #: calibration with seeded noise (check_algorithm compares transcripts bitwise).
 CONFORMANCE: dict[type[algorithms.Algorithm], list[Case]] = {
-    LinearizedADMM: [
-        Case(LinearizedADMM(local_updates=2, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5))), 150,
+    algorithms.LinearizedADMM: [
+        Case(algorithms.LinearizedADMM(local_updates=2, privacy=pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5))), 150,
              expected=("general form",)),
-        Case(LinearizedADMM(privacy=pc.OutputPerturbation(pc.Budget(1.0, 1e-5, mechanism="laplace",
+        Case(algorithms.LinearizedADMM(privacy=pc.OutputPerturbation(pc.Budget(1.0, 1e-5, mechanism="laplace",
                                                                     accountant="pld"))), 150, SERIAL),
-        Case(LinearizedADMM(relaxation=1.5, anderson=3, rho="adaptive-per-key",
+        Case(algorithms.LinearizedADMM(relaxation=1.5, anderson=3, rho="adaptive-per-key",
                             privacy=pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5))), 150),
-        Case(LinearizedADMM(local_updates="auto"), 150, expected=("general form",))],
-    ExactADMM: [Case(ExactADMM(), 150, expected=("general form",))],
+        Case(algorithms.LinearizedADMM(local_updates="auto"), 150, expected=("general form",))],
+    algorithms.ExactADMM: [Case(algorithms.ExactADMM(), 150, expected=("general form",))],
     # The defaults' optimum check runs on two problems, on the complete graph and on a ring: four gap lines.
-    DPDistributedGradient: [Case(DPDistributedGradient(epsilon=1.0), 700, expected=("general form: refused",),
-                                 gaps=4)],
-    PRADMM: [Case(PRADMM(epsilon=1.0), 100)],
-    PPADMM: [Case(PPADMM(epsilon=2.0, hessian_change=1e-4), 100),
-             Case(PPADMM(epsilon=2.0, hessian_change=1e-4, relaxation=1.5), 100, SERIAL)],
+    algorithms.DPDistributedGradient: [Case(algorithms.DPDistributedGradient(epsilon=1.0), 700,
+                                            expected=("general form: refused",), gaps=4)],
+    algorithms.PRADMM: [Case(algorithms.PRADMM(epsilon=1.0), 100)],
+    algorithms.PPADMM: [Case(algorithms.PPADMM(epsilon=2.0, hessian_change=1e-4), 100),
+             Case(algorithms.PPADMM(epsilon=2.0, hessian_change=1e-4, relaxation=1.5), 100, SERIAL)],
     # A private IPP-ADMM has silent rounds, which the check's "a ledger entry every round" refuses: without noise.
-    IPPADMM: [Case(IPPADMM(), 100), Case(IPPADMM(relaxation=1.5), 100, SERIAL)],
-    QDPSGD: [Case(QDPSGD(variant=1, bits=16, resolution=2.0 ** -8)),
-             Case(QDPSGD(variant=2, bits=16, resolution=2.0 ** -8))],
-    DPP2: [Case(DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9), 600)],
-    DiaDSP: [Case(DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9), 600)],
-    PPDC: [Case(PPDC(u_x=0.5, u_v=0.5, r=0.9), 600)],
-    RandomizedADMM: [
-        Case(RandomizedADMM(noise_rate=Geometric(1.02, 1.02)), expected=REFUSES_GENERAL_FORM),
-        Case(RandomizedADMM(exchange="secret_sharing", update="exact"), expected=REFUSES_GENERAL_FORM),
-        Case(RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02)), 100),
-        Case(RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02), exchange="secret_sharing"), 100)],
-    RandomizedDGD: [Case(RandomizedDGD(noise_rate=2.0), 1500, expected=REFUSES_GENERAL_FORM)],
+    algorithms.IPPADMM: [Case(algorithms.IPPADMM(), 100), Case(algorithms.IPPADMM(relaxation=1.5), 100, SERIAL)],
+    algorithms.QDPSGD: [Case(algorithms.QDPSGD(variant=1, bits=16, resolution=2.0 ** -8)),
+             Case(algorithms.QDPSGD(variant=2, bits=16, resolution=2.0 ** -8))],
+    algorithms.DPP2: [Case(algorithms.DPP2(mixing_seed=7, u_w=0.5, u_e=0.5, r=0.9), 600)],
+    algorithms.DiaDSP: [Case(algorithms.DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9), 600)],
+    algorithms.PPDC: [Case(algorithms.PPDC(u_x=0.5, u_v=0.5, r=0.9), 600)],
+    algorithms.RandomizedADMM: [
+        Case(algorithms.RandomizedADMM(noise_rate=Geometric(1.02, 1.02)), expected=REFUSES_GENERAL_FORM),
+        Case(algorithms.RandomizedADMM(exchange="secret_sharing", update="exact"), expected=REFUSES_GENERAL_FORM),
+        Case(algorithms.RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02)), 100),
+        Case(algorithms.RandomizedADMM(relaxation=1.5, noise_rate=Geometric(1.02, 1.02),
+                                       exchange="secret_sharing"), 100)],
+    algorithms.RandomizedDGD: [Case(algorithms.RandomizedDGD(noise_rate=2.0), 1500, expected=REFUSES_GENERAL_FORM)],
 }
 
 
