@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
@@ -367,8 +368,6 @@ class GradientEvaluator:
         self.oracle = agent.gradient
         self.agent = layout.name
         self._root: _Node | None = None
-        self._objective: CompiledExpression | None = None
-        self._violation: ConstraintViolation | None = None
         # One variable (the usual case): the oracle takes z reshaped, without split and concatenate per call, as
         # a C-ordered array (numpy's default: a matrix product X @ W with a column-major W takes a slower path
         # and sums in another order, 1e-19 apart on the federated logistic problem).
@@ -385,12 +384,10 @@ class GradientEvaluator:
             self._root = _compile(self.objective, self.offsets, self.layout.dim)
         return self._root
 
-    @property
+    @cached_property
     def compiled_objective(self) -> CompiledExpression:
         """f_p compiled for its value (at the first call)."""
-        if self._objective is None:
-            self._objective = CompiledExpression(self.objective, self.offsets, self.agent)
-        return self._objective
+        return CompiledExpression(self.objective, self.offsets, self.agent)
 
     def value(self, z: np.ndarray) -> float:
         """f_p at ``z``: what ``objective.value`` gives with the variables set from ``z``."""
@@ -399,12 +396,10 @@ class GradientEvaluator:
             return float(value)
         return float(np.add.reduce(value, axis=None) if type(value) is np.ndarray else np.sum(value))
 
-    @property
+    @cached_property
     def compiled_violation(self) -> ConstraintViolation:
         """W_p's constraints compiled for their violation (at the first call)."""
-        if self._violation is None:
-            self._violation = ConstraintViolation(self.constraints, self.offsets, self.agent)
-        return self._violation
+        return ConstraintViolation(self.constraints, self.offsets, self.agent)
 
     def violation(self, z: np.ndarray) -> float:
         """The largest violation of W_p's constraints at ``z`` (0 when z is in W_p): what CVXPY's
