@@ -186,19 +186,27 @@ def _run(problem: DistributedProblem, study: Study, method: Method, setting: str
                          "distance": float(np.linalg.norm(result.w - optimum_w)), "status": result.status})
 
 
+def final_round_stats(runs: pd.DataFrame, keys: Sequence[str], values: Sequence[str],
+                      **aggregations: tuple[str, Any]) -> pd.DataFrame:
+    """Per group of ``keys`` (indexed by them), from each seed's final round: ``seeds``, ``rounds``, the named
+    ``aggregations`` (as ``DataFrame.agg`` takes them), and the mean, std, min and max over seeds of each of ``values``
+    (columns ``<value>_<stat>``)."""
+    last = runs.loc[runs.groupby([*keys, "seed"])["round"].idxmax()]
+    grouped = last.groupby(list(keys), sort=False)
+    summary = grouped.agg(seeds=("seed", "nunique"), rounds=("round", "max"), **aggregations)
+    for column in values:
+        stats = grouped[column].agg(["mean", "std", "min", "max"])
+        summary = summary.join(stats.rename(columns=lambda s, c=column: f"{c}_{s}"))
+    return summary
+
+
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     """Per method, setting and epsilon: the mean, std, min and max over seeds of each final-round value."""
     keys = ["method", "setting", "budget", "epsilon"]
     if runs.empty:
         return pd.DataFrame(columns=[*keys, "seeds", "rounds", "converged"])
-    last = runs.loc[runs.groupby([*keys, "seed"])["round"].idxmax()]
-    grouped = last.groupby(keys, sort=False)
-    summary = grouped.agg(seeds=("seed", "nunique"), rounds=("round", "max"),
-                          converged=("status", lambda status: int((status == "converged").sum())))
-    for column in VALUE_COLUMNS:
-        stats = grouped[column].agg(["mean", "std", "min", "max"])
-        summary = summary.join(stats.rename(columns=lambda s, c=column: f"{c}_{s}"))
-    return summary.reset_index()
+    return final_round_stats(runs, keys, VALUE_COLUMNS, converged=(
+        "status", lambda status: int((status == "converged").sum()))).reset_index()
 
 
 def compare(study: Study, out: str | Path | None = None) -> Comparison:

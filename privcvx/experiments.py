@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privcvx.compare import final_round_stats
 from privcvx.errors import (
     ParameterError,
     PrivacyError,
@@ -379,13 +380,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     values = VALUE_COLUMNS + [c for c in runs.columns if c not in RUN_COLUMNS]
     if runs.empty:
         return pd.DataFrame(columns=SETTING_COLUMNS + ["seeds", "rounds"])
-    last = runs.loc[runs.groupby(SETTING_COLUMNS + ["seed"])["round"].idxmax()]
-    grouped = last.groupby(SETTING_COLUMNS, sort=False)
-    summary = grouped.agg(seeds=("seed", "nunique"), rounds=("round", "max"))
-    for column in values:
-        stats = grouped[column].agg(["mean", "std", "min", "max"])
-        stats.columns = [f"{column}_{s}" for s in stats.columns]
-        summary = summary.join(stats)
+    summary = final_round_stats(runs, SETTING_COLUMNS, values)
     everything = runs.groupby(SETTING_COLUMNS, sort=False)
     summary = summary.join(everything["max_violation"].max().rename("max_violation_worst"))
     summary = summary.join(everything["noise_magnitude"].mean().rename("noise_magnitude_avg"))
