@@ -9,15 +9,17 @@ by algorithm class):
 * `LinearizedADMM`: its perturbation with a `pc.Budget(epsilon, delta)` of the template's mechanism (spent over
   T * E local updates; PLD accountant);
 * `DPDistributedGradient`: ``epsilon`` (pure epsilon-DP over the run, Theorem 5 of paper 001; delta unused);
-* `PRADMM`, `PPADMM`, `IPPADMM`, `QDPSGD`: ``epsilon`` and ``delta`` (zCDP or RDP over the run's T rounds).
+* `PRADMM`, `PPADMM`, `IPPADMM`, `QDPSGD`: ``epsilon`` and ``delta`` (zCDP or RDP over the run's T rounds);
+* `RandomizedADMM`, `RandomizedDGD`, `DPP2`, `DiaDSP`, `PPDC`: ``epsilon`` and ``delta`` (their Laplace releases'
+  ledger over the run, `privcvx.privacy.total_budget`; the random aggregators get a constant rate, the others
+  their template's scales multiplied by one factor).
 
 Comparing at the same *total* privacy is the default, because the same per-update epsilon makes extra local updates
 look free (docs/results.md). ``budget="per_update"`` runs Algorithm 1 at the same per-update epsilon (the paper's
 setting), labelled so in every output. Every run's spent epsilon is read back from its ledger (``epsilon_spent``),
 and a run that spent more than its target is refused: equal total privacy is checked, not assumed.
 
-Methods without a total-budget argument (the local-DP aggregators, DPP2 and its baselines, whose noise is set by
-its own rate or decay) are refused with a message that says so.
+Methods without a total-budget argument (the non-private `ExactADMM`) are refused with a message that says so.
 """
 
 from __future__ import annotations
@@ -34,13 +36,18 @@ import numpy as np
 import pandas as pd
 
 from privcvx.algorithms import (
+    DPP2,
     IPPADMM,
     PPADMM,
+    PPDC,
     PRADMM,
     QDPSGD,
     Algorithm,
+    DiaDSP,
     DPDistributedGradient,
     LinearizedADMM,
+    RandomizedADMM,
+    RandomizedDGD,
 )
 from privcvx.errors import ConvergenceWarning, ParameterError, PrivacyError, ReproducibleNoiseWarning, check_int
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, check_delta, check_epsilon
@@ -85,7 +92,10 @@ TOTAL_PRIVACY: dict[type[Algorithm], Calibrate] = {
     LinearizedADMM: _linearized_total,
     DPDistributedGradient: lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon),
     **{cls: (lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon, delta=delta))
-       for cls in (PRADMM, PPADMM, IPPADMM, QDPSGD)},
+       for cls in (PRADMM, PPADMM, IPPADMM, QDPSGD, DPP2, DiaDSP, PPDC)},
+    # the random aggregators' total sets a constant Laplace rate: a template's rate (or schedule) is replaced
+    **{cls: (lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon, delta=delta, noise_rate=None))
+       for cls in (RandomizedADMM, RandomizedDGD)},
 }
 #: The per-update epsilon of the paper's setting: only Algorithm 1 has local updates to spend it on.
 PER_UPDATE_PRIVACY: dict[type[Algorithm], Calibrate] = {LinearizedADMM: _linearized_per_update}

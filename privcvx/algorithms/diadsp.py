@@ -53,6 +53,7 @@ from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, Gr
 from privcvx.errors import ParameterError, PrivacyError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
+from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
 from privcvx.tuning import hessian_lambda_max, smoothness_of
@@ -104,7 +105,8 @@ class DiaDSP(GradientMethod):
     and the spectrum of W (`prepare`); ``strong_convexity``: a public lower bound mu on the strong convexity of
     (1/n) sum_i f_i (a bound for every f_i will do), required by the default step under privacy;
     ``u_x``, ``u_y``, ``r``: the Laplace scales r^k u_x (state) and r^k u_y (direction),
-    private when both are given; ``weights``: the rule of W; ``trace``: as [`DPP2`][privcvx.algorithms.dpp2.DPP2].
+    private when both are given; ``weights``: the rule of W; ``trace``, ``epsilon`` (a total: u_x and u_y scaled by
+    one factor) and ``delta``: as [`DPP2`][privcvx.algorithms.dpp2.DPP2].
     """
 
     name = "diadsp"
@@ -112,14 +114,15 @@ class DiaDSP(GradientMethod):
 
     def __init__(self, alpha: float | None = None, u_x: float | None = None, u_y: float | None = None,
                  r: float | None = None, weights: str = "metropolis", trace: bool = False,
-                 strong_convexity: float | None = None) -> None:
+                 strong_convexity: float | None = None, epsilon: float | None = None,
+                 delta: float = DEFAULT_LAPLACE_DELTA) -> None:
         self.alpha, self.u_x, self.u_y, self.r, self.weights, self.trace = alpha, u_x, u_y, r, weights, trace
-        self.strong_convexity = strong_convexity
+        self.strong_convexity, self.epsilon, self.delta = strong_convexity, epsilon, delta
         if alpha is not None:
             require_positive(alpha, argument="alpha")
         if strong_convexity is not None:
             require_positive(strong_convexity, argument="strong_convexity")
-        self.check_noise()
+        self.check_noise(epsilon, delta)
         check_rule(weights)
         check_scalar(trace, argument="trace", kind=bool)
 
@@ -128,6 +131,11 @@ class DiaDSP(GradientMethod):
         if not self.private:
             raise PrivacyError("the algorithm adds no noise", argument="u_y")
         return math.sqrt(dim) * delta / self.u_y * (1.0 + 2.0 * geometric_sum(iterations, self.r))
+
+    def release_epsilons(self, agent: Agent, dim: int, rounds: int) -> list[float]:
+        """yt^0 .. yt^{T-1}, sqrt(d) delta (1 for k = 0, else 2) / (u_y r^k): the terms of `epsilon_bound`."""
+        root = math.sqrt(dim) * self.adjacency_radius(agent) / self.u_y
+        return [root * (1.0 if k == 0 else 2.0) * self.r ** -k for k in range(rounds)]
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         super().check(problem, topology)
@@ -143,7 +151,7 @@ class DiaDSP(GradientMethod):
                                  "declare pc.Agent(smoothness=L_i), or give DiaDSP a step alpha", agent=missing[0],
                                  argument="smoothness")
 
-    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DiaDSP:
+    def resolve(self, problem: DistributedProblem, topology: Topology) -> DiaDSP:
         """Check the problem and fix alpha by `default_step` when it was not given: from the declared L_i and
         ``strong_convexity``; in a run without noise, what is not declared is estimated at x = 0 (exact for
         quadratics): L_i by `smoothness_of`, mu as the smallest Hessian eigenvalue of (1/n) sum_i f_i."""

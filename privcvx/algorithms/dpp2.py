@@ -54,6 +54,7 @@ from privcvx.algorithms.gradient_agents import (
 )
 from privcvx.errors import ParameterError, check_scalar, require_positive
 from privcvx.messages import Message
+from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
 from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.problem import Agent, DistributedProblem
@@ -117,6 +118,9 @@ class DPP2(GradientMethod):
     trace:
         Keep every node's x_i^k and grad f_i(x_i^k) in ``result.info["agents"]`` (research runs: private data;
         refused with ``diagnostics=False``).
+    epsilon, delta:
+        A total epsilon per node over the run: `prepare` scales ``u_w`` and ``u_e`` (a template, with ``r``) by one
+        factor so that the worst-off node's ledger reports it at ``delta`` (the delta of the ledgers' accountants).
     """
 
     name = "dpp2"
@@ -126,9 +130,10 @@ class DPP2(GradientMethod):
     def __init__(self, rho: float = 10.0, alpha: float = 0.1, beta: float = 0.05, eta: float | None = None,
                  mixing_seed: int | None = None, u_w: float | None = None, u_e: float | None = None,
                  r: float | None = None, smoothness: float | None = None, weights: str = "metropolis",
-                 trace: bool = False) -> None:
+                 trace: bool = False, epsilon: float | None = None, delta: float = DEFAULT_LAPLACE_DELTA) -> None:
         self.rho, self.alpha, self.beta, self.eta, self.mixing_seed = rho, alpha, beta, eta, mixing_seed
         self.u_w, self.u_e, self.r, self.smoothness, self.weights, self.trace = u_w, u_e, r, smoothness, weights, trace
+        self.epsilon, self.delta = epsilon, delta
         for argument in ("rho", "alpha", "beta"):
             require_positive(getattr(self, argument), argument=argument)
         if eta is not None and not (isinstance(eta, (int, float)) and 0.0 < eta < 1.0):
@@ -137,7 +142,7 @@ class DPP2(GradientMethod):
                                         or mixing_seed < 0):
             raise ParameterError(f"must be an int >= 0 (the nodes' shared key) or None, got {mixing_seed!r}",
                                  argument="mixing_seed")
-        self.check_noise()
+        self.check_noise(epsilon, delta)
         if smoothness is not None:
             require_positive(smoothness, argument="smoothness", allow_zero=True)
         check_rule(weights)
@@ -160,7 +165,7 @@ class DPP2(GradientMethod):
             self.privacy_of(private[0], problem.layouts[0].dim,
                             self.declared_smoothness(problem) if self.smoothness is None else self.smoothness)
 
-    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DPP2:
+    def resolve(self, problem: DistributedProblem, topology: Topology) -> DPP2:
         """Check the problem; fix Mbar (under privacy) and a fresh mixing key when none was given."""
         self.check(problem, topology)
         changes: dict[str, Any] = {}
@@ -175,6 +180,14 @@ class DPP2(GradientMethod):
         return DPP2Privacy(delta=self.adjacency_radius(agent), dim=dim, alpha=self.alpha,
                            smoothness=self.smoothness if smoothness is None else smoothness, u_e=self.u_e,
                            u_w=self.u_w)
+
+    def release_epsilons(self, agent: Agent, dim: int, rounds: int) -> list[float]:
+        """z^0 .. z^{T-1} and y^1 .. y^{T-1} (y^0 perturbs the public x^0), each sensitivity / (u r^k): their sum is
+        Theorem 3's eps_i(T - 1) with the k = 0 term."""
+        node = self.privacy_of(agent, dim)
+        decay = [self.r ** -k for k in range(1, rounds)]
+        return [node.zero_term, *(node.sensitivity_e / self.u_e * g for g in decay),
+                *(node.sensitivity_w / self.u_w * g for g in decay)]
 
     def mixing_sequence(self, key: int | None = None) -> MixingSequence:
         """The eta stream of key ``key`` (default: this run's ``mixing_seed``)."""

@@ -17,8 +17,9 @@ from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_sca
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
-from privcvx.privacy.mechanisms import Laplace, LaplaceBeyondFloat, Mechanism, Sensitivity
+from privcvx.privacy.mechanisms import Laplace, LaplaceBeyondFloat, Mechanism, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.sensitivity import holds_no_private_data
+from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import WEIGHT_RULES, Topology
 
@@ -68,7 +69,8 @@ def largest_eigenvalue(p: np.ndarray) -> float:
 class GradientMethod(Algorithm):
     """A decentralized, unconstrained, full-consensus method on a static graph that only needs gradients.
 
-    Subclasses name their two Laplace scales in `noise_settings` (both given: private) and their decay ``r``.
+    Subclasses name their two Laplace scales in `noise_settings` (both given: private) and their decay ``r``, and
+    have ``epsilon`` (a total per agent over the run; the scales are then a template) and ``delta`` settings.
     """
 
     needs_convexity = False
@@ -84,9 +86,16 @@ class GradientMethod(Algorithm):
     #: own) sets True: each such release is then charged as no privacy (``LaplaceBeyondFloat``, epsilon = inf).
     beyond_float: ClassVar[bool] = False
 
-    def check_noise(self) -> None:
-        """Both scales or neither; positive; a decay rate r in (0, 1) with them."""
+    def check_noise(self, epsilon: float | None, delta: float) -> None:
+        """Both scales or neither; positive; a decay rate r in (0, 1) with them; a total ``epsilon`` only with
+        them (its template) and the accounting ``delta``."""
+        self._delta = check_delta(delta)
         first, second = (getattr(self, name) for name in self.noise_settings)
+        if epsilon is not None:
+            check_epsilon(epsilon)
+            if first is None:
+                raise PrivacyError(f"a total epsilon scales the noise: give {' and '.join(self.noise_settings)} "
+                                   "and r as its template", argument="epsilon")
         if (first is None) != (second is None):
             raise PrivacyError(f"give both {' and '.join(self.noise_settings)} (or neither, for a run without noise)",
                                argument=self.noise_settings[0])
@@ -122,6 +131,31 @@ class GradientMethod(Algorithm):
             if agent.constraints:
                 raise self.unsupported("constraints", "it is an unconstrained method (no projection)",
                                        agent=agent.name, argument="constraints")
+
+    def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> GradientMethod:
+        """Check the problem and fix the settings a run derives from it (`resolve`), then a total ``epsilon``'s
+        noise (`calibrated`)."""
+        return self.resolve(problem, topology).calibrated(problem, rounds)
+
+    def resolve(self, problem: DistributedProblem, topology: Topology) -> GradientMethod:
+        """Check the problem; a subclass fixes its defaults here."""
+        self.check(problem, topology)
+        return self
+
+    def release_epsilons(self, agent: Agent, dim: int, rounds: int) -> list[float]:
+        """The epsilons of the charged releases of ``agent`` in a run of ``rounds`` rounds (its accountant)."""
+        raise NotImplementedError
+
+    def calibrated(self, problem: DistributedProblem, rounds: int) -> GradientMethod:
+        """With a total ``epsilon``: both template scales divided by the one factor c at which the worst-off
+        agent's ledger (`release_epsilons`, all proportional to 1/scale) reports ``epsilon`` at ``delta``."""
+        if self.epsilon is None:
+            return self
+        per_agent = [self.release_epsilons(agent, layout.dim, rounds)
+                     for agent, layout in zip(problem.agents, problem.layouts, strict=True)
+                     if not holds_no_private_data(agent)]
+        factor = laplace_multiplier(np.max(per_agent, axis=0) if per_agent else [0.0], self.epsilon, self._delta)
+        return self.clone(epsilon=None, **{name: getattr(self, name) / factor for name in self.noise_settings})
 
     @staticmethod
     def adjacency_radius(agent: Agent) -> float:

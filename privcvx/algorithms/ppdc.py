@@ -39,6 +39,7 @@ from privcvx.algorithms.gradient_agents import (
 )
 from privcvx.errors import PrivacyError, check_scalar, require_positive
 from privcvx.messages import Message
+from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
 
@@ -48,7 +49,8 @@ class PPDC(GradientMethod):
 
     ``gamma``, ``omega``, ``eta``: consensus gain, dual gain and step (the paper's experiment: 65, 5, 0.01);
     ``u_x``, ``u_v``, ``r``: the Laplace scales r^k u_x (released state) and r^k u_v (dual), private when both
-    are given; ``weights``: the rule of W in P = I - W; ``trace``: as [`DPP2`][privcvx.algorithms.dpp2.DPP2].
+    are given; ``weights``: the rule of W in P = I - W; ``trace``, ``epsilon`` (a total: u_x and u_v scaled by one
+    factor) and ``delta``: as [`DPP2`][privcvx.algorithms.dpp2.DPP2].
     """
 
     name = "ppdc"
@@ -56,12 +58,12 @@ class PPDC(GradientMethod):
 
     def __init__(self, gamma: float = 10.0, omega: float = 5.0, eta: float = 0.05, u_x: float | None = None,
                  u_v: float | None = None, r: float | None = None, weights: str = "metropolis",
-                 trace: bool = False) -> None:
+                 trace: bool = False, epsilon: float | None = None, delta: float = DEFAULT_LAPLACE_DELTA) -> None:
         self.gamma, self.omega, self.eta, self.u_x, self.u_v, self.r = gamma, omega, eta, u_x, u_v, r
-        self.weights, self.trace = weights, trace
+        self.weights, self.trace, self.epsilon, self.delta = weights, trace, epsilon, delta
         for argument in ("gamma", "omega", "eta"):
             require_positive(getattr(self, argument), argument=argument)
-        self.check_noise()
+        self.check_noise(epsilon, delta)
         check_rule(weights)
         check_scalar(trace, argument="trace", kind=bool)
 
@@ -70,6 +72,11 @@ class PPDC(GradientMethod):
         if not self.private:
             raise PrivacyError("the algorithm adds no noise", argument="u_x")
         return math.sqrt(dim) * self.eta * delta / self.u_x * geometric_sum(iterations, self.r)
+
+    def release_epsilons(self, agent: Agent, dim: int, rounds: int) -> list[float]:
+        """xt^1 .. xt^T, sqrt(d) eta delta / (u_x r^k) (xt^0 perturbs the public x^0): the terms of `epsilon_bound`."""
+        unit = math.sqrt(dim) * self.eta * self.adjacency_radius(agent) / self.u_x
+        return [unit * self.r ** -k for k in range(1, rounds + 1)]
 
     def agent_program(self, agent: Agent, context: AgentContext) -> PPDCAgent:
         return PPDCAgent(agent, context, self)

@@ -86,10 +86,11 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import LocalProblem, set_kind
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
-from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.privacy.mechanisms import Sensitivity, check_epsilon
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
 from privcvx.privacy.secure_channel import KEY_BYTES, PairwiseChannels
 from privcvx.privacy.sensitivity import SEPARABLE_KINDS, holds_no_private_data
+from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
@@ -116,6 +117,16 @@ def linf_sensitivity(agent: Agent, declared: float | None) -> float:
         raise PrivacyError("privacy is on: declare b_inf, or a constant pc.Sensitivity bounding the change of the "
                            "gradient over neighbouring datasets", agent=agent.name, argument="sensitivity")
     return sensitivity.get("l2")
+
+
+def total_epsilon(epsilon: float | None, noise_rate: float | Schedule | None) -> float | None:
+    """A random-aggregator method's total ``epsilon`` (None, or checked): it sets the noise rate, so not both."""
+    if epsilon is None:
+        return None
+    if noise_rate is not None:
+        raise PrivacyError("give a total epsilon or a noise_rate, not both: the epsilon sets the rate",
+                           argument="epsilon")
+    return check_epsilon(epsilon)
 
 
 def neighbour_sum(values: list[np.ndarray]) -> np.ndarray:
@@ -181,6 +192,9 @@ class RandomizedADMM(Algorithm):
         The secret sharing's public bound on |x_i[l]|, fixed-point scale 2^-scale_bits and modulus p.
     delta:
         The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
+    epsilon:
+        A total epsilon per agent over the run, in place of ``noise_rate``: `prepare` sets the constant rate at which
+        the worst-off agent's ledger reports it at ``delta`` (`calibrated`).
     """
 
     name = "randomized_admm"
@@ -192,8 +206,9 @@ class RandomizedADMM(Algorithm):
                  noise_rate: float | Schedule | None = None, b_inf: float | None = None,
                  aggregator: str = "random", dual_sign: str = "corrected", update: str = "linearized",
                  exchange: str = "plain", share_bound: float = 1e3, scale_bits: int = 40,
-                 modulus: int = DEFAULT_MODULUS, delta: float = 1e-6, relaxation: float = 1.0) -> None:
-        self.D, self.zeta, self.noise_rate, self.b_inf = D, zeta, noise_rate, b_inf
+                 modulus: int = DEFAULT_MODULUS, delta: float = 1e-6, relaxation: float = 1.0,
+                 epsilon: float | None = None) -> None:
+        self.D, self.zeta, self.noise_rate, self.b_inf, self.epsilon = D, zeta, noise_rate, b_inf, epsilon
         self.aggregator, self.dual_sign, self.update, self.exchange = aggregator, dual_sign, update, exchange
         self.share_bound, self.scale_bits, self.modulus, self.delta = share_bound, scale_bits, modulus, delta
         self.relaxation = relaxation
@@ -205,11 +220,12 @@ class RandomizedADMM(Algorithm):
             self._D = None if D is None else require_positive(D, argument="D")
         self._zeta = require_positive(zeta, argument="zeta")
         self._rate = None if noise_rate is None else as_schedule(noise_rate, argument="noise_rate")
+        self._epsilon = total_epsilon(epsilon, noise_rate)
         self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")
         for argument, value, allowed in (("aggregator", aggregator, AGGREGATORS), ("dual_sign", dual_sign, DUAL_SIGNS),
                                          ("update", update, UPDATES), ("exchange", exchange, EXCHANGES)):
             check_scalar(value, argument=argument, choices=tuple(allowed))
-        if update == "exact" and noise_rate is not None:
+        if update == "exact" and (noise_rate is not None or epsilon is not None):
             raise PrivacyError("the exact proximal update (12) has no per-coordinate uniform mean and no accounted "
                                "sensitivity here: use update='linearized' under privacy", argument="update")
         require_positive(share_bound, argument="share_bound")
@@ -221,7 +237,7 @@ class RandomizedADMM(Algorithm):
     # ---- run set-up -----------------------------------------------------------------------------------
     @property
     def private(self) -> bool:
-        return self._rate is not None
+        return self._rate is not None or self._epsilon is not None
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
@@ -244,7 +260,11 @@ class RandomizedADMM(Algorithm):
         return FixedPointSharing(parties, self.share_bound, self.scale_bits, self.modulus)
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedADMM:
-        """Fix every agent's D_i: given, or 2 (L_i + zeta |N_i|) from its smoothness."""
+        """Fix every agent's D_i (given, or 2 (L_i + zeta |N_i|) from its smoothness), then a total ``epsilon``'s
+        noise rate (`calibrated`)."""
+        return self._with_constants(problem, topology).calibrated(problem, rounds)
+
+    def _with_constants(self, problem: DistributedProblem, topology: Topology) -> RandomizedADMM:
         self.check(problem, topology)
         if self.update == "linearized":
             warn_nonsmooth("RandomizedADMM(update='linearized')", problem.agents, "its linearized step needs a "
@@ -264,6 +284,16 @@ class RandomizedADMM(Algorithm):
             secret = self.private and not holds_no_private_data(agent)  # a public objective may be read
             values[layout.name] = 2.0 * (declared_smoothness(agent, layout, secret) + self._zeta * degree)
         return self.clone(D=values)
+
+    def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedADMM:
+        """With a total ``epsilon``: the constant noise rate beta at which the worst-off agent's ledger spends it over
+        the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
+        if self._epsilon is None:
+            return self
+        unit = max(layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
+                   for agent, layout in zip(problem.agents, problem.layouts, strict=True)
+                   if not holds_no_private_data(agent))
+        return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
 
     def constant(self, name: str) -> float:
         """Agent ``name``'s secret bound D_i on its random penalties (set by `prepare`)."""

@@ -35,12 +35,19 @@ import pandas as pd
 from scipy.spatial.distance import pdist
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.algorithms.randomized_admm import check_private_agents, declared_smoothness, linf_sensitivity
+from privcvx.algorithms.randomized_admm import (
+    check_private_agents,
+    declared_smoothness,
+    linf_sensitivity,
+    total_epsilon,
+)
 from privcvx.errors import PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
+from privcvx.privacy.sensitivity import holds_no_private_data
+from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
@@ -69,6 +76,9 @@ class RandomizedDGD(Algorithm):
         The l_inf gradient sensitivity B_inf; default from the agent's ``pc.Sensitivity``.
     delta:
         The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
+    epsilon:
+        A total epsilon per agent over the run, in place of ``noise_rate``: `prepare` sets the constant rate at which
+        the worst-off agent's ledger reports it at ``delta`` (`calibrated`).
     """
 
     name = "randomized_dgd"
@@ -78,19 +88,21 @@ class RandomizedDGD(Algorithm):
     objective_columns = ("objective",)
 
     def __init__(self, variant: str = "2*", interval: str = "centred", step: float | Schedule | None = None,
-                 noise_rate: float | Schedule | None = None, b_inf: float | None = None, delta: float = 1e-6) -> None:
+                 noise_rate: float | Schedule | None = None, b_inf: float | None = None, delta: float = 1e-6,
+                 epsilon: float | None = None) -> None:
         self.variant, self.interval, self.step, self.noise_rate = variant, interval, step, noise_rate
-        self.b_inf, self.delta = b_inf, delta
+        self.b_inf, self.delta, self.epsilon = b_inf, delta, epsilon
         for argument, value, allowed in (("variant", variant, VARIANTS), ("interval", interval, INTERVALS)):
             check_scalar(value, argument=argument, choices=allowed)
         self._step = None if step is None else as_schedule(step, argument="step")
         self._rate = None if noise_rate is None else as_schedule(noise_rate, argument="noise_rate")
+        self._epsilon = total_epsilon(epsilon, noise_rate)
         self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")
         self._delta = require_positive(delta, argument="delta")
 
     @property
     def private(self) -> bool:
-        return self._rate is not None
+        return self._rate is not None or self._epsilon is not None
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
@@ -104,13 +116,26 @@ class RandomizedDGD(Algorithm):
             check_private_agents(self, problem, self._b_inf, self._step is None, "eta_k B_inf")
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedDGD:
-        """Check the problem; fix the default step c / k^0.75 with c = 1 / max_i L_i."""
+        """Check the problem; fix the default step c / k^0.75 with c = 1 / max_i L_i, then a total ``epsilon``'s
+        noise rate (`calibrated`)."""
         self.check(problem, topology)
         if self._step is not None:
-            return self
+            return self.calibrated(problem, rounds)
         smoothness = max(declared_smoothness(agent, layout, self.private)
                          for agent, layout in zip(problem.agents, problem.layouts, strict=True))
-        return self.clone(step=Power(1.0 / smoothness, STEP_POWER))
+        return self.clone(step=Power(1.0 / smoothness, STEP_POWER)).calibrated(problem, rounds)
+
+    def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedDGD:
+        """With a total ``epsilon``: the constant noise rate beta at which the worst-off agent's ledger spends it over
+        the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
+        if self._epsilon is None:
+            return self
+        unit = max(layout.dim * linf_sensitivity(agent, self._b_inf)
+                   for agent, layout in zip(problem.agents, problem.layouts, strict=True)
+                   if not holds_no_private_data(agent))
+        steps = [checked_value(self._step, t, argument="step") for t in range(1, rounds + 1)]
+        return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit * eta for eta in steps], self._epsilon,
+                                                                      self._delta))
 
     def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedDGDAgent:
         return RandomizedDGDAgent(agent, context, self)
