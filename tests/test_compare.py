@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import privcvx as pc
-from privcvx.algorithms import PRADMM, DPDistributedGradient, ExactADMM, LinearizedADMM, consensus_problem
+from privcvx.algorithms import PRADMM, Algorithm, DPDistributedGradient, LinearizedADMM, consensus_problem
 from privcvx.errors import ParameterError, PrivacyError
 
 pytestmark = pytest.mark.usefixtures("quiet_seeds")
@@ -80,8 +80,11 @@ def test_per_update_budgets_are_labelled_and_only_for_algorithm_1():
 
 
 def test_methods_without_a_total_budget_and_bad_studies_are_refused():
-    with pytest.raises(PrivacyError, match="ExactADMM.*total budget"):
-        pc.compare(pc.Study(problem=_problem, methods=[pc.Method("X", ExactADMM())], epsilons=[1.0], rounds=3))
+    class Unregistered(Algorithm):  # a method without a total-budget argument: refused before any run
+        agent_program = monitor = None
+
+    with pytest.raises(PrivacyError, match="Unregistered.*total budget"):
+        pc.compare(pc.Study(problem=_problem, methods=[pc.Method("X", Unregistered())], epsilons=[1.0], rounds=3))
     with pytest.raises(PrivacyError, match="privacy mode"):
         pc.compare(pc.Study(problem=_problem, methods=[pc.Method("A1", LinearizedADMM())], epsilons=[1.0], rounds=3))
     with pytest.raises(ParameterError, match="distinct"):
