@@ -4,11 +4,12 @@
 
 DIGing (Nedic, Olshevsky & Shi, "Achieving geometric convergence for distributed optimization over
 time-varying graphs", SIAM J. Optim. 2017, Eq. (3)) keeps, at agent i, an estimate x_i and a tracker y_i of the
-average gradient. Made private as state-and-direction perturbation (Ding et al., IEEE TAC 2022) with Gaussian noise
-on the tracker only, agent i releases yt_i(t) = y_i(t) + N(0, sigma^2 I) and sends x_i(t) in the clear:
+average gradient. Made private here with Gaussian noise on the tracker's messages: agent i releases
+yt_i(t) = y_i(t) + e_i(t), e_i(t) ~ N(0, sigma^2 I), sends x_i(t) in the clear, and keeps its own noise out of its
+tracker (as DPP^2 cancels its own noise, line 8 of its Algorithm 1), so that sum_i y_i = sum_i g_i stays exact:
 
     x_i(t+1) = sum_j a_ij x_j(t) - alpha yt_i(t)
-    y_i(t+1) = sum_j a_ij yt_j(t) + g_i(x_i(t+1)) - g_i(x_i(t)),    y_i(0) = g_i(x_i(0)),  x_i(0) = 0,
+    y_i(t+1) = sum_j a_ij yt_j(t) - e_i(t) + g_i(x_i(t+1)) - g_i(x_i(t)),    y_i(0) = g_i(x_i(0)),  x_i(0) = 0,
 
 with g_i = clip_G(grad f_i) = grad f_i min(1, G / ||grad f_i||) (no clip: g_i = grad f_i). Without noise (``epsilon``
 None, the default) this is DIGing, exact with a constant step; it refuses constrained agents.
@@ -18,21 +19,20 @@ B_i >= sup_x ||grad f_i(x; D) - grad f_i(x; D')||_2 (one record, say); without o
 (agent-level privacy), which the clip bounds. Clipping is the Euclidean projection onto the G-ball: 1-Lipschitz, and
 both clipped gradients lie in the ball, so s_i = sup_x ||g_i(x; D) - g_i(x; D')||_2 <= min(B_i, 2G). Given the
 transcript so far, x_i(t) is public: x_i(0) = 0, and x_i(t+1) mixes the neighbours' public x_j(t) with the released
-yt_i(t) (post-processing: x costs nothing). So y_i(t+1) differs between D and D' only through g_i(x_i(t+1)) -
-g_i(x_i(t)) at two public points: Delta = 2 s_i (s_i for y_i(0)). Nothing lies between y and its release (no
-projection, no solver), so this l2 bound is the released value's.
+yt_i(t) (post-processing: x costs nothing). By induction y_i(t) = g_i(x_i(t)) + sum_{k<t} (sum_j a_ij yt_j(k) -
+yt_i(k)), a public sum, so y_i(t) differs between D and D' only through one clipped gradient at a public point:
+Delta = s_i for every release. Nothing lies between y and its release (no projection, no solver), so this l2 bound
+is the released value's.
 
 **Accountant.** Every release is a Gaussian with one noise multiplier m (sigma = m Delta), so the T releases (rounds
-0..T-1; the last round sends x alone) compose exactly to mu = sqrt(T) / m GDP (Dong, Roth & Su 2022), the ledger's
-Gaussian accountant: the epsilon at ``delta`` of one Gaussian of multiplier m / sqrt(T) (Balle & Wang 2018). A total
-``epsilon`` per agent at ``delta`` therefore sets m = sqrt(T) sigma*(epsilon, delta), sigma* the analytic Gaussian's
-multiplier (`release_mechanism`), and the run reports that epsilon.
+0..T-1; the last round sends x alone) compose to mu = sqrt(T) / m GDP (Dong, Roth & Su 2022), which the ledger
+converts exactly (Balle & Wang 2018). A total ``epsilon`` per agent at ``delta`` sets m by
+``pc.Budget(epsilon, delta).per_update(T)`` (dp-accounting's PLD calibration; on the secure path, the grid's discrete
+Gaussian calibrated on RDP), so the run reports at most that epsilon.
 """
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -51,21 +51,6 @@ from privcvx.algorithms import (
 )
 
 
-@lru_cache(maxsize=64)
-def release_mechanism(epsilon: float, delta: float, releases: int) -> pc.Gaussian:
-    """The analytic Gaussian of multiplier >= sqrt(T) sigma*(epsilon, delta) (to a relative 1e-12): T of them compose
-    to (epsilon, delta). Its per-release epsilon, by bisection (the multiplier falls as epsilon grows)."""
-    target = math.sqrt(releases) * pc.Gaussian(epsilon, delta, analytic=True).noise_multiplier
-    low, high = epsilon / (4.0 * releases), epsilon
-    while pc.Gaussian(low, delta, analytic=True).noise_multiplier < target:
-        low, high = low / 2.0, low
-    for _ in range(60):
-        middle = math.sqrt(low * high)
-        low, high = (middle, high) if pc.Gaussian(middle, delta, analytic=True).noise_multiplier >= target else (
-            low, middle)
-    return pc.Gaussian(low, delta, analytic=True)
-
-
 class GradientTracking(Algorithm):
     """DIGing with a constant step ``alpha`` (default 1 / (4 max_i L_i), from the declared smoothness); private with a
     total ``epsilon`` per agent at ``delta`` over the run, gradients clipped to l2 norm ``clip`` (module docstring)."""
@@ -79,8 +64,7 @@ class GradientTracking(Algorithm):
                  delta: float = 1e-5, clip: float | None = None) -> None:
         self.alpha, self.weights, self.epsilon, self.delta, self.clip = alpha, weights, epsilon, delta, clip
         self._delta = delta
-        if epsilon is not None:
-            pc.Gaussian(epsilon, delta, analytic=True)  # validates both
+        self.budget = None if epsilon is None else pc.Budget(epsilon, delta)  # validates both
         if clip is not None and not clip > 0:
             raise pc.errors.ParameterError(f"must be a number > 0, got {clip!r}", argument="clip")
 
@@ -144,11 +128,10 @@ class TrackingAgent(AgentProgram):
         return g if clip is None or norm <= clip else g * (clip / norm)
 
     def send(self, t: int) -> list[Message]:
-        """Round t's message: x_i in the clear (public) and y_i released, charged 2 s_i (s_i for y_i(0))."""
+        """Round t's message: x_i in the clear (public) and y_i released, charged s_i."""
         if self.settings.private:
-            mechanism = release_mechanism(self.settings.epsilon, self.settings.delta, self.context.rounds)
-            self.yt = self.context.release(self.y, mechanism, pc.Sensitivity(l2=self.s if t == 1 else 2 * self.s),
-                                           tags={"payload": "y"})
+            mechanism = self.settings.budget.per_update(self.context.rounds)
+            self.yt = self.context.release(self.y, mechanism, pc.Sensitivity(l2=self.s), tags={"payload": "y"})
         else:
             self.yt = self.y
         return [self.context.message(t, {"x": self.x, "y": self.yt})]
@@ -163,7 +146,7 @@ class TrackingAgent(AgentProgram):
         mixed_y = sum(a * (self.yt if received[j] is None else received[j]["y"]) for j, a in sorted(row.items()))
         self.x = mixed_x - self.settings.alpha * self.yt
         gradient = self.clipped(self.x)
-        self.y, self.gradient = mixed_y + gradient - self.gradient, gradient
+        self.y, self.gradient = mixed_y - (self.yt - self.y) + gradient - self.gradient, gradient
         if t == self.context.rounds:  # the last round sends the public x only: T releases in all
             return [self.context.message(t + 1, {"x": self.x})]
         return self.send(t + 1)

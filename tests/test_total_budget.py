@@ -15,7 +15,8 @@ import privcvx as pc
 from privcvx.algorithms import DPP2, PPDC, DiaDSP, RandomizedADMM, RandomizedDGD, consensus_problem
 from privcvx.errors import PrivacyError
 
-pytestmark = [pytest.mark.usefixtures("quiet_seeds"), pytest.mark.filterwarnings("ignore::privcvx.errors.ConvergenceWarning")]
+pytestmark = [pytest.mark.usefixtures("quiet_seeds"),
+              pytest.mark.filterwarnings("ignore::privcvx.errors.ConvergenceWarning")]
 TARGET, DELTA, ROUNDS, B, D = 2.0, 1e-5, 25, 0.1, 3  # B: the problem's declared sensitivity; D: its dimension
 
 
