@@ -13,6 +13,7 @@ import pytest
 
 import privcvx as pc
 from privcvx.algorithms import DPP2, PPDC, DiaDSP, RandomizedADMM, RandomizedDGD, consensus_problem
+from privcvx.algorithms.conformance import check_determinism
 from privcvx.errors import PrivacyError
 
 pytestmark = [pytest.mark.usefixtures("quiet_seeds"),
@@ -112,3 +113,9 @@ def test_a_total_needs_the_noise_template_and_excludes_a_rate():
         RandomizedADMM(epsilon=1.0, noise_rate=2.0)
     with pytest.raises(PrivacyError, match="template"):
         pc.compare(pc.Study(problem=_problem, methods=[pc.Method("P", PPDC())], epsilons=[1.0], rounds=3))
+
+
+@pytest.mark.parametrize("template", [case[0] for case in CASES], ids=[type(case[0]).__name__ for case in CASES])
+def test_a_run_at_a_total_is_deterministic_and_resumes_bitwise(template):
+    """The calibration happens in prepare, from public settings only: a checkpoint's resume repeats it."""
+    check_determinism(template.clone(epsilon=TARGET, delta=DELTA), rounds=6, backends=("serial",))
