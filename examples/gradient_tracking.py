@@ -65,8 +65,7 @@ class GradientTracking(Algorithm):
         self.alpha, self.weights, self.epsilon, self.delta, self.clip = alpha, weights, epsilon, delta, clip
         self._delta = delta
         self.budget = None if epsilon is None else pc.Budget(epsilon, delta)  # validates both
-        if clip is not None and not clip > 0:
-            raise pc.errors.ParameterError(f"must be a number > 0, got {clip!r}", argument="clip")
+        self._clip = None if clip is None else pc.errors.require_positive(clip, argument="clip")
 
     @property
     def private(self) -> bool:
@@ -88,14 +87,16 @@ class GradientTracking(Algorithm):
             if self.private:
                 self.sensitivity(agent)
 
-    def sensitivity(self, agent: pc.Agent) -> float:
-        """s_i <= min(B_i, 2 G): the l2 change of one clipped gradient over neighbouring data (module docstring)."""
-        declared = agent.sensitivity.get("l2") if isinstance(agent.sensitivity, pc.Sensitivity) else np.inf
-        bound = min(declared, np.inf if self.clip is None else 2.0 * self.clip)
-        if not np.isfinite(bound):
+    def sensitivity(self, agent: pc.Agent) -> pc.Sensitivity:
+        """s_i <= min(B_i, 2 G): the l2 change of one clipped gradient over neighbouring data (module docstring); a
+        declared B_i that binds keeps its ``nominal`` label."""
+        declared = agent.sensitivity if isinstance(agent.sensitivity, pc.Sensitivity) else None
+        if declared is not None and (self._clip is None or declared.get("l2") <= 2.0 * self._clip):
+            return pc.Sensitivity(l2=declared.get("l2"), nominal=declared.nominal)
+        if self._clip is None:
             raise pc.errors.PrivacyError("privacy is on: declare a constant pc.Sensitivity(l2=...) or give clip",
                                          agent=agent.name, argument="sensitivity")
-        return float(bound)
+        return pc.Sensitivity(l2=2.0 * self._clip)
 
     def prepare(self, problem: pc.DistributedProblem, topology: pc.Topology, rounds: int) -> GradientTracking:
         self.check(problem, topology)
@@ -116,7 +117,7 @@ class TrackingAgent(AgentProgram):
     def __init__(self, agent: pc.Agent, context: AgentContext, settings: GradientTracking) -> None:
         self.context, self.settings = context, settings
         self.evaluator = GradientEvaluator(agent, context.layout)
-        self.s = settings.sensitivity(agent) if settings.private else 0.0
+        self.sensitivity = settings.sensitivity(agent) if settings.private else None
         self.x = np.zeros(context.layout.dim)
         self.gradient = self.clipped(self.x)
         self.y = self.gradient.copy()
@@ -124,14 +125,14 @@ class TrackingAgent(AgentProgram):
 
     def clipped(self, x: np.ndarray) -> np.ndarray:
         g = self.evaluator.gradient(x)
-        clip, norm = self.settings.clip, float(np.linalg.norm(g))
+        clip, norm = self.settings._clip, float(np.linalg.norm(g))
         return g if clip is None or norm <= clip else g * (clip / norm)
 
     def send(self, t: int) -> list[Message]:
         """Round t's message: x_i in the clear (public) and y_i released, charged s_i."""
         if self.settings.private:
             mechanism = self.settings.budget.per_update(self.context.rounds)
-            self.yt = self.context.release(self.y, mechanism, pc.Sensitivity(l2=self.s), tags={"payload": "y"})
+            self.yt = self.context.release(self.y, mechanism, self.sensitivity, tags={"payload": "y"})
         else:
             self.yt = self.y
         return [self.context.message(t, {"x": self.x, "y": self.yt})]

@@ -52,6 +52,17 @@ def test_the_private_one_file_example_conforms_spends_its_total_and_survives_the
     assert report.attained == pytest.approx(1.0, abs=1e-6) and report.releases == 2
 
 
+def test_the_private_example_charges_the_smaller_of_the_declared_bound_and_the_clip():
+    import cvxpy as cp
+
+    x = cp.Variable(2)
+    printed = pc.Agent(cp.sum_squares(x), shared=x, sensitivity=pc.Sensitivity(l1=1.0, l2=0.5, nominal="printed"))
+    assert GradientTracking(epsilon=1.0).sensitivity(printed) == pc.Sensitivity(l2=0.5, nominal="printed")
+    assert GradientTracking(epsilon=1.0, clip=0.1).sensitivity(printed) == pc.Sensitivity(l2=0.2)  # valid: the clip
+    with pytest.raises(pc.errors.PrivacyError, match="give clip"):
+        GradientTracking(epsilon=1.0).sensitivity(pc.Agent(cp.sum_squares(x), shared=x))
+
+
 def test_the_rendezvous_accuracy_example_runs_and_shows_the_trend(tmp_path):
     import subprocess
 
