@@ -266,10 +266,7 @@ def test_resume_refuses_another_diagnostics_setting_and_compares_seeds_by_value(
 
 def test_resume_refuses_another_rounds_when_the_noise_is_calibrated_to_them(tmp_path):
     problem = _problem()
-    from privcvx.algorithms.pr_admm import ReleaseBound
-
-    bound = ReleaseBound(shared=problem.agents[0].sensitivity.l2, private=0.0)
-    algorithm = pc.algorithms.PRADMM(epsilon=1.0, release_bounds={name: bound for name in problem.names})
+    algorithm = pc.algorithms.PRADMM(epsilon=1.0)
     path = tmp_path / "run.ckpt"
     _solve(problem, algorithm, rounds=10, checkpoint=path, callback=lambda row: row["round"] < 4)
     with pytest.raises(CheckpointError, match="another run.*rounds: the file has 10, this run has 20"):
