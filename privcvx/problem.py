@@ -181,13 +181,24 @@ class Agent:
 
     @property
     def sensitivity(self) -> Sensitivity | Callable[..., Sensitivity] | None:
-        """The declared gradient sensitivity (``declared.sensitivity``)."""
+        """The declared gradient sensitivity (``declared.sensitivity``); setting it replaces that entry of the
+        record (checked)."""
         return self.declared.sensitivity
+
+    @sensitivity.setter
+    def sensitivity(self, value: Sensitivity | Callable[..., Sensitivity] | None) -> None:
+        self.declared = declaration(self.declared.replace(sensitivity=None), agent=_label(self.name),
+                                    sensitivity=value)
 
     @property
     def smoothness(self) -> float | None:
-        """The declared L_p (``declared.smoothness``)."""
+        """The declared L_p (``declared.smoothness``); setting it replaces that entry of the record (checked)."""
         return self.declared.smoothness
+
+    @smoothness.setter
+    def smoothness(self, value: float | None) -> None:
+        self.declared = declaration(self.declared.replace(smoothness=None), agent=_label(self.name),
+                                    smoothness=value)
 
     def _collect_variables(self) -> list[cp.Variable]:
         ordered: dict[int, cp.Variable] = {}
