@@ -279,6 +279,19 @@ def test_resume_refuses_another_rounds_when_the_noise_is_calibrated_to_them(tmp_
         _solve(rounds=2, resume=path)
 
 
+def test_resume_refuses_other_declarations_than_the_noise_was_calibrated_to(tmp_path):
+    """The agents' pc.Declared records are in the checkpoint header: resuming after one agent's declared bound
+    changed (the same data, another calibration) is refused; the same records resume."""
+    problem, path = _problem(), tmp_path / "run.ckpt"
+    algorithm = pc.algorithms.PRADMM(epsilon=1.0)
+    _solve(problem, algorithm, rounds=6, checkpoint=path, callback=lambda row: row["round"] < 3)
+    assert len(_solve(_problem(), algorithm, rounds=6, resume=path).history) == 6
+    looser = _problem()
+    looser.agents[1].sensitivity = looser.agents[1].sensitivity.scaled(2.0)
+    with pytest.raises(CheckpointError, match="another run.*declared"):
+        _solve(looser, algorithm, rounds=6, resume=path)
+
+
 def test_a_secure_run_refuses_a_checkpoint_before_any_work(tmp_path):
     with pytest.raises(PrivacyError, match="secure noise cannot be checkpointed"):
         _problem().solve(rounds=3, privacy=PRIVACY, checkpoint=tmp_path / "run.ckpt")
