@@ -381,7 +381,7 @@ class AgentSpec:
     sensitivity, smoothness, declared:
         The public declarations that the algorithm checks in the driver: a `pc.Declared` record, whose
         ``sensitivity`` and ``smoothness`` may also be given as keywords (see `Agent`); the built agent must
-        declare the same record.
+        declare the same record, entry by entry (its ``relation`` too), since the host calibrates with its own.
     convex:
         Whether the built agent's objective is convex DCP (``Agent.convex``; a nonconvex agent needs a gradient
         oracle and a gradient-only method). The driver checks the algorithm against it; the host checks the
