@@ -216,7 +216,6 @@ class Agent:
                 f"constraints={len(self.constraints)}, shared={list(self.shared)})")
 
 
-
 class SampledAgent(Agent):
     """A ``pc.Agent`` that also declares its per-record gradients (``samples``, a `SampleLoss`).
 
@@ -252,6 +251,7 @@ class SampledAgent(Agent):
     def record_smoothness(self) -> float | None:
         """The declared L_rec (``declared.record_smoothness``)."""
         return self.declared.record_smoothness
+
 
 def _unsupported_kind(variable: cp.Variable) -> str | None:
     """The kind of a variable privcvx cannot run ("integer", "boolean", "complex"), or None for a real one."""
