@@ -54,10 +54,10 @@ def main() -> None:
         import powerflow
 
         problem = powerflow.zonal_problem("case14", zones=3)
-        cases.append(("case14, 3 zones", problem, 0.0, 1 / max(problem.info["smoothness"]), (1.0, 10.0, 100.0),
-                      args.rounds, True))
+        cases.append(("case14, 3 zones", problem, 0.0, 1 / max(a.smoothness for a in problem.agents),
+                      (1.0, 10.0, 100.0), args.rounds, True))
         problem, reference = logistic_problem()
-        cases.append(("digits logistic, bound 1", problem, reference, 1 / max(problem.info["smoothness"]),
+        cases.append(("digits logistic, bound 1", problem, reference, 1 / max(a.smoothness for a in problem.agents),
                       (1e-3, 1e-2, 1e-1), 3000, False))
     print("| problem | E | setting | rounds to 1e-3 | rounds to 1e-4 | seconds |")
     print("|---|---|---|---|---|---|")

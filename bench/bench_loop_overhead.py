@@ -37,7 +37,8 @@ def child(rounds: int) -> None:
 
     warnings.simplefilter("ignore")
     problem = powerflow.zonal_problem("case118", zones=3)
-    settings = {"local_updates": 1, "rho": 30.0, "eta": 1.8 / max(problem.info["smoothness"]), "seed": 0}
+    settings = {"local_updates": 1, "rho": 30.0, "eta": 1.8 / max(a.smoothness for a in problem.agents),
+                "seed": 0}
     problem.solve(rounds=WARM_UP_ROUNDS, **settings)
     start = time.perf_counter()
     result = problem.solve(rounds=rounds, **settings)

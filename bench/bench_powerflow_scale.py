@@ -31,7 +31,7 @@ def scale(cases: list[str], zone_counts: list[int], rounds: int) -> None:
             build = time.perf_counter() - start
             dims = [model.x.size for model in problem.info["models"]]
             rows = [sum(c.size for c in agent.constraints) for agent in problem.agents]
-            eta = 1.0 / max(problem.info["smoothness"])
+            eta = 1.0 / max(agent.smoothness for agent in problem.agents)
             result = problem.solve(rounds=rounds, local_updates=1, rho=100.0, eta=eta)
             times = np.diff(np.concatenate([[0.0], result.history["time_s"].to_numpy()]))
             print(f"| {case} | {zones} | {build:.2f} | {len(problem.info['cut_branches'])} | {len(problem.keys)} | "
@@ -44,7 +44,7 @@ def admm(rounds: int) -> None:
     print("|---|---|---|---|---|---|---|")
     for case, rho in (("case14", 10.0), ("case118", 30.0), ("case118", 100.0)):
         problem = powerflow.zonal_problem(case, 3)
-        eta = 1.8 / max(problem.info["smoothness"])
+        eta = 1.8 / max(agent.smoothness for agent in problem.agents)
         result = problem.solve(rounds=rounds, local_updates=1, rho=rho, eta=eta,
                                callback=lambda row: not (row["objective"] <= 1e-4
                                                          and row["consensus_residual"] <= 1e-3))

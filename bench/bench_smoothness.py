@@ -45,7 +45,8 @@ def main() -> None:
 
     features, labels = datasets.load_digits()
     problem = federated_logistic(features, labels, agents=4, bound=1.0, seed=0)
-    for agent, layout, declared in zip(problem.agents, problem.layouts, problem.info["smoothness"], strict=True):
+    for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+        declared = agent.smoothness
         start = time.perf_counter()
         estimate = estimate_smoothness(GradientEvaluator(agent, layout), np.zeros(layout.dim))
         elapsed = (time.perf_counter() - start) * 1e3

@@ -55,7 +55,7 @@ def ratios(problem_paper: pc.DistributedProblem, problem_exact: pc.DistributedPr
             weights = np.sqrt(step) + rho * layout.shared_mask
             valid.append(derived_output_sensitivity(exact.sensitivity, weights, False, PROJECTION_ERROR).get(norm))
             declared.append(derived_output_sensitivity(paper.sensitivity, weights, False, PROJECTION_ERROR).get(norm)
-                            if calibration == "derived" else problem_paper.info["output_sensitivity"].get(norm))
+                            if calibration == "derived" else paper.declared.output_sensitivity.get(norm))
         out.append(np.array(valid) / np.array(declared))
     return out
 

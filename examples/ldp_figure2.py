@@ -77,13 +77,13 @@ METHODS = {
 def run(runs: int, X: np.ndarray, y: np.ndarray) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     rows, curves = [], {}
     for run_index in range(runs):
-        problem = ldp_logistic(X, y, agents=AGENTS, samples=SAMPLES, seed=run_index)  # B_inf from the labels
+        problem = ldp_logistic(X, y, agents=AGENTS, samples=SAMPLES, seed=run_index)  # declares B_inf (labels)
         optimum = problem.solve_centralized().w
         topology = pc.Topology.random(edges=EDGES, seed=run_index)
         for label, options in METHODS.items():
             for private in (True, False):
                 algorithm = RandomizedADMM(D=D, zeta=ZETA, noise_rate=RATE if private else None,
-                                           b_inf=problem.info["b_inf"], **options)
+                                           **options)  # B_inf: each agent's declared coordinate_sensitivity
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ReproducibleNoiseWarning)
                     result = problem.solve(algorithm, topology, rounds=ROUNDS, seed=1000 + run_index)

@@ -36,7 +36,6 @@ import pandas as pd
 
 import privcvx as pc
 from powerflow import zonal_problem
-from powerflow.release_bounds import release_bounds
 from privcvx.algorithms import PRADMM
 from privcvx.algorithms.pr_admm import IterationDecay, PeriodicDecay
 from privcvx.errors import ReproducibleNoiseWarning
@@ -80,8 +79,7 @@ def run_pradmm(problem: pc.DistributedProblem, method: str | None, epsilon: floa
     if method is None:
         return problem.solve(PRADMM(eta=eta), rounds=rounds, seed=seed)
     schedule = PeriodicDecay(0.925, 1) if "Per" in method else IterationDecay(0.015)
-    algorithm = PRADMM(epsilon=epsilon, delta=DELTA, eta=eta, schedule=schedule,
-                       release_bounds=release_bounds(problem))
+    algorithm = PRADMM(epsilon=epsilon, delta=DELTA, eta=eta, schedule=schedule)  # the zones declare release bounds
     return problem.solve(algorithm, rounds=rounds, seed=seed)
 
 

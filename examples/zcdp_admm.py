@@ -68,14 +68,13 @@ def build_problem(seed: int = 0) -> pc.DistributedProblem:
 
 def algorithm(method: str, epsilon: float, rounds: int, problem: pc.DistributedProblem,
               beta: float = THESIS_BETA) -> pc.algorithms.Algorithm:
-    mu = problem.info["strong_convexity"]
+    mu = min(agent.declared.strong_convexity for agent in problem.agents)  # lam_hat / N, the same for every agent
     if method == "Non-private":
         return PRADMM(eta=ETA)
     if method.startswith("PR-ADMM"):
         schedule = PeriodicDecay(0.925, 1) if "Per" in method else IterationDecay(0.015)
         return PRADMM(epsilon=epsilon, delta=DELTA, eta=ETA, schedule=schedule, strong_convexity=mu)
-    common = {"epsilon": epsilon, "delta": DELTA, "eta": ETA, "strong_convexity": mu,
-              "beta": beta, "hessian_change": problem.info["hessian_change"]}
+    common = {"epsilon": epsilon, "delta": DELTA, "eta": ETA, "strong_convexity": mu, "beta": beta}  # h_i: declared
     if method == "PP-ADMM":
         return PPADMM(**common)
     return IPPADMM(**common, max_broadcasts=rounds // 2, query="decrease", threshold=1e-3, clip=2.0)

@@ -9,7 +9,7 @@ f(z; d) = ||A z + d||^2. So
 * r(z) = f(z; d + delta e_k) - f(z; d) = 2 delta (a_k^T z + d_k) + delta^2 changes by
   |r(z) - r(z')| = 2 |delta| |a_k^T (z - z')| <= 2 beta ||A (z - z')|| (a_k^T (z - z') is an entry of A (z - z')).
 
-That is the [`CurvatureBound`][privcvx.algorithms.pr_admm.CurvatureBound] (change 2 beta, curvature 1), from which the
+That is the [`pc.CurvatureBound`][privcvx.declared.CurvatureBound] (change 2 beta, curvature 1), from which the
 released shared part of the exact local step moves by at most beta / sqrt(2 mu_i), mu_i = 2 eta min_k |V_i(k)|
 (docs/zcdp_admm.md, "General form"). It needs no bound on the private variables. For ``objective="cost+shedding"``,
 f = C(pg) + gamma ||A z + d||^2 with a convex cost C that does not depend on d: r and the curvature along A both scale
@@ -19,18 +19,12 @@ sqrt(2 mu_i)).
 
 from __future__ import annotations
 
-import privcvx as pc
-from privcvx.algorithms.pr_admm import CurvatureBound
-from privcvx.errors import PrivacyError
+from privcvx.declared import CurvatureBound
 
 
-def release_bounds(problem: pc.DistributedProblem) -> dict[str, CurvatureBound]:
-    """``{zone name: CurvatureBound(2 gamma beta, gamma)}`` for a problem of `powerflow.zonal_problem` (its ``beta``;
-    gamma = 1 for Eq. (28), the ``penalty`` for ``objective="cost+shedding"``, whose cost term does not depend on the
-    loads and only adds curvature). ``objective="cost"`` has its loads in the constraints: no bound, PrivacyError."""
-    gamma = problem.info.get("penalty")
-    if gamma is None:
-        raise PrivacyError('objective="cost" holds the loads in its constraints, which no release bound covers; '
-                           'use objective="cost+shedding"', argument="problem")
-    bound = CurvatureBound(change=2.0 * float(gamma) * float(problem.info["beta"]), curvature=float(gamma))
-    return dict.fromkeys(problem.names, bound)
+def zone_release_bound(beta: float, penalty: float) -> CurvatureBound:
+    """``CurvatureBound(2 gamma beta, gamma)``: the release bound every zone of `powerflow.zonal_problem` declares
+    (``agent.declared.release_bound``) for the adjacency ``beta`` and gamma = ``penalty`` (1 for Eq. (28), the penalty
+    of ``objective="cost+shedding"``, whose cost term does not depend on the loads and only adds curvature).
+    ``objective="cost"`` holds the loads in its constraints, which no release bound covers: its zones declare none."""
+    return CurvatureBound(change=2.0 * float(penalty) * float(beta), curvature=float(penalty))

@@ -576,7 +576,7 @@ def _figures(directory: str = "docs/figures") -> None:
 
     net = load_case("case14")
     problem = zonal_problem(net, 3)
-    eta = 1.8 / max(problem.info["smoothness"])
+    eta = 1.8 / max(declared.smoothness for declared in problem.declared.values())
     run = problem.solve(rounds=300, local_updates=1, rho=10.0, eta=eta,
                         callback=lambda row: not (row["objective"] <= 1e-4 and row["consensus_residual"] <= 1e-3))
     rounds = len(run.history)

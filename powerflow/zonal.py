@@ -21,6 +21,7 @@ from privcvx.schedules import PerKeyBalancing
 
 from .data import NetworkData, network_data
 from .model import SocModel, as_net
+from .release_bounds import zone_release_bound
 from .zones import zone_mapping
 
 #: The gradient sensitivities of `zonal_problem`: ``"exact"`` (valid, the default) and ``"paper"`` (nominal).
@@ -39,7 +40,7 @@ DEFAULT_PENALTY = 1e6
 #: Why Sec. 6.1.1's gradient sensitivity is nominal (``pc.Sensitivity.nominal``).
 NOMINAL_GRADIENT = ("Delta = 2 beta of Sec. 6.1.1: one load moved by beta changes a zone's Eq. (28) gradient by "
                     "2 beta ||a_i||, up to 3.6x more (docs/powerflow.md)")
-#: Why Sec. 6.1.1's OutPert sensitivity beta is nominal (``problem.info["output_sensitivity"]``).
+#: Why Sec. 6.1.1's OutPert sensitivity beta is nominal (every zone's ``declared.output_sensitivity``).
 NOMINAL_OUTPUT = ("Delta_out = beta of Sec. 6.1.1: OutPert's projected step moves by up to 3.1 beta at t = 1 "
                   "(docs/powerflow.md); the valid one is OutputPerturbation(sensitivity='derived')")
 
@@ -141,12 +142,14 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
     2 beta, nominal: only on request, with a ``pc.NominalPrivacyWarning``, and only for Eq. (28); see
     `gradient_sensitivity`).
 
-    ``problem.info`` holds ``"zones"``, ``"output_sensitivity"`` (the paper's OutPert
-    sensitivity beta, nominal: `NOMINAL_OUTPUT`; the valid OutPert calibration is
-    ``pc.OutputPerturbation(mechanism, sensitivity="derived")``), ``"smoothness"`` (L_p per agent, see
-    `SocModel.smoothness`),
-    ``"models"`` (the `SocModel` of each zone), ``"cut_branches"``, ``"beta"``,
-    ``"sensitivity"``, ``"objective"``, ``"penalty"`` (gamma; 1 for Eq. (28), none for "cost") and ``"case"``.
+    Every zone's public declarations are its ``agent.declared`` (`pc.Declared`), for `RELATION`: its gradient
+    ``sensitivity`` (none for "cost"), ``smoothness`` (L_p, see `SocModel.smoothness`), ``release_bound`` (PR-ADMM's
+    `zone_release_bound`; none for "cost"), ``output_sensitivity`` (the paper's OutPert sensitivity beta, nominal:
+    `NOMINAL_OUTPUT`; the valid OutPert calibration is ``pc.OutputPerturbation(mechanism, sensitivity="derived")``)
+    and ``relation``. ``problem.info`` holds the decomposition, which is not about the loads: ``"zones"`` (the
+    bus-to-zone mapping), ``"models"`` (the `SocModel` of each zone), ``"cut_branches"``, ``"case"``, and the
+    builder's settings ``"beta"``, ``"sensitivity"``, ``"objective"`` and ``"penalty"`` (gamma; 1 for Eq. (28), none
+    for "cost").
 
     Raises `DeclarationError` for a network without cost data under a cost objective (naming ``net.poly_cost``)
     and for a zone with neither a generator nor a tie line (naming the zone): it could only shed its loads.
@@ -182,10 +185,8 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
                        **_zone_declarations(model, objective, weight, beta, sensitivity))
               for zone, model in zip(names, models, strict=True)]
     cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
-    info = {"zones": mapping, "output_sensitivity": pc.Sensitivity(l1=beta, l2=beta, nominal=NOMINAL_OUTPUT),
-            "smoothness": [agent.smoothness for agent in agents], "models": models,
-            "cut_branches": cut, "beta": beta, "sensitivity": sensitivity, "case": data.name,
-            "relation": RELATION, "objective": objective, "penalty": weight}
+    info = {"zones": mapping, "models": models, "cut_branches": cut, "beta": beta, "sensitivity": sensitivity,
+            "case": data.name, "objective": objective, "penalty": weight}
     if objective != "load_shedding":
         info[EXACT_STEP_PENALTY] = cost_penalty_rule(models)
     return pc.DistributedProblem(agents, info=info)
@@ -217,17 +218,21 @@ def _zone_objective(model: SocModel, objective: str,
 
 def _zone_declarations(model: SocModel, objective: str, weight: float | None, beta: float,
                        sensitivity: str) -> dict[str, Any]:
-    """A zone's public declarations for ``objective``: gradient oracle, sensitivity and L_p (none for "cost",
-    which is non-private; no oracle and no L_p for a piecewise-linear cost, which is not smooth)."""
+    """A zone's gradient oracle and public declarations (``declared``, for `RELATION`) for ``objective``: the nominal
+    OutPert sensitivity, and the gradient sensitivity, release bound and L_p (no sensitivity and no release bound for
+    "cost", which is non-private; no oracle and no L_p for a piecewise-linear cost, which is not smooth)."""
+    declared = pc.Declared(output_sensitivity=pc.Sensitivity(l1=beta, l2=beta, nominal=NOMINAL_OUTPUT),
+                           relation=RELATION)
     if objective == "cost":
-        return {"smoothness": None if model.data.pwl_cost else model.cost_smoothness()}
-    declared = {"sensitivity": gradient_sensitivity(model, beta, sensitivity, weight)}
+        return {"declared": declared.replace(smoothness=None if model.data.pwl_cost else model.cost_smoothness())}
+    declared = declared.replace(sensitivity=gradient_sensitivity(model, beta, sensitivity, weight),
+                                release_bound=zone_release_bound(beta, weight))
     if objective == "load_shedding":
-        return {**declared, "gradient": gradient_oracle(model), "smoothness": model.smoothness()}
+        return {"declared": declared.replace(smoothness=model.smoothness()), "gradient": gradient_oracle(model)}
     if model.data.pwl_cost:
-        return declared
-    return {**declared, "gradient": gradient_oracle(model, weight, cost=True),
-            "smoothness": model.cost_smoothness() + weight * model.smoothness()}
+        return {"declared": declared}
+    return {"declared": declared.replace(smoothness=model.cost_smoothness() + weight * model.smoothness()),
+            "gradient": gradient_oracle(model, weight, cost=True)}
 
 
 def _check_supplied(data: NetworkData, models: list[SocModel], names: list[Hashable],

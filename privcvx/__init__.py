@@ -9,19 +9,21 @@ of Ryu & Kim, DP linearized ADMM with multiple local updates, with objective per
 
 from privcvx import algorithms, errors, runtime, schedules
 from privcvx.compare import Method, Study, compare
+from privcvx.declared import CurvatureBound, Declared, ReleaseBound, SampleLoss
 from privcvx.errors import ConvergenceWarning, NominalPrivacyWarning
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, Mechanism, Sensitivity
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation
-from privcvx.problem import Agent, DistributedProblem
+from privcvx.problem import Agent, AgentSpec, DistributedProblem, SampledAgent
 from privcvx.reference import CentralizedSolution
 from privcvx.results import Result, load_result
 from privcvx.topology import Topology
 
 __all__ = [
-    "Agent", "Budget", "CentralizedSolution", "ConvergenceWarning", "DistributedProblem", "Gaussian", "Laplace",
-    "Mechanism", "Message", "Method", "NominalPrivacyWarning", "ObjectivePerturbation", "OutputPerturbation",
-    "Result", "Sensitivity", "Study", "Topology", "Transcript", "algorithms", "compare", "errors", "load_result",
-    "runtime", "schedules",
+    "Agent", "AgentSpec", "Budget", "CentralizedSolution", "ConvergenceWarning", "CurvatureBound", "Declared",
+    "DistributedProblem", "Gaussian", "Laplace", "Mechanism", "Message", "Method", "NominalPrivacyWarning",
+    "ObjectivePerturbation", "OutputPerturbation", "ReleaseBound", "Result", "SampleLoss", "SampledAgent",
+    "Sensitivity", "Study", "Topology", "Transcript", "algorithms", "compare", "errors", "load_result", "runtime",
+    "schedules",
 ]
 __version__ = "0.1.0"

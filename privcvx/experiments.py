@@ -15,10 +15,9 @@ Methods (Sec. 6): ObjG / ObjL are ObjPert (Eq. (10)) with the Gaussian / Laplace
 (Thm. 4.8), OutG / OutL are OutPert (Eq. (12)). The calibration of an OutPert method is
 ``"derived"`` (from the gradient sensitivity through the step's metric, see
 `privcvx.privacy.perturbation.derived_output_sensitivity`: valid when the gradient sensitivity is)
-or ``"paper"`` (the problem's explicit output sensitivity ``problem.info["output_sensitivity"]``, beta in
-Sec. 6.1.1; a nominal one warns ``pc.NominalPrivacyWarning``, run only on request). An ObjPert method always
-uses the agents' gradient sensitivity (Eqs. (18), (21)); its calibration label is the builder's
-``problem.info["sensitivity"]``.
+or ``"paper"`` (the explicit output sensitivity every agent declares, ``agent.declared.output_sensitivity``, beta
+in Sec. 6.1.1; a nominal one warns ``pc.NominalPrivacyWarning``, run only on request). An ObjPert method always
+uses the agents' gradient sensitivity (Eqs. (18), (21)).
 
 This module never imports ``powerflow`` or ``problems`` (they depend on privcvx, not the
 reverse): the builder is a picklable callable handed in by the caller, e.g. the command line.
@@ -166,12 +165,18 @@ def perturbation(problem: DistributedProblem, setting: Setting, delta: float) ->
         return ObjectivePerturbation(noise)
     if setting.calibration == "derived":
         return OutputPerturbation(noise, sensitivity="derived")
-    explicit = problem.info.get("output_sensitivity")
-    if explicit is None:
-        raise PrivacyError(f"{setting.method} with calibration {setting.calibration!r} needs the problem's "
-                           'info["output_sensitivity"], which this problem does not declare; use "derived"',
-                           argument="calibration")
-    return OutputPerturbation(noise, sensitivity=explicit)
+    declared = problem.declared
+    for name, record in declared.items():
+        if record.output_sensitivity is None:
+            raise PrivacyError(f"{setting.method} with calibration {setting.calibration!r} needs the agent's "
+                               'declared output sensitivity (pc.Declared(output_sensitivity=...)), which it does not '
+                               'declare; use "derived"', agent=name, argument="output_sensitivity")
+    explicit = {record.output_sensitivity for record in declared.values()}
+    if len(explicit) > 1:
+        raise PrivacyError(f"{setting.method} with calibration {setting.calibration!r} takes one output sensitivity "
+                           f"for every agent; the agents declare {len(explicit)} different ones: use \"derived\"",
+                           argument="output_sensitivity")
+    return OutputPerturbation(noise, sensitivity=explicit.pop())
 
 
 def run_setting(problem: DistributedProblem, experiment: Experiment, setting: Setting,

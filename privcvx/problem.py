@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from cvxpy.atoms.affine.index import index, special_index
 
+from privcvx.declared import Declared, SampleLoss, declaration
 from privcvx.errors import (
     CentralizedSolveError,
     DeclarationError,
@@ -36,7 +37,6 @@ from privcvx.errors import (
     NotDCPError,
     ParameterError,
     check_scalar,
-    require_positive,
 )
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.reference import CentralizedSolution
@@ -94,6 +94,10 @@ class Agent:
         f_p). Algorithms that set steps from L_p (``eta="auto"``, the default step of
         ``DPDistributedGradient``) use it instead of estimating L_p from the data, which a public
         setting must never be. Problem builders declare one valid for every dataset.
+    declared:
+        A `pc.Declared` record with every public declaration about the agent's data (``sensitivity`` and
+        ``smoothness`` are two of its entries, which may be given either way, or both ways if they agree). The
+        agent keeps the merged record as ``.declared``; methods read their assumptions there.
     """
 
     def __init__(self, objective: cp.Expression, constraints: Sequence[cp.Constraint] = (), *,
@@ -101,7 +105,7 @@ class Agent:
                  name: str | None = None,
                  gradient: Callable[..., Any] | None = None,
                  sensitivity: Sensitivity | Callable[..., Sensitivity] | None = None,
-                 smoothness: float | None = None) -> None:
+                 smoothness: float | None = None, declared: Declared | None = None) -> None:
         if name is not None and not isinstance(name, str):
             raise DeclarationError(f"must be a string, got {name!r}", argument="name")
         label = _label(name)
@@ -143,9 +147,8 @@ class Agent:
             _shared_variable(expr, key=key, agent=label)
         if gradient is not None and not callable(gradient):
             raise DeclarationError("must be callable", agent=label, argument="gradient")
-        if sensitivity is not None and not callable(sensitivity) and not isinstance(sensitivity, Sensitivity):
-            raise DeclarationError(f"must be a pc.Sensitivity or a callable returning one, got {sensitivity!r}",
-                                   agent=label, argument="sensitivity")
+        #: The public declarations about the agent's data (`pc.Declared`).
+        self.declared = declaration(declared, agent=label, sensitivity=sensitivity, smoothness=smoothness)
         for argument, expressions in (("objective", [objective]), ("constraints", constraints)):
             for leaf, value in data_leaves(expressions):
                 if value is None and isinstance(leaf, cp.Parameter):
@@ -159,9 +162,6 @@ class Agent:
         self.shared = shared_map
         self.name = name
         self.gradient = gradient
-        self.sensitivity = sensitivity
-        self.smoothness = None if smoothness is None else require_positive(
-            smoothness, argument="smoothness", agent=label, error=DeclarationError, allow_zero=True)
         self.variables = self._collect_variables()
         if not self.variables:
             raise DeclarationError("the agent has no variables", agent=label, argument="objective")
@@ -179,6 +179,27 @@ class Agent:
                               "neither the objective nor the constraints, so only consensus decides it",
                               ModelingWarning, stacklevel=2)
 
+    @property
+    def sensitivity(self) -> Sensitivity | Callable[..., Sensitivity] | None:
+        """The declared gradient sensitivity (``declared.sensitivity``); setting it replaces that entry of the
+        record (checked)."""
+        return self.declared.sensitivity
+
+    @sensitivity.setter
+    def sensitivity(self, value: Sensitivity | Callable[..., Sensitivity] | None) -> None:
+        self.declared = declaration(self.declared.replace(sensitivity=None), agent=_label(self.name),
+                                    sensitivity=value)
+
+    @property
+    def smoothness(self) -> float | None:
+        """The declared L_p (``declared.smoothness``); setting it replaces that entry of the record (checked)."""
+        return self.declared.smoothness
+
+    @smoothness.setter
+    def smoothness(self, value: float | None) -> None:
+        self.declared = declaration(self.declared.replace(smoothness=None), agent=_label(self.name),
+                                    smoothness=value)
+
     def _collect_variables(self) -> list[cp.Variable]:
         ordered: dict[int, cp.Variable] = {}
         sources: list[cp.Expression] = [_shared_variable(e, key=k, agent=_label(self.name))
@@ -193,6 +214,43 @@ class Agent:
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, variables={len(self.variables)}, "
                 f"constraints={len(self.constraints)}, shared={list(self.shared)})")
+
+
+class SampledAgent(Agent):
+    """A ``pc.Agent`` that also declares its per-record gradients (``samples``, a `SampleLoss`).
+
+    ``record_smoothness`` is a public bound L_rec on the Lipschitz constant of every record's gradient (valid for
+    every record the data could hold); Q-DPSGD-2 needs it under privacy. ``record_count`` declares the number of
+    records m_i public (it must equal ``samples.count``): QDPSGD's default normaliser B = q m_i reveals it, so a
+    private run without ``batch_size`` needs it. Both are entries of the agent's `pc.Declared` record (its sampling
+    frame) and may be given there instead. Every other argument is ``pc.Agent``'s; ``objective`` must be the mean
+    of the records' losses.
+    """
+
+    def __init__(self, objective: Any, constraints: Any = (), *, samples: SampleLoss,
+                 record_smoothness: float | None = None, record_count: int | None = None,
+                 declared: Declared | None = None, **kwargs: Any) -> None:
+        label = _label(kwargs.get("name"))
+        frame = declaration(declared, agent=label, record_smoothness=record_smoothness, record_count=record_count)
+        super().__init__(objective, constraints, declared=frame, **kwargs)
+        if not isinstance(samples, SampleLoss):
+            raise DeclarationError(f"must provide count and gradients(x, indices), got {samples!r}", agent=label,
+                                   argument="samples")
+        count = check_scalar(samples.count, argument="samples", kind=int, low=1, agent=label, error=DeclarationError)
+        if self.declared.record_count not in (None, count):
+            raise DeclarationError(f"must be None or the agent's number of records, {count}, got "
+                                   f"{self.declared.record_count!r}", agent=label, argument="record_count")
+        self.samples = samples
+
+    @property
+    def record_count(self) -> int | None:
+        """The declared public number of records m_i (``declared.record_count``)."""
+        return self.declared.record_count
+
+    @property
+    def record_smoothness(self) -> float | None:
+        """The declared L_rec (``declared.record_smoothness``)."""
+        return self.declared.record_smoothness
 
 
 def _unsupported_kind(variable: cp.Variable) -> str | None:
@@ -320,9 +378,10 @@ class AgentSpec:
     shapes:
         ``{key: shape}``: the public shapes of the agent's shared keys, in the order the built agent's ``shared``
         lists them. The driver lays out the global vector w from these alone.
-    sensitivity, smoothness:
-        The public declarations that the algorithm checks in the driver (see `Agent`); the built agent
-        must declare the same.
+    sensitivity, smoothness, declared:
+        The public declarations that the algorithm checks in the driver: a `pc.Declared` record, whose
+        ``sensitivity`` and ``smoothness`` may also be given as keywords (see `Agent`); the built agent must
+        declare the same record, entry by entry (its ``relation`` too), since the host calibrates with its own.
     convex:
         Whether the built agent's objective is convex DCP (``Agent.convex``; a nonconvex agent needs a gradient
         oracle and a gradient-only method). The driver checks the algorithm against it; the host checks the
@@ -335,7 +394,8 @@ class AgentSpec:
     """
 
     def __init__(self, name: str, factory: Callable[[], Agent], shapes: Mapping[Hashable, Sequence[int] | int], *,
-                 sensitivity: Sensitivity | None = None, smoothness: float | None = None, convex: bool = True,
+                 sensitivity: Sensitivity | None = None, smoothness: float | None = None,
+                 declared: Declared | None = None, convex: bool = True,
                  shard: str | os.PathLike | None = None) -> None:
         if not isinstance(name, str):
             raise DeclarationError(f"must be a string, got {name!r}", argument="name")
@@ -352,19 +412,18 @@ class AgentSpec:
                 raise DeclarationError(f"the shape of key {key!r} must be a tuple of positive ints, got {shape!r}",
                                        agent=name, argument="shapes")
             self.shapes[key] = tuple(int(d) for d in dims)
-        if sensitivity is not None and not isinstance(sensitivity, Sensitivity):
-            raise DeclarationError(f"must be a pc.Sensitivity, got {sensitivity!r}", agent=name,
+        #: The public declarations about the agent's data (`pc.Declared`), checked against the built agent's.
+        self.declared = declaration(declared, agent=name, sensitivity=sensitivity, smoothness=smoothness)
+        if self.declared.sensitivity is not None and not isinstance(self.declared.sensitivity, Sensitivity):
+            raise DeclarationError(f"must be a pc.Sensitivity, got {self.declared.sensitivity!r}", agent=name,
                                    argument="sensitivity")
         if shard is not None and (not isinstance(shard, str | os.PathLike) or not os.fspath(shard)):
             raise DeclarationError(f"must be a file path, got {shard!r}", agent=name, argument="shard")
         self.name = name
         self.factory = factory
         self.shard = None if shard is None else os.fspath(shard)
-        self.sensitivity = sensitivity
         check_scalar(convex, argument="convex", kind=bool, agent=name, error=DeclarationError)
         self.convex = convex
-        self.smoothness = None if smoothness is None else require_positive(
-            smoothness, argument="smoothness", agent=name, error=DeclarationError, allow_zero=True)
         self.key_offsets: dict[Hashable, int] = {}
 
     def build(self) -> tuple[Agent, AgentLayout]:
@@ -381,15 +440,27 @@ class AgentSpec:
         if list(built.items()) != list(self.shapes.items()):
             raise DeclarationError(f"the built agent shares {built}, but its spec declares {self.shapes}",
                                    agent=self.name, argument="shapes")
-        for argument in ("sensitivity", "smoothness", "convex"):
-            if getattr(agent, argument) != getattr(self, argument):
-                raise DeclarationError(f"the built agent declares {getattr(agent, argument)!r}, its spec "
-                                       f"{getattr(self, argument)!r}", agent=self.name, argument=argument)
+        built_entries, spec_entries = {**agent.declared.entries(), "convex": agent.convex}, \
+            {**self.declared.entries(), "convex": self.convex}
+        for argument in sorted(set(built_entries) | set(spec_entries)):
+            if built_entries.get(argument) != spec_entries.get(argument):
+                raise DeclarationError(f"the built agent declares {built_entries.get(argument)!r}, its spec "
+                                       f"{spec_entries.get(argument)!r}", agent=self.name, argument=argument)
         return agent, agent_layout(agent, self.key_offsets)
+
+    @property
+    def sensitivity(self) -> Sensitivity | None:
+        """The declared gradient sensitivity (``declared.sensitivity``)."""
+        return self.declared.sensitivity
+
+    @property
+    def smoothness(self) -> float | None:
+        """The declared L_p (``declared.smoothness``)."""
+        return self.declared.smoothness
 
     def _absent(self, what: str) -> DeclarationError:
         return DeclarationError(f"the driver holds no {what} of an agent built by its factory on its host; declare "
-                                "the public settings (sensitivity, smoothness) on its pc.AgentSpec", agent=self.name,
+                                "the public settings (its pc.Declared record) on its pc.AgentSpec", agent=self.name,
                                 argument=what)
 
     @property
@@ -542,6 +613,11 @@ class DistributedProblem:
     @property
     def names(self) -> list[str]:
         return [agent.name for agent in self.agents]
+
+    @property
+    def declared(self) -> dict[str, Declared]:
+        """Every agent's public declarations (`pc.Declared`), by agent name."""
+        return {agent.name: agent.declared for agent in self.agents}
 
     def unflatten(self, w: np.ndarray) -> dict[Hashable, np.ndarray]:
         """The global vector as ``{key: array shaped like the key}``."""

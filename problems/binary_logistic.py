@@ -5,7 +5,7 @@ Agent i holds the records (x_j, y_j), y_j in {-1, +1}, of one share of the data 
     f_i(w) = (1/m_i) sum_j [ log(1 + exp(-y_j x_j^T w)) + (lam/2) ||w||^2 ],
 
 declared both as a CVXPY expression and record by record (`RecordLoss`, the
-[`SampleLoss`][privcvx.algorithms.qdpsgd.SampleLoss] that clipping and Poisson subsampling need). Every row is scaled
+[`SampleLoss`][privcvx.declared.SampleLoss] that clipping and Poisson subsampling need). Every row is scaled
 to ||x||_2 <= 1, so the declared smoothness 1/4 + lam, of f_i and of every record's loss, holds for every dataset
 (the logistic's second derivative is at most 1/4).
 """
@@ -21,9 +21,11 @@ from scipy.special import expit
 
 import privcvx as pc
 from privcvx.algorithms.privacy_audit import NeighbouringPair
-from privcvx.algorithms.qdpsgd import SampledAgent
 from privcvx.errors import ParameterError, require_positive
 from problems.logistic import scale_to_unit_ball, split_indices
+
+#: Q-DPSGD's relation for this builder: one record added to (or removed from) one agent's share.
+RELATION = "add_remove: one record added to one agent"
 
 
 @dataclass(frozen=True)
@@ -72,16 +74,12 @@ def binary_logistic(X: Any, y: Any, agents: int = 5, lam: float = 0.1, seed: int
     return pc.DistributedProblem([_agent(RecordLoss(X[share], signs[share], lam), bound) for share in shares])
 
 
-def _agent(loss: RecordLoss, bound: float | None) -> SampledAgent:
+def _agent(loss: RecordLoss, bound: float | None) -> pc.SampledAgent:
     """The agent of one share: f_i as a mean of records, the box |w| <= bound if given, smoothness 1/4 + lam."""
     w = cp.Variable(loss.X.shape[1])
     box = [] if bound is None else [w >= -bound, w <= bound]
-    return SampledAgent(loss.expression(w), box, shared=w, samples=loss, record_count=loss.count,
-                        smoothness=0.25 + loss.lam, record_smoothness=0.25 + loss.lam)
-
-
-#: Q-DPSGD's relation for this builder: one record added to (or removed from) one agent's share.
-RELATION = "add_remove: one record added to one agent"
+    return pc.SampledAgent(loss.expression(w), box, shared=w, samples=loss, declared=pc.Declared(
+        record_count=loss.count, smoothness=0.25 + loss.lam, record_smoothness=0.25 + loss.lam, relation=RELATION))
 
 
 def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:

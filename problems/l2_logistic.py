@@ -8,10 +8,10 @@ dissertation, University of Houston, 2022, Eqs. (1)-(2) and Sec. 3.5.2. Agent i 
 with no constraint set. Preprocessing as the thesis (following Zhang et al.): every attribute is scaled so
 that its largest absolute value is 1, then every sample so that its L2 norm is at most 1.
 
-Declared, for the replace-one relation (one sample of one agent replaced by any (z, y) with ||z|| <= 1,
-|D_i| public): the gradient sensitivity 2 / |D_i| (|L'| <= 1), the smoothness 1/4 + lam_hat/N, and in
-``problem.info``: ``strong_convexity`` = lam_hat / N and ``hessian_change`` = c1 / |D_i| per agent (c1 = 1/4,
-the bound on L'' of the logistic loss), which PP-ADMM's objective perturbation needs.
+Declared on every agent (``agent.declared``, a `pc.Declared`), for the replace-one relation `RELATION` (one sample
+of one agent replaced by any (z, y) with ||z|| <= 1, |D_i| public): the gradient sensitivity 2 / |D_i| (|L'| <= 1),
+the smoothness 1/4 + lam_hat/N, the strong convexity lam_hat / N and the Hessian change c1 / |D_i| (c1 = 1/4, the
+bound on L'' of the logistic loss), which PP-ADMM's objective perturbation needs.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from problems.logistic import scale_to_unit_ball, split_indices
 
 #: sup L'' of the logistic loss L(u) = log(1 + e^-u): the thesis's c1.
 LOGISTIC_CURVATURE = 0.25
+#: The relation of the declared bounds: one sample of one agent replaced by any (z, y) with ||z|| <= 1.
+RELATION = "replace_one: one sample of one agent replaced, ||z|| <= 1"
 
 
 def thesis_preprocess(X: Any) -> np.ndarray:
@@ -62,26 +64,20 @@ def decentralized_logistic(X: Any, y: Any, agents: int = 5, lam: float = 1e-2, s
         raise ParameterError("every sample needs ||z||_2 <= 1 (thesis_preprocess)", argument="X")
     lam = require_positive(lam, argument="lam")
     shares = split_indices(np.zeros(X.shape[0], dtype=int), agents, "iid", seed=seed)
-    declared, curvature = [], {}
+    declared = []
     for p, rows in enumerate(shares):
         x = cp.Variable(X.shape[1], name=f"x_{p}")
         n = rows.size
         margins = cp.multiply(y[rows], X[rows] @ x)
         objective = cp.sum(cp.logistic(-margins)) / n + (lam / agents) / 2.0 * cp.sum_squares(x)
-        name = f"agent-{p}"
-        declared.append(pc.Agent(objective, shared=x, name=name, sensitivity=pc.Sensitivity(l2=2.0 / n),
-                                 smoothness=LOGISTIC_CURVATURE + lam / agents))
-        curvature[name] = LOGISTIC_CURVATURE / n
+        declared.append(pc.Agent(objective, shared=x, name=f"agent-{p}", declared=pc.Declared(
+            sensitivity=pc.Sensitivity(l2=2.0 / n), smoothness=LOGISTIC_CURVATURE + lam / agents,
+            strong_convexity=lam / agents, hessian_change=LOGISTIC_CURVATURE / n, relation=RELATION)))
     metrics = {}
     if test is not None:
         X_test, y_test = np.asarray(test[0], dtype=float), np.asarray(test[1], dtype=float)
         metrics["test_error"] = lambda w: float(np.mean(np.sign(X_test @ w) != y_test))
-    info = {"strong_convexity": lam / agents, "hessian_change": curvature, "shares": shares, "lam": lam}
-    return pc.DistributedProblem(declared, metrics=metrics, info=info)
-
-
-#: The relation of the declared bounds: one sample of one agent replaced by any (z, y) with ||z|| <= 1.
-RELATION = "replace_one: one sample of one agent replaced, ||z|| <= 1"
+    return pc.DistributedProblem(declared, metrics=metrics, info={"shares": shares, "lam": lam})
 
 
 def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:

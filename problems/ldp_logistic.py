@@ -32,6 +32,8 @@ from privcvx.errors import ParameterError, check_int, require_positive
 
 #: sup L'' of the logistic loss: the declared smoothness of f_i is this times row_norm^2, plus 1 (the regularizer).
 LOGISTIC_CURVATURE = 0.25
+#: The neighbouring relation of B_inf (Theorem 2.2): one sample of one agent replaced by any sample of the domain.
+RELATION = "replace_one: one sample of one agent replaced within the declared domain"
 
 
 def coordinate_sensitivity(samples: int, labels: Sequence[float] = (-1.0, 1.0),
@@ -55,8 +57,9 @@ def ldp_logistic(X: Any, y: Any, *, agents: int = 10, samples: int = 100, seed: 
                  row_norm: float = 1.0) -> pc.DistributedProblem:
     """``agents`` agents with ``samples`` distinct random rows of (X, y) each, drawn with ``seed``.
 
-    ``labels``, ``feature_range`` and ``row_norm`` declare the public domain of one sample (checked on the data);
-    ``problem.info["b_inf"]`` is the B_inf they imply (`coordinate_sensitivity`), for ``RandomizedADMM``.
+    ``labels``, ``feature_range`` and ``row_norm`` declare the public domain of one sample (checked on the data;
+    ``problem.info`` repeats them); every agent declares the B_inf they imply (`coordinate_sensitivity`), for
+    ``RandomizedADMM``, as its ``declared.coordinate_sensitivity`` (`pc.Declared`, for `RELATION`).
     """
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     agents, samples = check_int(agents, argument="agents"), check_int(samples, argument="samples")
@@ -80,16 +83,12 @@ def ldp_logistic(X: Any, y: Any, *, agents: int = 10, samples: int = 100, seed: 
         x = cp.Variable(X.shape[1], name=f"x_{p}")
         loss = cp.sum(cp.logistic(-cp.multiply(y[rows], X[rows] @ x))) / samples + cp.sum_squares(x) / 2
         l2 = 2.0 * float(np.max(np.abs(labels))) * row_norm / samples
-        declared.append(pc.Agent(loss, shared=x, name=f"agent-{p}", sensitivity=pc.Sensitivity(l2=l2),
-                                 smoothness=LOGISTIC_CURVATURE * row_norm ** 2 * float(np.max(np.abs(labels))) ** 2
-                                 + 1.0))
-    info = {"b_inf": b_inf, "labels": [float(v) for v in labels], "feature_range": (float(low), float(high)),
-            "row_norm": row_norm}
+        declared.append(pc.Agent(loss, shared=x, name=f"agent-{p}", declared=pc.Declared(
+            sensitivity=pc.Sensitivity(l2=l2), coordinate_sensitivity=b_inf, relation=RELATION,
+            smoothness=LOGISTIC_CURVATURE * row_norm ** 2 * float(np.max(np.abs(labels))) ** 2 + 1.0)))
+    info = {"labels": [float(v) for v in labels], "feature_range": (float(low), float(high)), "row_norm": row_norm}
     return pc.DistributedProblem(declared, info=info)
 
-
-#: The neighbouring relation of B_inf (Theorem 2.2): one sample of one agent replaced by any sample of the domain.
-RELATION = "replace_one: one sample of one agent replaced within the declared domain"
 
 
 def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[NeighbouringPair]:

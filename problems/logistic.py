@@ -40,6 +40,9 @@ Weighting = Literal["paper", "agent"]
 #: The weighting each relation uses when none is given: Eq. (30) where the counts are fixed by the
 #: relation, the agent's own count where adding a sample changes them.
 DEFAULT_WEIGHTING: dict[str, Weighting] = {"replace_one": "paper", "add_remove": "agent"}
+#: What each ``relation`` declares (every agent's ``declared.relation``).
+RELATIONS = {"replace_one": "replace_one: one sample of one agent replaced by any (x, y) with ||x|| <= 1",
+             "add_remove": "add_remove: one sample added to or removed from one agent"}
 
 _DIRICHLET_TRIES = 200
 
@@ -275,10 +278,10 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
     Returns
     -------
     A ``pc.DistributedProblem`` with one agent ``"agent-<p>"`` per share in full consensus on the
-    J x K model, each declaring ``smoothness`` and ``sensitivity``. ``problem.info`` holds
-    ``smoothness`` (the declared L_p per agent), ``shares`` (row indices of each agent), ``losses``
-    (the `LogisticLoss` of each agent), ``classes``, ``shape``, ``samples``, ``sensitivity``,
-    ``relation`` and ``weighting``.
+    J x K model, each declaring (``agent.declared``, a `pc.Declared`) its ``smoothness``, ``sensitivity``
+    and ``relation`` (`RELATIONS`). ``problem.info`` holds the builder's data and settings: ``shares`` (row
+    indices of each agent), ``losses`` (the `LogisticLoss` of each agent), ``classes``, ``shape``, ``samples``,
+    ``sensitivity`` (the kind) and ``weighting``.
     """
     X, y = _check_data(X, y, "X")
     bound = require_positive(bound, argument="bound")
@@ -307,16 +310,16 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
         loss = LogisticLoss(X[rows], Y[rows], X.shape[0] if weighting == "paper" else rows.size)
         W = cp.Variable(shape, name=f"W_{p}")
         agent_list.append(pc.Agent(loss.expression(W), [W <= bound, W >= -bound], shared=W,
-                                   name=f"agent-{p}", gradient=loss.gradient,
-                                   sensitivity=_declare(loss, sensitivity), smoothness=loss.smoothness()))
+                                   name=f"agent-{p}", gradient=loss.gradient, declared=pc.Declared(
+                                       sensitivity=_declare(loss, sensitivity), smoothness=loss.smoothness(),
+                                       relation=RELATIONS[relation])))
         losses.append(loss)
 
     metrics = {}
     if test is not None:
         metrics["test_error"] = _test_error(test, classes, shape)
-    info = {"smoothness": [agent.smoothness for agent in agent_list], "shares": shares, "losses": losses,
-            "classes": classes, "shape": shape, "samples": X.shape[0], "sensitivity": sensitivity,
-            "relation": relation, "weighting": weighting}
+    info = {"shares": shares, "losses": losses, "classes": classes, "shape": shape, "samples": X.shape[0],
+            "sensitivity": sensitivity, "weighting": weighting}
     return pc.DistributedProblem(agent_list, metrics=metrics, info=info)
 
 
@@ -375,13 +378,14 @@ def worst_case_pairs(X: Any, y: Any, *, agent: int = 0, **builder: Any) -> list[
     first = federated_logistic(X, y, **builder)
     shares, classes, unit = first.info["shares"], first.info["classes"], np.eye(X.shape[1])[0]
     builder = {**builder, "shares": shares, "classes": classes}
-    row = shares[agent] if first.info["relation"] == "add_remove" else shares[agent][0]
+    add_remove = first.agents[agent].declared.relation == RELATIONS["add_remove"]
+    row = shares[agent] if add_remove else shares[agent][0]
     original_X, original_y = X.copy(), y.astype(classes.dtype, copy=True)
     original_X[row], original_y[row] = unit, classes[0]
     original = federated_logistic(original_X, original_y, **builder)
     pairs = []
     for features, label in ((-unit, classes[0]), (unit, classes[-1]), (-unit, classes[-1])):
-        if first.info["relation"] == "add_remove":
+        if add_remove:
             moved_X, moved_y = np.vstack([original_X, features]), np.append(original_y, label)
             grown = [np.append(share, len(original_y)) if p == agent else share for p, share in enumerate(shares)]
             neighbour = federated_logistic(moved_X, moved_y, **{**builder, "shares": grown})

@@ -35,6 +35,8 @@ PAPER_SMOOTHNESS = 5.03
 #: The public feature-norm bound B the experiment declares (the paper gives none): `paper_data` clips rows to
 #: it (at the paper's sizes its rows have norm at most 21.74 for seeds 0-4, so none is clipped there).
 PAPER_FEATURE_BOUND = 22.0
+#: The delta-adjacency of the DPP^2 paper: one sample of one node replaced by any sample with feature norm <= B.
+RELATION = "replace_one: one sample of one node replaced, feature norm <= feature_bound"
 
 
 def _gradient(z: np.ndarray, y: np.ndarray, lam: float, omega: float):
@@ -68,9 +70,9 @@ def nonconvex_logistic(features: Sequence[np.ndarray], labels: Sequence[np.ndarr
         x = cp.Variable(z.shape[1], name=f"x{i}")
         loss = cp.sum(cp.logistic(-cp.multiply(y, z @ x))) / len(y)
         regularizer = lam * (z.shape[1] - cp.sum(cp.inv_pos(1.0 + omega * cp.square(x))))
-        agents.append(pc.Agent(loss + regularizer, shared=x, name=f"node-{i:02d}",
-                               gradient=_gradient(z, y, lam, omega), smoothness=local_smoothness(z, lam, omega),
-                               sensitivity=pc.Sensitivity(l2=2.0 * bound / len(y))))
+        agents.append(pc.Agent(loss + regularizer, shared=x, name=f"node-{i:02d}", gradient=_gradient(z, y, lam, omega),
+                               declared=pc.Declared(smoothness=local_smoothness(z, lam, omega), relation=RELATION,
+                                                    sensitivity=pc.Sensitivity(l2=2.0 * bound / len(y)))))
     return pc.DistributedProblem(agents, info={"lam": lam, "omega": omega, "feature_bound": bound})
 
 
@@ -87,9 +89,6 @@ def paper_data(nodes: int = 50, samples: int = 200, dim: int = 10, *, smoothness
     scaled = [scale * z for z in features]
     return [z / np.maximum(1.0, np.linalg.norm(z, axis=1) / feature_bound)[:, None] for z in scaled], labels
 
-
-#: The delta-adjacency of the DPP^2 paper: one sample of one node replaced by any sample with feature norm <= B.
-RELATION = "replace_one: one sample of one node replaced, feature norm <= feature_bound"
 
 
 def worst_case_pairs(features: Sequence[np.ndarray], labels: Sequence[np.ndarray], *, feature_bound: float,

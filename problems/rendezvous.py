@@ -39,8 +39,8 @@ def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.D
 
     Each agent ``"agent-<i>"`` gets the gradient oracle 2 (x - a_i) and the constant gradient
     sensitivity (Eqs. (18), (21) of Ryu & Kim) 2 ||hi - lo||_1 (L1) and 2 ||hi - lo||_2 (L2), since
-    moving a_i within X changes the gradient by 2 (a_i - a_i'). Every agent declares its smoothness,
-    2 (``problem.info["smoothness"]`` repeats it).
+    moving a_i within X changes the gradient by 2 (a_i - a_i'), and its smoothness 2, both in its
+    ``agent.declared`` (`pc.Declared`, for `RELATION`).
 
     Parameters
     ----------
@@ -72,9 +72,9 @@ def rendezvous(points: Any, box: Any = (-1.0, 1.0), meeting: Any = None) -> pc.D
     for i, address in enumerate(points):
         x = cp.Variable(d, name=f"x_{i}")
         agents.append(pc.Agent(cp.sum_squares(x - address), [x <= m_hi, x >= m_lo], shared=x,
-                               name=f"agent-{i}", gradient=_gradient(address), sensitivity=sensitivity,
-                               smoothness=2.0))
-    return pc.DistributedProblem(agents, info={"smoothness": [2.0] * len(agents), "relation": RELATION})
+                               name=f"agent-{i}", gradient=_gradient(address),
+                               declared=pc.Declared(sensitivity=sensitivity, smoothness=2.0, relation=RELATION)))
+    return pc.DistributedProblem(agents)
 
 
 def _gradient(address: np.ndarray) -> Any:

@@ -102,7 +102,7 @@ def ill_conditioned(agents: int = 5, n: int = 6, seed: int = 0) -> pc.Distribute
 
 
 def rendezvous_site(index: int, path: str) -> pc.Agent:
-    """An agent factory (`pc.problem.AgentSpec`): agent ``index`` of the rendezvous problem whose addresses are
+    """An agent factory (`pc.AgentSpec`): agent ``index`` of the rendezvous problem whose addresses are
     in the ``.npy`` file at ``path``, read where the factory is called (picklable: a module-level function)."""
     from problems.rendezvous import rendezvous
 
@@ -114,7 +114,10 @@ def rendezvous_sites(path: str, agents: int, shards: str) -> pc.DistributedProbl
     checkpoint shard at ``<shards>/agent-<i>.shard``."""
     import functools
 
+    from problems.rendezvous import RELATION
+
+    declared = pc.Declared(sensitivity=pc.Sensitivity(l1=8.0, l2=float(np.sqrt(32.0))), smoothness=2.0,
+                           relation=RELATION)  # the record every built agent declares
     return pc.DistributedProblem.from_factories([
-        pc.problem.AgentSpec(f"agent-{i}", functools.partial(rendezvous_site, i, path), {"w": (2,)},
-                             sensitivity=pc.Sensitivity(l1=8.0, l2=float(np.sqrt(32.0))), smoothness=2.0,
-                             shard=f"{shards}/agent-{i}.shard") for i in range(agents)])
+        pc.AgentSpec(f"agent-{i}", functools.partial(rendezvous_site, i, path), {"w": (2,)}, declared=declared,
+                     shard=f"{shards}/agent-{i}.shard") for i in range(agents)])

@@ -98,3 +98,16 @@ def test_the_core_modules_import_each_other_without_a_cycle():
 
 def test_no_import_cycle_even_through_imports_inside_functions():
     assert _import_cycles(module_level_only=False) == []
+
+
+def test_the_builders_take_their_declarations_from_the_declaration_layer():
+    """Problems and the power-flow release bounds declare what methods assume through pc.Declared (privcvx.declared,
+    privcvx.problem), not through a method's module (SampledAgent was in qdpsgd, CurvatureBound in pr_admm)."""
+    from privcvx.algorithms import all_algorithms
+
+    methods = {cls.__module__ for _, cls in all_algorithms()}
+    root = PRIVCVX.parent
+    paths = [*(root / "problems").rglob("*.py"), root / "powerflow" / "release_bounds.py"]
+    offenders = [f"{path.name}: {name}" for path in paths for name in _imports(path)
+                 if any(name == module or name.startswith(module + ".") for module in methods)]
+    assert offenders == []

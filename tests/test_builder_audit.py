@@ -89,7 +89,7 @@ def _ldp(factor: float = 1.0) -> BuilderAudit:
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
     pairs = ldp_logistic.worst_case_pairs(X, rng.choice([-1.0, 1.0], 60), agents=3, samples=10)
     return check_builder("ldp_logistic", pairs, relation=ldp_logistic.RELATION,
-                         coordinate=pairs[0].original.info["b_inf"], factor=factor)
+                         coordinate=pairs[0].original.agents[0].declared.coordinate_sensitivity, factor=factor)
 
 
 def _rendezvous(factor: float = 1.0) -> BuilderAudit:

@@ -266,10 +266,7 @@ def test_resume_refuses_another_diagnostics_setting_and_compares_seeds_by_value(
 
 def test_resume_refuses_another_rounds_when_the_noise_is_calibrated_to_them(tmp_path):
     problem = _problem()
-    from privcvx.algorithms.pr_admm import ReleaseBound
-
-    bound = ReleaseBound(shared=problem.agents[0].sensitivity.l2, private=0.0)
-    algorithm = pc.algorithms.PRADMM(epsilon=1.0, release_bounds={name: bound for name in problem.names})
+    algorithm = pc.algorithms.PRADMM(epsilon=1.0)
     path = tmp_path / "run.ckpt"
     _solve(problem, algorithm, rounds=10, checkpoint=path, callback=lambda row: row["round"] < 4)
     with pytest.raises(CheckpointError, match="another run.*rounds: the file has 10, this run has 20"):
@@ -280,6 +277,19 @@ def test_resume_refuses_another_rounds_when_the_noise_is_calibrated_to_them(tmp_
     assert len(_solve(rounds=5, resume=path).history) == 5
     with pytest.raises(CheckpointError, match="round 4, which a run of rounds=2 does not have"):
         _solve(rounds=2, resume=path)
+
+
+def test_resume_refuses_other_declarations_than_the_noise_was_calibrated_to(tmp_path):
+    """The agents' pc.Declared records are in the checkpoint header: resuming after one agent's declared bound
+    changed (the same data, another calibration) is refused; the same records resume."""
+    problem, path = _problem(), tmp_path / "run.ckpt"
+    algorithm = pc.algorithms.PRADMM(epsilon=1.0)
+    _solve(problem, algorithm, rounds=6, checkpoint=path, callback=lambda row: row["round"] < 3)
+    assert len(_solve(_problem(), algorithm, rounds=6, resume=path).history) == 6
+    looser = _problem()
+    looser.agents[1].sensitivity = looser.agents[1].sensitivity.scaled(2.0)
+    with pytest.raises(CheckpointError, match="another run.*declared"):
+        _solve(looser, algorithm, rounds=6, resume=path)
 
 
 def test_a_secure_run_refuses_a_checkpoint_before_any_work(tmp_path):

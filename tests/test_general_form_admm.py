@@ -17,8 +17,7 @@ from core_problems import general_form
 import privcvx as pc
 from privcvx.algorithms import PPADMM, PRADMM
 from privcvx.algorithms.decentralized_admm import sharing_graph
-from privcvx.algorithms.pr_admm import CurvatureBound, ReleaseBound
-from privcvx.errors import ParameterError, PrivacyError, UnsupportedError
+from privcvx.errors import DeclarationError, ParameterError, PrivacyError, UnsupportedError
 from privcvx.localsolve import LocalProblem
 from privcvx.problem import REFERENCE_SOLVER
 
@@ -62,21 +61,51 @@ def test_topology_must_connect_the_holders_of_every_key():
         problem.solve(PPADMM(), rounds=2)
 
 
-def test_private_general_form_needs_a_declared_release_bound(case14):
-    with pytest.raises(PrivacyError, match="release_bounds"):
-        case14.solve(PRADMM(epsilon=1.0, delta=1e-2), rounds=2)
-    with pytest.raises(ParameterError, match="release_bounds"):
-        PRADMM(release_bounds={"zone-1": 0.1})
-    assert ReleaseBound(shared=0.3, private=0.0).sensitivity(2.0) == pytest.approx(0.15)
-    assert CurvatureBound(change=0.02, curvature=1.0).sensitivity(2.0) == pytest.approx(0.005)
+def _without_release_bound(problem: pc.DistributedProblem, name: str) -> pc.DistributedProblem:
+    """The same agents, ``name``'s record without its release bound."""
+    return pc.DistributedProblem([pc.Agent(agent.objective, agent.constraints, shared=agent.shared, name=agent.name,
+                                           gradient=agent.gradient, declared=agent.declared.replace(
+                                               release_bound=None) if agent.name == name else agent.declared)
+                                  for agent in problem.agents], info=problem.info)
+
+
+def test_private_general_form_reads_the_release_bound_each_zone_declares(case14):
+    """PR-ADMM reads every zone's pc.Declared(release_bound=...): the zones of zonal_problem declare
+    CurvatureBound(2 beta, 1); a zone without one is refused, by name and entry, before any round."""
+    beta = case14.info["beta"]
+    assert all(declared.release_bound == pc.CurvatureBound(change=2 * beta, curvature=1.0)
+               for declared in case14.declared.values())
+    stripped = _without_release_bound(case14, "zone-1")
+    with pytest.raises(PrivacyError, match="release_bound") as refused:
+        stripped.solve(PRADMM(epsilon=1.0, delta=1e-2), rounds=2)
+    assert (refused.value.agent, refused.value.argument) == ("zone-1", "release_bound")
+    with pytest.raises(DeclarationError, match="release_bound"):
+        pc.Declared(release_bound=0.1)
+    with pytest.raises(TypeError):
+        PRADMM(release_bounds={"zone-1": pc.CurvatureBound(change=0.02, curvature=1.0)})  # no per-agent settings
+    assert pc.ReleaseBound(shared=0.3, private=0.0).sensitivity(2.0) == pytest.approx(0.15)
+    assert pc.CurvatureBound(change=0.02, curvature=1.0).sensitivity(2.0) == pytest.approx(0.005)
+
+
+def test_one_pradmm_object_runs_on_problems_with_other_zones(case14):
+    """Settings keyed by agent name tied an algorithm to one problem: one PRADMM now runs on 3 and on 4 zones (names
+    zone-0..3, each reading its own declared bound), each run calibrated to the same total zCDP epsilon."""
+    from powerflow import zonal_problem
+
+    algorithm = PRADMM(epsilon=5.0, delta=1e-2, eta=3.0)
+    four = zonal_problem("case14", 4, sensitivity="exact")
+    for problem in (case14, four):
+        result = problem.solve(algorithm, rounds=2, seed=5, diagnostics=False)
+        assert result.info["zcdp_epsilon"] == pytest.approx(5.0, rel=1e-9)
+        assert list(result.privacy["agent"]) == problem.names
 
 
 def test_the_curvature_bound_holds_on_neighbouring_loads(case14):
     """Re-solve each zone's exact local step (CVXPY, tight tolerances) with each own load moved by +-beta: the shared
-    part moves by at most beta / sqrt(2 mu), mu = 2 eta min_k |V_i(k)| (the bound of powerflow.release_bounds)."""
-    from powerflow.release_bounds import release_bounds
+    part moves by at most beta / sqrt(2 mu), mu = 2 eta min_k |V_i(k)| (the bound each zone declares,
+    powerflow.release_bounds)."""
     eta, beta = 1.0, case14.info["beta"]
-    bound = release_bounds(case14)["zone-1"].sensitivity(2.0 * eta)
+    bound = case14.declared["zone-1"].release_bound.sensitivity(2.0 * eta)
     assert bound == pytest.approx(beta / math.sqrt(4.0 * eta))
     moved = []
     for agent, layout, model in zip(case14.agents, case14.layouts, case14.info["models"], strict=True):
@@ -123,8 +152,7 @@ def test_the_pradmm_case14_example_runs_in_quick_mode(tmp_path):
 def test_private_general_form_releases_only_shared_entries_and_resumes_bitwise(case14, tmp_path):
     """Only the shared entries leave a zone (transcript and a release-only result); checkpoint and resume repeat
     the run bitwise; every release is charged, and the zCDP converts to the requested epsilon."""
-    from powerflow.release_bounds import release_bounds
-    algorithm = PRADMM(epsilon=5.0, delta=1e-2, eta=3.0, release_bounds=release_bounds(case14))
+    algorithm = PRADMM(epsilon=5.0, delta=1e-2, eta=3.0)
     base = case14.solve(algorithm, rounds=6, seed=5, diagnostics=False)
     sizes = {layout.name: layout.shared_local.size for layout in case14.layouts}
     assert all(message["x"].shape == (sizes[message.sender],) for message in base.transcript)

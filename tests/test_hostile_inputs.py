@@ -427,7 +427,7 @@ def test_power_flow_builders_with_hostile_arguments(stats):
             problem = _outcome(outcomes, lambda: powerflow.zonal_problem(case, zones, beta=beta,
                                                                           sensitivity=sensitivity, seed=seed))
             if problem is not None:
-                assert len(problem.agents) >= 1 and all(np.isfinite(problem.info["smoothness"]))
+                assert len(problem.agents) >= 1 and all(np.isfinite([a.smoothness for a in problem.agents]))
 
     check()
 

@@ -410,7 +410,7 @@ def test_ldp_logistic_b_inf_bounds_the_searched_worst_neighbour_and_is_tight():
     problems = [ldp_logistic(A, b, agents=1, samples=samples) for A, b in ((X, y), (X_other, y_other))]
     gradients = [GradientEvaluator(p.agents[0], p.layouts[0]).gradient(x) for p in problems]
     assert abs(gradients[0][0] - gradients[1][0]) == pytest.approx(change, rel=1e-6)  # the builder's own loss
-    b_inf = problems[0].info["b_inf"]
+    b_inf = problems[0].agents[0].declared.coordinate_sensitivity
     assert change <= b_inf  # a valid bound ...
     assert change >= 0.97 * b_inf  # ... and a tight one: the search comes within 3% of it
     assert b_inf == coordinate_sensitivity(samples) == pytest.approx(2 / samples)

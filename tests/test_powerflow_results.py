@@ -11,6 +11,11 @@ import powerflow
 from privcvx.errors import DeclarationError, SolverError
 
 
+def _eta(problem) -> float:
+    """1.8 / max L_p over the zones' declared smoothness."""
+    return 1.8 / max(agent.smoothness for agent in problem.agents)
+
+
 @pytest.fixture(scope="module")
 def nets():
     return {case: powerflow.load_case(case) for case in ("case14", "case118")}
@@ -81,7 +86,7 @@ def test_distributed_nominal_case14_agrees_on_the_shed(nets, case14_problem) -> 
     """Nominal loads: every zero-mismatch point is optimal, so only the shed (0) is determined, not the voltages."""
     net, problem = nets["case14"], case14_problem
     central = powerflow.to_net(net, powerflow.socopf(net))
-    run = problem.solve(rounds=300, local_updates=1, rho=10.0, eta=1.8 / max(problem.info["smoothness"]),
+    run = problem.solve(rounds=300, local_updates=1, rho=10.0, eta=_eta(problem),
                         callback=_converged())
     assert len(run.history) < 300
     distributed = powerflow.to_net(net, run, problem=problem)
@@ -104,7 +109,7 @@ def test_distributed_matches_centralized_when_the_answer_is_unique(nets) -> None
     central = powerflow.to_net(net, reference)
     zonal = powerflow.to_net(net, problem.solve_centralized(), problem=problem)
     assert (zonal.res_bus.vm_pu - central.res_bus.vm_pu).abs().max() <= 1e-4
-    run = problem.solve(rounds=800, local_updates=1, rho=10.0, eta=1.8 / max(problem.info["smoothness"]),
+    run = problem.solve(rounds=800, local_updates=1, rho=10.0, eta=_eta(problem),
                         callback=_converged(reference.value))
     assert len(run.history) < 800
     distributed = powerflow.to_net(net, run, problem=problem)
@@ -169,7 +174,7 @@ def test_private_result_without_diagnostics_fills_only_what_zones_sent(nets, cas
 
     net, problem = nets["case14"], case14_problem
     with pytest.warns(pc.errors.ReproducibleNoiseWarning):
-        run = problem.solve(rounds=5, local_updates=1, rho=10.0, eta=1.8 / max(problem.info["smoothness"]), seed=0,
+        run = problem.solve(rounds=5, local_updates=1, rho=10.0, eta=_eta(problem), seed=0,
                             privacy=pc.ObjectivePerturbation(pc.Gaussian(epsilon=1.0, delta=1e-5)), diagnostics=False)
     answer = powerflow.to_net(net, run, problem=problem)
     boundary = [b for b in net.bus.index if any(f"w:{b}" in a.shared for a in problem.agents)]

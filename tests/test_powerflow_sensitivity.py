@@ -144,6 +144,6 @@ def test_default_output_sensitivity_bounds_the_replayed_release_change(t: int) -
                 assert declared.nominal is None
                 assert l1 <= declared.l1 and l2 <= declared.l2, (agent.name, l1, l2, declared)
             worst = max(worst, l2)
-    # the paper's Delta_out = beta (problem.info["output_sensitivity"], nominal) is exceeded
-    nominal = problem.info["output_sensitivity"]
+    # the paper's Delta_out = beta (every zone's declared.output_sensitivity, nominal) is exceeded
+    nominal = problem.agents[0].declared.output_sensitivity
     assert nominal.nominal is not None and worst > 1.5 * nominal.l2

@@ -55,16 +55,18 @@ def test_zonal_structure(fixture: str, request: pytest.FixtureRequest) -> None:
         for key in agent.shared:
             owners[key] = owners.get(key, 0) + 1
     assert min(owners.values()) >= 2  # every key is really shared
-    assert problem.info["output_sensitivity"].l1 == problem.info["beta"] == 0.01
-    assert problem.info["output_sensitivity"].nominal is not None  # the paper's OutPert beta: nominal (issue 26)
+    for declared in problem.declared.values():
+        assert declared.output_sensitivity.l1 == problem.info["beta"] == 0.01
+        assert declared.output_sensitivity.nominal is not None  # the paper's OutPert beta: nominal (issue 26)
+        assert declared.relation == powerflow.zonal.RELATION
 
 
 @pytest.mark.parametrize("fixture", ["case14_problem", "case118_problem"])
 def test_smoothness_and_gradient(fixture: str, request: pytest.FixtureRequest) -> None:
     problem = request.getfixturevalue(fixture)
     rng = np.random.default_rng(0)
-    for agent, model, closed_form in zip(problem.agents, problem.info["models"], problem.info["smoothness"],
-                                         strict=True):
+    for agent, model in zip(problem.agents, problem.info["models"], strict=True):
+        closed_form = agent.declared.smoothness
         a = model.mismatch_matrix
         numeric = 2 * spla.svds(a, k=1, return_singular_vectors=False)[0] ** 2
         assert closed_form == pytest.approx(numeric, rel=1e-9)
@@ -97,7 +99,7 @@ def _converged(row: dict) -> bool:
                                                         ("case118_problem", 30.0, 450)])
 def test_distributed_admm_converges(fixture: str, rho: float, rounds: int, request: pytest.FixtureRequest) -> None:
     problem = request.getfixturevalue(fixture)
-    eta = 1.8 / max(problem.info["smoothness"])  # eta = c / L_p with the worst zone's L_p
+    eta = 1.8 / max(agent.smoothness for agent in problem.agents)  # eta = c / L_p with the worst zone's L_p
     result = problem.solve(rounds=rounds, local_updates=1, rho=rho, eta=eta,
                            callback=lambda row: not _converged(row))
     last = result.history.iloc[-1]

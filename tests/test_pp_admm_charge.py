@@ -20,12 +20,16 @@ from problems.l2_logistic import binary_labels, decentralized_logistic, thesis_p
 ETA, EPSILON, DELTA, ROUNDS = 0.05, 2.0, 1e-4, 4
 
 
+def _mu_f(problem: pc.DistributedProblem) -> float:
+    """lam_hat / N, the strong convexity every agent declares."""
+    return min(declared.strong_convexity for declared in problem.declared.values())
+
+
 @pytest.fixture(scope="module")
 def run():
     X, y = load_breast_cancer(return_X_y=True)
     problem = decentralized_logistic(thesis_preprocess(X), binary_labels(y, 1), agents=5, lam=0.1)
-    algorithm = PPADMM(epsilon=EPSILON, delta=DELTA, eta=ETA, strong_convexity=problem.info["strong_convexity"],
-                       hessian_change=problem.info["hessian_change"])
+    algorithm = PPADMM(epsilon=EPSILON, delta=DELTA, eta=ETA, strong_convexity=_mu_f(problem))  # h_i: declared
     topology = pc.Topology.random(seed=3)
     result = problem.solve(algorithm, topology, rounds=ROUNDS, seed=5)
     return problem, topology.bind(problem.names).degrees(), result
@@ -41,14 +45,13 @@ def test_objective_charge_is_the_drawn_sigma_plus_the_jacobian_term(run, monkeyp
         return original(self, value, kind, scale, sensitivity, *args, **kwargs)
 
     monkeypatch.setattr(pc.privacy.noise.SeededNoise, "perturb", spy)
-    algorithm = PPADMM(epsilon=EPSILON, delta=DELTA, eta=ETA, strong_convexity=problem.info["strong_convexity"],
-                       hessian_change=problem.info["hessian_change"])
+    algorithm = PPADMM(epsilon=EPSILON, delta=DELTA, eta=ETA, strong_convexity=_mu_f(problem))
     result = problem.solve(algorithm, pc.Topology.random(seed=3), rounds=ROUNDS, seed=5)
     assert drawn
-    mu_f = problem.info["strong_convexity"]
+    mu_f = _mu_f(problem)
     for report in result.info["agents"]:
         name = report["agent"]
-        h, mu = problem.info["hessian_change"][name], mu_f + 2 * ETA * degrees[name]
+        h, mu = problem.declared[name].hessian_change, mu_f + 2 * ETA * degrees[name]
         xi = -2.0 * math.log(1.0 - h / mu)  # rank-2 Hessian change: det ratio in [(1 - h/mu)^2, (1 + h/mu)^2]
         sensitivity = 2.0 / problem.info["shares"][problem.names.index(name)].size  # the thesis's 2 / |D_i|
         sigmas = {s for kind, s, d in drawn if kind == "gaussian" and d == pytest.approx(sensitivity)}
@@ -62,12 +65,12 @@ def test_objective_charge_is_the_drawn_sigma_plus_the_jacobian_term(run, monkeyp
 
 def test_reported_epsilon_is_the_target_with_no_hidden_delta(run):
     problem, degrees, result = run
-    mu_f = problem.info["strong_convexity"]
+    mu_f = _mu_f(problem)
     worst = 0.0
     for report in result.info["agents"]:
         charges = report["zcdp"]["charges"]
         rho, xi = math.fsum(c[2] for c in charges), math.fsum(c[3] for c in charges)
-        h, mu = problem.info["hessian_change"][report["agent"]], mu_f + 2 * ETA * degrees[report["agent"]]
+        h, mu = problem.declared[report["agent"]].hessian_change, mu_f + 2 * ETA * degrees[report["agent"]]
         assert xi == pytest.approx(ROUNDS * -2.0 * math.log(1.0 - h / mu), rel=1e-12)
         # (xi, rho)-zCDP -> (xi + rho + 2 sqrt(rho ln 1/delta), delta): the only delta is the run's
         worst = max(worst, xi + rho + 2.0 * math.sqrt(rho * math.log(1.0 / DELTA)))

@@ -8,6 +8,7 @@ import pytest
 
 from privcvx.errors import DeclarationError
 from problems import rendezvous
+from problems.rendezvous import RELATION
 
 # Addresses in [-1, 1]^2; the meeting point must lie in [0.2, 0.9] x [-0.9, -0.4], which does not
 # contain their mean, so W_p is active at the optimum.
@@ -31,7 +32,8 @@ def test_centralized_optimum_is_the_clipped_mean(points):
 def test_distributed_run_reaches_the_optimum(points):
     problem = rendezvous(points, meeting=MEETING)
     x = np.clip(points.mean(axis=0), *MEETING)
-    result = problem.solve(rounds=200, local_updates=1, rho=2.0, eta=1 / max(problem.info["smoothness"]))
+    eta = 1 / max(agent.smoothness for agent in problem.agents)
+    result = problem.solve(rounds=200, local_updates=1, rho=2.0, eta=eta)
     np.testing.assert_allclose(result.w, x, atol=1e-6)
     assert result.history["max_violation"].iloc[-1] <= 1e-12
 
@@ -73,7 +75,7 @@ def test_relation_and_sensitivity_hold_for_every_neighbour():
     rng = np.random.default_rng(3)
     points = rng.uniform(-1, 1, (4, 2))
     problem = rendezvous(points)
-    assert problem.info["relation"].startswith("replace_one")
+    assert RELATION.startswith("replace_one") and all(agent.declared.relation == RELATION for agent in problem.agents)
     declared = problem.agents[1].sensitivity
     worst = [0.0, 0.0]
     corners = [np.array(c, dtype=float) for c in ((-1, -1), (1, 1), (-1, 1), (1, -1))]

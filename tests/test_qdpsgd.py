@@ -176,8 +176,8 @@ def test_variant_2_sensitivity_bounds_the_state_of_neighbouring_datasets():
     stay within D_t of each other in every round (the bound Q-DPSGD-2 calibrates its noise to)."""
     import cvxpy as cp
 
+    from privcvx import SampledAgent
     from privcvx.algorithms import AgentContext
-    from privcvx.algorithms.qdpsgd import SampledAgent
     from privcvx.messages import Message
     from problems.binary_logistic import RecordLoss
     from problems.logistic import scale_to_unit_ball

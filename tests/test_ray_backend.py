@@ -154,8 +154,8 @@ def data_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return paths
 
 
-def specs(paths: list[str], shapes: dict | None = None, shards: Path | None = None) -> list[pc.problem.AgentSpec]:
-    return [pc.problem.AgentSpec(f"site-{p}", functools.partial(load_agent, p, path), shapes or {"w": (N,)},
+def specs(paths: list[str], shapes: dict | None = None, shards: Path | None = None) -> list[pc.AgentSpec]:
+    return [pc.AgentSpec(f"site-{p}", functools.partial(load_agent, p, path), shapes or {"w": (N,)},
                                  sensitivity=SENSITIVITY, smoothness=SMOOTHNESS,
                                  shard=None if shards is None else shards / f"site-{p}.shard")
             for p, path in enumerate(paths)]
@@ -176,9 +176,27 @@ def test_factories_give_the_same_runs_as_ordinary_agents(local_ray, data_files):
         solve(pc.DistributedProblem.from_factories(specs(data_files, {"w": (N + 1,)})), "serial")
     assert info.value.agent == "site-0"
     with pytest.raises(pc.errors.DeclarationError, match="no objective"):  # L_p would be estimated in the driver
-        pc.DistributedProblem.from_factories([pc.problem.AgentSpec(
+        pc.DistributedProblem.from_factories([pc.AgentSpec(
             f"site-{p}", functools.partial(load_agent, p, path), {"w": (N,)}, sensitivity=SENSITIVITY)
             for p, path in enumerate(data_files)]).solve(rounds=2, privacy=PRIVACY, seed=1)
+
+
+def test_a_spec_carries_the_agents_declared_record_and_the_host_checks_it(data_files):
+    """pc.AgentSpec holds the same pc.Declared record as pc.Agent (its sensitivity= and smoothness= are entries of it);
+    the host refuses a built agent whose record differs in any entry, naming the agent and the entry."""
+    record = pc.Declared(sensitivity=SENSITIVITY, smoothness=SMOOTHNESS)
+    spec, *others = specs(data_files)
+    pc.DistributedProblem.from_factories([spec, *others])  # lays out w
+    assert spec.declared == record == spec.build()[0].declared and spec.smoothness == SMOOTHNESS
+    assert pc.AgentSpec("site-0", spec.factory, {"w": (N,)}, declared=record).declared == record
+    looser = pc.AgentSpec("site-0", spec.factory, {"w": (N,)}, declared=record.replace(coordinate_sensitivity=0.1))
+    pc.DistributedProblem.from_factories([looser, *others])
+    with pytest.raises(pc.errors.DeclarationError, match="coordinate_sensitivity") as info:
+        looser.build()
+    assert (info.value.agent, info.value.argument) == ("site-0", "coordinate_sensitivity")
+    with pytest.raises(pc.errors.DeclarationError, match="declared twice") as info:
+        pc.AgentSpec("site-0", spec.factory, {"w": (N,)}, smoothness=1.0, declared=record)
+    assert (info.value.agent, info.value.argument) == ("site-0", "smoothness")
 
 
 def sentinel_in_driver_memory() -> bool:

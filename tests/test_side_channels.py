@@ -127,7 +127,7 @@ def test_nonconvex_logistic_adjacency_is_a_declared_value_not_read_from_the_data
 
 
 def test_qdpsgd_default_normaliser_needs_a_declared_record_count():
-    from privcvx.algorithms.qdpsgd import SampledAgent
+    from privcvx import SampledAgent
 
     problem = _problem("QDPSGD")
     assert all(agent.record_count == agent.samples.count for agent in problem.agents)  # the builder declares it

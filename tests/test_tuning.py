@@ -42,7 +42,8 @@ def test_smoothness_of_logistic_loss_is_below_the_declared_bound():
 
     features, labels = datasets.load_digits()
     problem = federated_logistic(features[:300], labels[:300], agents=3, bound=1.0)
-    for agent, layout, declared in zip(problem.agents, problem.layouts, problem.info["smoothness"], strict=True):
+    for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+        declared = agent.smoothness
         evaluator = GradientEvaluator(agent, layout)
         numeric = estimate_smoothness(evaluator, np.zeros(layout.dim))
         assert 0 < numeric <= declared * (1 + 1e-6)

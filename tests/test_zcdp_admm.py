@@ -40,10 +40,12 @@ def logistic():
 
 
 def _private(problem, cls, epsilon, **extra):
-    settings = {"epsilon": epsilon, "eta": ETA, "strong_convexity": problem.info["strong_convexity"], **extra}
-    if cls is not PRADMM:
-        settings.update(hessian_change=problem.info["hessian_change"])
-    return cls(**settings)
+    return cls(epsilon=epsilon, eta=ETA, strong_convexity=_mu_f(problem), **extra)  # PP/IPP-ADMM: h_i declared
+
+
+def _mu_f(problem: pc.DistributedProblem) -> float:
+    """lam_hat / N, the strong convexity every agent declares."""
+    return min(declared.strong_convexity for declared in problem.declared.values())
 
 
 # ---- (1) convergence and conformance ---------------------------------------------------------------------
@@ -73,7 +75,7 @@ def test_pr_admm_noise_matches_its_calibration(logistic):
     program = algorithm.agent_program(problem.agents[0], context)
     degree = len(bound.neighbours(problem.names[0], 1))
     # Independently: Delta = (2/|D_0|) / (lam/N + 2 eta |V_0|); sum of the weights 0.925^-(k-1) in closed form.
-    delta_sens = (2.0 / problem.info["shares"][0].size) / (problem.info["strong_convexity"] + 2 * ETA * degree)
+    delta_sens = (2.0 / problem.info["shares"][0].size) / (_mu_f(problem) + 2 * ETA * degree)
     weights_sum = (1 - 0.925 ** -rounds) / (1 - 1 / 0.925)
     rho_star = (math.sqrt(math.log(1e4) + 1.0) - math.sqrt(math.log(1e4))) ** 2
     sigma_1 = delta_sens * math.sqrt(weights_sum / (2 * rho_star))
@@ -98,7 +100,7 @@ def _logistic_gradient(problem, index, x):
     rows = problem.info["shares"][index]
     Z, labels = Z[rows], labels[rows]
     margins = labels * (Z @ x)
-    return -(Z.T @ (labels / (1 + np.exp(margins)))) / rows.size + problem.info["strong_convexity"] * x
+    return -(Z.T @ (labels / (1 + np.exp(margins)))) / rows.size + _mu_f(problem) * x
 
 
 @pytest.mark.parametrize("beta", [10 ** -3.5, 1e-10])
@@ -130,12 +132,13 @@ def test_pp_admm_refuses_constrained_sets_and_checks_its_conditions(logistic):
     with pytest.raises(UnsupportedError, match="PPADMM") as error:
         consensus_problem(bound=0.4).solve(PPADMM(), pc.Topology.ring(), rounds=2)
     assert error.value.agent == "agent-0" and error.value.argument == "constraints"
-    with pytest.raises(PrivacyError, match="hessian_change"):
-        PPADMM(epsilon=1.0)
     problem, _, topology = logistic
+    undeclared = consensus_problem(bound=None)  # its agents declare no Hessian change: refused by name and entry
+    with pytest.raises(PrivacyError, match="hessian_change") as error:
+        undeclared.solve(PPADMM(epsilon=1.0), pc.Topology.ring(), rounds=2, seed=0)
+    assert (error.value.agent, error.value.argument) == ("agent-0", "hessian_change")
     with pytest.raises(PrivacyError, match="Jacobian") as error:  # 2 rounds x xi_i ~ 0.0105 exceed epsilon = 0.02
-        problem.solve(PPADMM(epsilon=0.02, eta=ETA, hessian_change=problem.info["hessian_change"]), topology,
-                      rounds=2, seed=0)
+        problem.solve(PPADMM(epsilon=0.02, eta=ETA), topology, rounds=2, seed=0)
     assert error.value.agent is not None
 
 
@@ -186,7 +189,7 @@ def test_pr_admm_zcdp_ledger_matches_an_independent_computation(logistic, schedu
     rho_star = (math.sqrt(math.log(1 / delta) + epsilon) - math.sqrt(math.log(1 / delta))) ** 2
     for index, name in enumerate(problem.names):
         degree = len(bound.neighbours(name, 1))
-        sensitivity = (2.0 / problem.info["shares"][index].size) / (problem.info["strong_convexity"] + 2 * ETA * degree)
+        sensitivity = (2.0 / problem.info["shares"][index].size) / (_mu_f(problem) + 2 * ETA * degree)
         weights = [schedule.weight(k) for k in range(1, rounds + 1)]
         sigma_1 = calibrate_first_sigma(epsilon, delta, sensitivity, weights)
         expected = [sensitivity ** 2 * w / (2 * sigma_1 ** 2) for w in weights]  # Lemma 1, release by release
@@ -224,7 +227,7 @@ def test_ipp_admm_ledger_counts_exactly_the_broadcast_rounds(logistic):
     for report in result.info["agents"]:
         name = report["agent"]
         mu = algorithm._mu + 2 * ETA * degrees[name]
-        jacobian = -2.0 * math.log(1.0 - problem.info["hessian_change"][name] / mu)
+        jacobian = -2.0 * math.log(1.0 - problem.declared[name].hessian_change / mu)
         total = dp_to_zcdp(epsilon, delta, xi=8 * jacobian)  # the corrected total is the target (docs/zcdp_admm.md)
         svt, per_release = 0.1 * total, 0.9 * total / 8
         sent = sorted(m.round - 1 for m in result.transcript.by_sender(name) if m.round > 1)

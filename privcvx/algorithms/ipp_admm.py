@@ -74,7 +74,7 @@ class IPPADMM(PPADMM):
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
                  beta: float = 10 ** -3.5, splits: float = 0.001,
-                 hessian_change: float | dict[str, float] | None = None, fuzz: str = "conservative",
+                 hessian_change: float | None = None, fuzz: str = "conservative",
                  strong_convexity: float = 0.0, newton_steps: int = 20, max_broadcasts: int | None = None,
                  clip: float = 2.0, threshold: float = 1e-6, svt_share: float = 0.1, query: str = "change",
                  relaxation: float = 1.0) -> None:

@@ -113,7 +113,8 @@ class PPADMM(ConsensusADMM):
     hessian_change:
         h_i, a public bound on ||Hess f_i(x; D) - Hess f_i(x; D')||_2 for neighbouring datasets (c1 / |D_i| for
         losses with L'' <= c1 and ||z|| <= 1), with the difference of rank <= 2 (one sample's term, as for the thesis's
-        losses); required under privacy. A float or ``{agent name: float}``.
+        losses); required under privacy. Default (None): each agent's declared ``hessian_change`` (`pc.Declared`);
+        a float is one bound for every agent.
     fuzz:
         "conservative" (default, sensitivity 2 beta / mu_i) or "printed" (beta / mu_i).
     strong_convexity:
@@ -133,7 +134,7 @@ class PPADMM(ConsensusADMM):
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
                  beta: float = 10 ** -3.5, splits: float = 0.001,
-                 hessian_change: float | dict[str, float] | None = None, fuzz: str = "conservative",
+                 hessian_change: float | None = None, fuzz: str = "conservative",
                  strong_convexity: float = 0.0, newton_steps: int = 20, relaxation: float = 1.0) -> None:
         self.epsilon, self.delta, self.eta, self.beta, self.splits = epsilon, delta, eta, beta, splits
         self.hessian_change, self.fuzz = hessian_change, fuzz
@@ -145,9 +146,8 @@ class PPADMM(ConsensusADMM):
             raise ParameterError(f"must lie in (0, 1), got {splits!r}", argument="splits")
         check_scalar(fuzz, argument="fuzz", choices=FUZZ)
         self._newton_steps = check_int(newton_steps, argument="newton_steps", minimum=0)
-        if self.private and hessian_change is None:
-            raise PrivacyError("under privacy the Jacobian step of Thm. 6 needs h_i, a public bound on the change of "
-                               "the Hessian of f_i (c1 / |D_i|)", argument="hessian_change")
+        self._hessian_change = None if hessian_change is None else require_positive(
+            hessian_change, argument="hessian_change", allow_zero=True, error=PrivacyError)
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         super().check(problem, topology)
@@ -158,6 +158,11 @@ class PPADMM(ConsensusADMM):
                                        "the gradient-norm certificate and the objective-perturbation proof of Thm. 6 "
                                        "hold for unconstrained local problems only (use PRADMM, whose output "
                                        "perturbation holds on convex sets)", agent=agent.name, argument="constraints")
+            if self.private and self._hessian_change is None and agent.declared.hessian_change is None:
+                raise PrivacyError("under privacy the Jacobian step of Thm. 6 needs h_i, a public bound on the change "
+                                   "of the Hessian of f_i (c1 / |D_i|): declare pc.Declared(hessian_change=h_i) on the "
+                                   "agent, or give hessian_change for every agent", agent=agent.name,
+                                   argument="hessian_change")
 
     def releases(self, rounds: int) -> int:
         """R: how many releases share the budget (every round)."""
@@ -169,9 +174,8 @@ class PPADMM(ConsensusADMM):
 
     def jacobian(self, agent: Agent, degree: int) -> float:
         """xi_i = -2 ln(1 - h_i / mu_i): the Jacobian term of each of agent i's objective releases (Thm. 6's proof)."""
-        change = self.hessian_change[agent.name] if isinstance(self.hessian_change, dict) else self.hessian_change
-        change = require_positive(change, argument="hessian_change", agent=agent.name, allow_zero=True,
-                                  error=PrivacyError)
+        change = self._hessian_change if self._hessian_change is not None else agent.declared.require(
+            "hessian_change", agent=agent.name, why="PP-ADMM's Jacobian step of Thm. 6 needs h_i")
         try:
             return jacobian_epsilon(change, self.modulus(degree))
         except PrivacyError as error:

@@ -24,9 +24,9 @@ delta), sigma_1 is calibrated per agent so that its total is exactly rho* = dp_t
 (Lemma 4 inverted); the network's rho is the largest agent's (Lemma 11).
 
 General form: only the shared entries are released, and the local step is mu_i = mu_f + 2 eta min_k |V_i(k)|
-strongly convex in them only. An agent with private variables declares a `ReleaseBound` or a
-`CurvatureBound` (how the data move f_i), from which the sensitivity of the released part follows
-(docs/zcdp_admm.md, "General form").
+strongly convex in them only. An agent with private variables declares a `pc.ReleaseBound` or a
+`pc.CurvatureBound` (how the data move f_i) as its ``pc.Declared(release_bound=...)``, from which the sensitivity of
+the released part follows (docs/zcdp_admm.md, "General form").
 """
 
 from __future__ import annotations
@@ -49,52 +49,6 @@ from privcvx.privacy.mechanisms import Gaussian
 from privcvx.privacy.zcdp import calibrate_first_sigma, gaussian_rho, zcdp_gaussian
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
-
-
-@dataclass(frozen=True)
-class ReleaseBound:
-    """A public bound on how a neighbouring dataset moves agent i's local objective (general form).
-
-    For neighbouring datasets D, D' and r = f_i(.; D') - f_i(.; D): |r(z) - r(z')| <= shared ||z_S - z'_S|| + private
-    for all z, z' in W_i (z_S: the shared entries). Without private variables, shared = S_i (the gradient
-    sensitivity) and private = 0. The released shared part of the exact local step then moves by at most
-    the root of mu D^2 = shared D + private (docs/zcdp_admm.md, "General form").
-    """
-
-    shared: float
-    private: float
-
-    def __post_init__(self) -> None:
-        require_positive(self.shared, argument="shared", allow_zero=True, error=PrivacyError)
-        require_positive(self.private, argument="private", allow_zero=True, error=PrivacyError)
-
-    def sensitivity(self, mu: float) -> float:
-        """(b + sqrt(b^2 + 4 mu c)) / (2 mu): the L2 sensitivity of the released shared entries."""
-        b, c = self.shared, self.private
-        return (b + math.sqrt(b * b + 4.0 * mu * c)) / (2.0 * mu)
-
-
-@dataclass(frozen=True)
-class CurvatureBound:
-    """A release bound for data that move f_i only along directions where f_i is curved.
-
-    For a linear map A (public): f_i(y) - f_i(z) - <grad f_i(z), y - z> >= curvature ||A (y - z)||^2 for every
-    dataset, and |r(z) - r(z')| <= change ||A (z - z')|| for neighbouring datasets (r as in `ReleaseBound`).
-    Then the released shared part moves by at most change / sqrt(8 curvature mu) (docs/zcdp_admm.md, "General
-    form"). The zonal power-flow problem, f = ||A z + d||^2 with one load entry changed by beta, has
-    change = 2 beta and curvature = 1 (``powerflow.release_bounds``).
-    """
-
-    change: float
-    curvature: float
-
-    def __post_init__(self) -> None:
-        require_positive(self.change, argument="change", allow_zero=True, error=PrivacyError)
-        require_positive(self.curvature, argument="curvature", error=PrivacyError)
-
-    def sensitivity(self, mu: float) -> float:
-        """change / sqrt(8 curvature mu): the L2 sensitivity of the released shared entries."""
-        return self.change / math.sqrt(8.0 * self.curvature * mu)
 
 
 @dataclass(frozen=True)
@@ -141,14 +95,13 @@ class IterationDecay:
 
 
 Schedule = ConstantNoise | PeriodicDecay | IterationDecay
-Bound = ReleaseBound | CurvatureBound
 
 
 def missing_bound(agent: str) -> PrivacyError:
     """The error for a general-form agent with private variables and no declared release bound."""
     return PrivacyError("the agent has private variables: the sensitivity of its released shared entries needs a "
-                        "declared bound (release_bounds={name: ReleaseBound or CurvatureBound})", agent=agent,
-                        argument="release_bounds")
+                        "declared bound (pc.Declared(release_bound=pc.ReleaseBound or pc.CurvatureBound) on the "
+                        "agent)", agent=agent, argument="release_bound")
 
 
 def thm2_printed_total(rate: float, period: int, rounds: int) -> float:
@@ -187,10 +140,6 @@ class PRADMM(ConsensusADMM):
         U, the cumulative-deviation threshold of the robustness filter; None (default) turns it off.
     strong_convexity:
         A public lower bound mu_f on every f_i's strong-convexity modulus (sensitivity S_i / (mu_f + 2 eta |V_i|)).
-    release_bounds:
-        ``{agent name: ReleaseBound or CurvatureBound}``: for general-form agents with private variables, the
-        public bound on how the data move the local objective that the release's sensitivity needs
-        (``powerflow.release_bounds`` gives them for the zonal power-flow problem).
     relaxation:
         gamma in (0, 2): over-relaxed ADMM (1, the default, is the thesis's). Computed from the releases alone
         (post-processing), so the privacy accounting is unchanged (docs/zcdp_admm.md, "Acceleration").
@@ -201,20 +150,14 @@ class PRADMM(ConsensusADMM):
 
     def __init__(self, epsilon: float | None = None, delta: float = 1e-4, eta: float = DEFAULT_ETA,
                  schedule: Schedule | None = None, threshold: float | None = None,
-                 strong_convexity: float = 0.0, release_bounds: dict[str, Bound] | None = None,
-                 relaxation: float = 1.0) -> None:
+                 strong_convexity: float = 0.0, relaxation: float = 1.0) -> None:
         self.epsilon, self.delta, self.eta, self.schedule = epsilon, delta, eta, schedule
-        self.threshold, self.strong_convexity, self.release_bounds = threshold, strong_convexity, release_bounds
+        self.threshold, self.strong_convexity = threshold, strong_convexity
         self.relaxation = relaxation
         self._common(eta, epsilon, delta, strong_convexity, relaxation)
         if self._relaxation != 1.0 and threshold is not None:
             raise ParameterError("the robustness threshold U is defined for the thesis's step (relaxation = 1)",
                                  argument="relaxation")
-        if release_bounds is not None and not (isinstance(release_bounds, dict) and all(
-                isinstance(v, (ReleaseBound, CurvatureBound)) for v in release_bounds.values())):
-            raise ParameterError(f"must be a dict {{agent name: ReleaseBound or CurvatureBound}}, got "
-                                 f"{release_bounds!r}",
-                                 argument="release_bounds")
         self._schedule = PeriodicDecay() if schedule is None else schedule
         if not isinstance(self._schedule, (ConstantNoise, PeriodicDecay, IterationDecay)):
             raise ParameterError(f"must be a PeriodicDecay, IterationDecay or ConstantNoise, got {schedule!r}",
@@ -224,11 +167,12 @@ class PRADMM(ConsensusADMM):
     def sensitivity(self, agent: Agent, degree: int, private_variables: bool = False) -> float:
         """The L2 sensitivity Delta_i of agent i's released (shared) local solution.
 
-        S_i / mu_i with mu_i = mu_f + 2 eta min_k |V_i(k)| (|V_i| under full consensus), or, when the agent's
-        `ReleaseBound` or `CurvatureBound` is declared (required when it has private variables),
-        that bound's ``sensitivity(mu_i)`` (docs/zcdp_admm.md, "General form").
+        S_i / mu_i with mu_i = mu_f + 2 eta min_k |V_i(k)| (|V_i| under full consensus), or, when the agent
+        declares a release bound (``agent.declared.release_bound``, a `pc.ReleaseBound` or `pc.CurvatureBound`;
+        required when it has private variables), that bound's ``sensitivity(mu_i)`` (docs/zcdp_admm.md, "General
+        form").
         """
-        declared = None if self.release_bounds is None else self.release_bounds.get(agent.name)
+        declared = agent.declared.release_bound
         mu = self.modulus(degree)
         if not mu > 0.0:
             raise PrivacyError("the local step is not strongly convex on the released entries (an entry no "
@@ -243,8 +187,8 @@ class PRADMM(ConsensusADMM):
         """The engine's checks; under privacy, a declared release bound for every agent with private variables."""
         super().check(problem, topology)
         if self.private:
-            for layout in problem.layouts:
-                if layout.shared_local.size < layout.dim and (self.release_bounds or {}).get(layout.name) is None:
+            for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+                if layout.shared_local.size < layout.dim and agent.declared.release_bound is None:
                     raise missing_bound(layout.name)
 
     def sigmas(self, sensitivity: float, rounds: int) -> np.ndarray:

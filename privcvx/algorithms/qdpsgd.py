@@ -14,10 +14,11 @@ w_ij the gossip weights of round t's graph (`Topology.weights`). The agent's ste
 round t's broadcasts, computes x_i(t) and broadcasts z_i(t+1) (``start`` broadcasts the public Q(x_i(0))).
 
 Per-sample gradients. Clipping needs the gradient of every record, which a CVXPY objective does not expose:
-an agent of a private run is a `SampledAgent`, which declares its records' gradients (a
-`SampleLoss`) next to its objective (the mean of the per-record losses). ``problems/binary_logistic.py``
-builds L2-regularized logistic regression so. A plain ``pc.Agent`` runs only without privacy, as one record
-(its full gradient, unclipped, q = 1).
+an agent of a private run is a [`pc.SampledAgent`][privcvx.problem.SampledAgent], which declares its records'
+gradients (a [`SampleLoss`][privcvx.declared.SampleLoss]) next to its objective (the mean of the per-record
+losses), and its sampling frame (record count, record smoothness) in its `pc.Declared` record.
+``problems/binary_logistic.py`` builds L2-regularized logistic regression so. A plain ``pc.Agent`` runs only
+without privacy, as one record (its full gradient, unclipped, q = 1).
 
 Privacy, variant 1 (gradient perturbation, Theorem 11). The noisy sum is the sampled Gaussian mechanism: under
 add/remove-one the sum of clipped gradients has L2 sensitivity K (2K under replace-one; over the mean that is
@@ -68,7 +69,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -77,7 +78,6 @@ from scipy.optimize import brentq
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import (
     ConvergenceWarning,
-    DeclarationError,
     ParameterError,
     PrivacyError,
     PrivcvxError,
@@ -99,7 +99,7 @@ from privcvx.privacy.mechanisms import (
 )
 from privcvx.privacy.noise import NoiseSource, SecureNoise
 from privcvx.privacy.sensitivity import holds_no_private_data, projected_sensitivity
-from privcvx.problem import Agent, DistributedProblem
+from privcvx.problem import Agent, DistributedProblem, SampledAgent
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
 from privcvx.tuning import smoothness_of
@@ -110,51 +110,6 @@ VARIANTS = (1, 2)
 #: problem of check_algorithm stops at a relative gap of 1.1e-3 after 300 rounds, with a = 0.85 at 6.4e-4
 #: (complete graph) and 8.5e-4 (ring); measured with c = 1 / max L_i.
 DIMINISHING_POWER = 0.85
-
-
-@runtime_checkable
-class SampleLoss(Protocol):
-    """An agent's records as the sum of per-record losses: what clipping and subsampling need.
-
-    ``count`` is the number m of records (public, as the batch size of DP-SGD); ``gradients(x, indices)``
-    returns the gradients of the losses of the records ``indices`` at the agent's flattened vector ``x``, one
-    row each (shape ``(len(indices), x.size)``). The agent's objective must be their mean.
-    """
-
-    count: int
-
-    def gradients(self, x: np.ndarray, indices: np.ndarray) -> np.ndarray:
-        """The per-record gradients at ``x``, one row per index."""
-
-
-class SampledAgent(Agent):
-    """A ``pc.Agent`` that also declares its per-record gradients (``samples``, a `SampleLoss`).
-
-    ``record_smoothness`` is a public bound L_rec on the Lipschitz constant of every record's gradient (valid for
-    every record the data could hold); Q-DPSGD-2 needs it under privacy. ``record_count`` declares the number of
-    records m_i public (it must equal ``samples.count``): QDPSGD's default normaliser B = q m_i reveals it, so a
-    private run without ``batch_size`` needs it. Every other argument is ``pc.Agent``'s; ``objective`` must be
-    the mean of the records' losses.
-    """
-
-    def __init__(self, objective: Any, constraints: Any = (), *, samples: SampleLoss,
-                 record_smoothness: float | None = None, record_count: int | None = None, **kwargs: Any) -> None:
-        super().__init__(objective, constraints, **kwargs)
-        self.record_smoothness = None if record_smoothness is None else require_positive(
-            record_smoothness, argument="record_smoothness", agent=kwargs.get("name"), error=DeclarationError,
-            allow_zero=True)
-        if not isinstance(samples, SampleLoss):
-            raise DeclarationError(f"must provide count and gradients(x, indices), got {samples!r}",
-                                   agent=kwargs.get("name"), argument="samples")
-        count = samples.count
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise DeclarationError(f"count must be an int >= 1, got {count!r}", agent=kwargs.get("name"),
-                                   argument="samples")
-        if record_count is not None and (isinstance(record_count, bool) or record_count != count):
-            raise DeclarationError(f"must be None or the agent's number of records, {count}, got {record_count!r}",
-                                   agent=kwargs.get("name"), argument="record_count")
-        self.samples = samples
-        self.record_count = record_count
 
 
 class _WholeObjective:
@@ -277,11 +232,12 @@ class QDPSGD(Algorithm):
                 raise PrivacyError("under privacy the per-record gradients must be clipped: give clip=K",
                                    argument="clip")
             private_agents = [agent for agent in problem.agents if not holds_no_private_data(agent)]
-            if self.variant == 2 and any(agent.record_smoothness is None for agent in private_agents):
+            unsmooth = [agent.name for agent in private_agents if agent.declared.record_smoothness is None]
+            if self.variant == 2 and unsmooth:
                 raise PrivacyError("Q-DPSGD-2 bounds the sensitivity of the agent's state through the Lipschitz "
                                    "constant of the per-record gradients: declare SampledAgent(record_smoothness=L)",
-                                   argument="record_smoothness")
-            undeclared = [agent.name for agent in private_agents if agent.record_count is None]
+                                   agent=unsmooth[0], argument="record_smoothness")
+            undeclared = [agent.name for agent in private_agents if agent.declared.record_count is None]
             if self._batch is None and undeclared:
                 raise PrivacyError("the default normaliser B = q m_i reveals the record count m_i: declare it public "
                                    "(SampledAgent(record_count=m_i)) or give batch_size=B", agent=undeclared[0],
@@ -311,7 +267,8 @@ class QDPSGD(Algorithm):
     def _warn_sampled_state(self, problem: DistributedProblem, rounds: int) -> None:
         """Q-DPSGD-2 with q < 1: the state's sensitivity D_t grows by up to 1 + alpha_t eps L_rec / q per round (module
         docstring; no amplification is claimed), so the noise grows with it: a ``ConvergenceWarning`` with the bound."""
-        smoothness = max(agent.record_smoothness for agent in problem.agents if not holds_no_private_data(agent))
+        smoothness = max(agent.declared.record_smoothness for agent in problem.agents
+                         if not holds_no_private_data(agent))
         step, eps = self.schedule(), self._averaging
         log_growth = sum(math.log1p(step(t) * eps * smoothness / self._rate) for t in range(1, rounds + 1))
         warnings.warn(f"Q-DPSGD-2 with sampling_rate={self._rate!r} < 1: subsampling is not amplified for the "
@@ -457,7 +414,7 @@ class QDPSGDAgent(AgentProgram):
         if self.settings.variant == 2 and self.settings.private and not self.public:
             # D_t = (keep + alpha eps L_rec / q) D_{t-1} + alpha eps K / B (module docstring), through the
             # projection (l2 survives it; a solver's error is added on a set that is not a box).
-            growth = keep + alpha * eps * self.agent.record_smoothness / self.settings._rate
+            growth = keep + alpha * eps * self.agent.declared.record_smoothness / self.settings._rate
             pre_image = Sensitivity(l2=growth * self.sensitivity + alpha * eps * self.settings._clip / self.batch)
             self.sensitivity = projected_sensitivity(pre_image, self.projection.kind, self.layout.dim,
                                                      solver_error=self.projection.error_bound, norm="l2",

@@ -66,7 +66,6 @@ shares sent in the clear, bit for bit.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -104,18 +103,22 @@ EXCHANGES = ("plain", "secret_sharing")
 SEALED_SHARE = "sealed_share"
 
 
-def linf_sensitivity(agent: Agent, declared: float | None) -> float:
+def linf_sensitivity(agent: Agent, override: float | None) -> float:
     """B_inf: the bound on |grad f_i(x)[l] - grad f^_i(x)[l]| (the digest's erratum 3: a gradient sensitivity).
 
-    ``declared`` (the algorithm's ``b_inf``) wins; otherwise the agent's declared ``pc.Sensitivity`` (its l2,
-    else its l1 bound, both >= the l_inf norm).
+    ``override`` (the algorithm's ``b_inf``, one bound for every agent) wins; otherwise the agent's declared
+    ``coordinate_sensitivity`` (`pc.Declared`), else its declared ``pc.Sensitivity`` (its l2, else its l1 bound,
+    both >= the l_inf norm).
     """
-    if declared is not None:
-        return declared
+    if override is not None:
+        return override
+    if agent.declared.coordinate_sensitivity is not None:
+        return agent.declared.coordinate_sensitivity
     sensitivity = agent.sensitivity
     if not isinstance(sensitivity, Sensitivity):
-        raise PrivacyError("privacy is on: declare b_inf, or a constant pc.Sensitivity bounding the change of the "
-                           "gradient over neighbouring datasets", agent=agent.name, argument="sensitivity")
+        raise PrivacyError("privacy is on: declare pc.Declared(coordinate_sensitivity=B_inf), or a constant "
+                           "pc.Sensitivity bounding the change of the gradient over neighbouring datasets (or give "
+                           "b_inf for every agent)", agent=agent.name, argument="coordinate_sensitivity")
     return sensitivity.get("l2")
 
 
@@ -166,16 +169,17 @@ class RandomizedADMM(Algorithm):
     Parameters
     ----------
     D:
-        Each agent's secret constant D_i (alpha = 1/D_i): a float for every agent or a mapping name -> D_i.
-        Default: 2 (L_i + zeta |N_i|) from the agent's declared smoothness L_i (estimated without privacy).
-        The paper's experiments use D = 10.
+        The secret constant D_i (alpha = 1/D_i) of every agent. Default (None): the agent's declared
+        ``aggregator_bound`` (`pc.Declared`), else 2 (L_i + zeta |N_i|) from its declared smoothness L_i
+        (estimated without privacy). The paper's experiments use D = 10.
     zeta:
         The dual step (the paper's 0.5).
     noise_rate:
         beta_k, the Laplace *rate* of round k (a float or a schedule k -> beta_k, e.g. ``Geometric(1.02, 1.02)``
         for the paper's 1.02^k); ``None`` (default) runs without noise.
     b_inf:
-        The l_inf gradient sensitivity B_inf (the paper's 1/b_i); default from the agent's ``pc.Sensitivity``.
+        The l_inf gradient sensitivity B_inf (the paper's 1/b_i) of every agent; default: each agent's declared
+        ``coordinate_sensitivity`` (`pc.Declared`), else its ``pc.Sensitivity``.
     aggregator:
         ``"random"`` (Gamma[l] ~ U(0, D_i) each round) or ``"fixed"`` (Gamma = D_i/2, the baseline).
     dual_sign:
@@ -202,7 +206,7 @@ class RandomizedADMM(Algorithm):
     diagnostic_columns = {"objective": sum, "epsilon_worst_case": max, "epsilon_ex_post": max}
     objective_columns = ("objective",)
 
-    def __init__(self, D: float | Mapping[str, float] | None = None, zeta: float = 0.5,
+    def __init__(self, D: float | None = None, zeta: float = 0.5,
                  noise_rate: float | Schedule | None = None, b_inf: float | None = None,
                  aggregator: str = "random", dual_sign: str = "corrected", update: str = "linearized",
                  exchange: str = "plain", share_bound: float = 1e3, scale_bits: int = 40,
@@ -213,11 +217,8 @@ class RandomizedADMM(Algorithm):
         self.share_bound, self.scale_bits, self.modulus, self.delta = share_bound, scale_bits, modulus, delta
         self.relaxation = relaxation
         self._relaxation = as_relaxation(relaxation).alpha
-        if isinstance(D, Mapping):
-            self._D: float | dict[str, float] | None = {str(k): require_positive(v, argument="D", agent=str(k))
-                                                        for k, v in D.items()}
-        else:
-            self._D = None if D is None else require_positive(D, argument="D")
+        self._D = None if D is None else require_positive(D, argument="D")
+        self._constants: dict[str, float] = {}  # every agent's D_i, fixed by prepare()
         self._zeta = require_positive(zeta, argument="zeta")
         self._rate = None if noise_rate is None else as_schedule(noise_rate, argument="noise_rate")
         self._epsilon = total_epsilon(epsilon, noise_rate)
@@ -253,7 +254,8 @@ class RandomizedADMM(Algorithm):
                                        "every other agent: use Topology.complete()", argument="topology")
             self.sharing(n)
         if self.private:
-            check_private_agents(self, problem, self._b_inf, self._D is None, "B_inf/D_i")
+            check_private_agents(self, problem, self._b_inf, self._D is None and any(
+                agent.declared.aggregator_bound is None for agent in problem.agents), "B_inf/D_i")
 
     def sharing(self, parties: int) -> FixedPointSharing:
         """The fixed-point encoding of Algorithm 3 for ``parties`` agents (this method's scale and modulus)."""
@@ -271,19 +273,17 @@ class RandomizedADMM(Algorithm):
                            "gradient and its default D_i = 2 (L_i + zeta |N_i|) an L_i (L_i = 1 is used for them)",
                            "Use update='exact' (non-private), or smooth the objective (e.g. a Huber or squared hinge "
                            "loss)")
-        if isinstance(self._D, dict):
-            missing = sorted(set(problem.names) - set(self._D))
-            if missing:
-                raise ParameterError(f"no D for the agents {missing}", argument="D")
-            return self
         if self._D is not None:
             return self
-        values = {}
+        ready = self.clone()
         for agent, layout in zip(problem.agents, problem.layouts, strict=True):
+            if agent.declared.aggregator_bound is not None:
+                ready._constants[layout.name] = agent.declared.aggregator_bound
+                continue
             degree = len(topology.neighbours(layout.name, 1))
             secret = self.private and not holds_no_private_data(agent)  # a public objective may be read
-            values[layout.name] = 2.0 * (declared_smoothness(agent, layout, secret) + self._zeta * degree)
-        return self.clone(D=values)
+            ready._constants[layout.name] = 2.0 * (declared_smoothness(agent, layout, secret) + self._zeta * degree)
+        return ready
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedADMM:
         """With a total ``epsilon``: the constant noise rate beta at which the worst-off agent's ledger spends it over
@@ -296,8 +296,14 @@ class RandomizedADMM(Algorithm):
         return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
 
     def constant(self, name: str) -> float:
-        """Agent ``name``'s secret bound D_i on its random penalties (set by `prepare`)."""
-        return self._D[name] if isinstance(self._D, dict) else (self._D if self._D is not None else 1.0)
+        """Agent ``name``'s secret bound D_i on its random penalties: ``D``, else as fixed by `prepare` (the agent's
+        declared ``aggregator_bound`` or 2 (L_i + zeta |N_i|))."""
+        if self._D is not None:
+            return self._D
+        if name not in self._constants:
+            raise ParameterError("the algorithm is not prepared for this agent: it has no D_i yet", agent=name,
+                                 argument="D")
+        return self._constants[name]
 
     def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedADMMAgent:
         return RandomizedADMMAgent(agent, context, self)

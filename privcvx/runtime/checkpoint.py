@@ -469,7 +469,8 @@ def data_digest(expressions: Iterable[cp.Expression | cp.Constraint]) -> str:
 def fingerprint(problem: Any, algorithm: Any, topology: Any, seed: Any, *, rounds: int,
                 diagnostics: bool) -> dict[str, Any]:
     """What a checkpoint must match to be resumed: versions, the problem, its data (of an agent built by a factory:
-    the factory and its arguments; its host checks the data, `shard_header`), the algorithm, the seed (by value),
+    the factory and its arguments; its host checks the data, `shard_header`), the agents' declarations
+    (`pc.Declared`, which the noise is calibrated to), the algorithm, the seed (by value),
     ``diagnostics``, and ``rounds`` when the algorithm's calibration depends on T
     ([`Algorithm.calibrated_to_rounds`][privcvx.algorithms.base.Algorithm])."""
     from privcvx import __version__
@@ -482,6 +483,7 @@ def fingerprint(problem: Any, algorithm: Any, topology: Any, seed: Any, *, round
         "layouts": [[list(map(list, layout.shapes)), layout.shared_local.tolist()] for layout in problem.layouts],
         "data": [f"factory {factory_description(agent)}" if isinstance(agent, AgentSpec)
                  else data_digest([agent.objective, *agent.constraints]) for agent in problem.agents],
+        "declared": [_stable(repr(agent.declared)) for agent in problem.agents],  # what the calibration assumed
         "algorithm": _stable(repr(algorithm)),
         "topology": _stable(repr(topology)),
         "seed": int(seed) if isinstance(seed, int | np.integer) else seed if seed is None or isinstance(seed, str)
