@@ -293,7 +293,9 @@ class RandomizedADMM(Algorithm):
         unit = max(layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
                    if not holds_no_private_data(agent))
-        return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
+        ready = self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
+        ready._constants = dict(self._constants)  # clone() starts unprepared: keep the D_i fixed above
+        return ready
 
     def constant(self, name: str) -> float:
         """Agent ``name``'s secret bound D_i on its random penalties: ``D``, else as fixed by `prepare` (the agent's
