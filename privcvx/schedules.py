@@ -252,7 +252,7 @@ class PerKeyBalancing(ResidualBalancing):
     Boyd et al.'s criterion at that tolerance (`meets_tolerance`). From then on the run is ADMM with a fixed
     (per-key) rho, whose residuals tend to 0 (Boyd et al. Sec. 3.2 and Appendix A, for exact local steps): a run
     that has met its target is not pushed out of it by a penalty still reacting to residuals at the level of the
-    solver's accuracy (docs/powerflow.md, "Staying converged").
+    solver's accuracy (docs/tuning.md, "Iceland").
     """
 
     def __init__(self, initial: float | None = None, *, groups: str = "key", tau: float = 2.0, mu: float = 10.0,
@@ -262,7 +262,8 @@ class PerKeyBalancing(ResidualBalancing):
         if groups not in ("key", "entry"):
             raise ParameterError(f'must be "key" or "entry", got {groups!r}', argument="groups")
         self.groups = groups
-        self.settle = None if settle is None else tuple(require_positive(v, argument="settle") for v in settle)
+        self.settle = None if settle is None else tuple(require_positive(v, argument="settle", allow_zero=True)
+                                                        for v in settle)
         self.settled = False
         self.vector: np.ndarray | None = None
         self.index: np.ndarray | None = None

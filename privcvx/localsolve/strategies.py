@@ -52,7 +52,7 @@ SOLVER_SETTINGS: dict[str, dict] = {
 #: far, with Clarabel's defaults and no equilibration. On the zones of iceland, whose zero-impedance lines put 1e4
 #: beside 1e-3 in A, the tight first solve stalled (InsufficientProgress) with a duality gap up to 4e-3 (so a shared
 #: entry off by up to 2e-2) while its residuals were 1e-10; two refinements bring the gap to about 1e-8
-#: (docs/powerflow.md, "Staying converged").
+#: (docs/tuning.md, "Iceland").
 CLARABEL_REFINEMENT = {"direct_solve_method": "qdldl", "equilibrate_enable": False}
 #: The refinements tried before the retries, while no answer is accurate.
 CLARABEL_REFINEMENTS = (CLARABEL_REFINEMENT, CLARABEL_REFINEMENT)
