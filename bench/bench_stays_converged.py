@@ -5,14 +5,14 @@
 
 For each case: ``powerflow.zonal_problem(case, zones)``, its centralized reference, then one run of
 ``LinearizedADMM()`` (the defaults: the exact step and `exact_step_penalty`, which settles once the run meets
-DEFAULT_TOL; with ``--until N``, the per-key penalty frozen after N rounds instead, ``rho=PerKeyBalancing(until=N)``)
-for all ``--rounds`` rounds (no early stop). Per run: the first round that meets the target (objective - f* <= 1e-3
-and consensus residual <= 1e-3, as in bench/bench_grids.py), how many of the later rounds miss it, the largest
-consensus residual after it; the same from the first round that also has a dual residual <= 1e-3 (a round where the
-consensus residual only dips through 1e-3 while w still moves is not "converged"); the final residual and objective
-gap, the run's status and seconds. Issue 31: iceland (5 zones) met the target at round 74 and left it at round 75
-(residual 1.5e-3 at round 600) while the per-key penalty kept adapting; docs/tuning.md, "Iceland", has the runs
-before and after the fix.
+EXACT_STEP_SETTLE; with ``--until N``, the per-key penalty frozen after N rounds instead,
+``rho=PerKeyBalancing(until=N)``) for all ``--rounds`` rounds (no early stop). Per run: the first round that meets
+the target (objective - f* <= 1e-3 and consensus residual <= 1e-3, as in bench/bench_grids.py), how many of the
+later rounds miss it, the largest consensus residual after it; the same from the first round that also has a dual
+residual <= 1e-3 (a round where the consensus residual only dips through 1e-3 while w still moves is not
+"converged"); the final residual and objective gap, the run's status and seconds. Issue 31: iceland (5 zones) left
+the target it had met while the per-key penalty kept adapting; docs/tuning.md, "Iceland", has the runs before and
+after the fix.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_iceland_defaults_stay_on_target_after_the_penalty_settles() -> None:
     (3.8e-2 at round 104 before the fix): the tight first Clarabel solve of zone-1 stalled (InsufficientProgress)
     with residuals of 1e-10 and a duality gap of up to 4e-3, and that answer was accepted. Now the step is refined
     to the best gap (privcvx.localsolve.strategies), and the per-key penalty settles once the run meets
-    DEFAULT_TOL. Every round from 81 to 120 meets the target; 600 rounds: docs/tuning.md, "Iceland"."""
+    EXACT_STEP_SETTLE. Every round from 81 to 120 meets the target; 600 rounds: docs/tuning.md, "Iceland"."""
     import warnings
 
     import privcvx as pc
