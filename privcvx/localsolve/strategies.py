@@ -49,9 +49,9 @@ SOLVER_SETTINGS: dict[str, dict] = {
 }
 
 #: Clarabel's settings for a refinement: the same problem solved again in y = x - x^, centred at the best answer x^ so
-#: far, with Clarabel's defaults and no equilibration. On the zones of iceland, whose zero-impedance lines put 1e4
-#: beside 1e-3 in A, the tight first solve stalled (InsufficientProgress) with a duality gap up to 4e-3 (so a shared
-#: entry off by up to 2e-2) while its residuals were 1e-10; two refinements bring the gap to about 1e-8
+#: far, with Clarabel's defaults and no equilibration. On the zones of iceland, whose lines of x = 1e-4 p.u. put 1e4
+#: beside 8e-4 in A, the tight first solve stalled (InsufficientProgress) with a duality gap up to 4e-3 (a shared
+#: entry off by up to 2e-2) while its residuals were about 1e-10; refined, the gap came to about 1e-8
 #: (docs/tuning.md, "Iceland").
 CLARABEL_REFINEMENT = {"direct_solve_method": "qdldl", "equilibrate_enable": False}
 #: The refinements tried before the retries, while no answer is accurate.
@@ -273,7 +273,8 @@ class ClarabelStep(_Weighted):
         return local.data is not None
 
     def refactor(self, weights: float | np.ndarray) -> None:
-        self.P = sp.triu(self.hessian(weights), format="csc")
+        self.full_p = self.hessian(weights)  # both triangles: the refinements' products P x
+        self.P = sp.triu(self.full_p, format="csc")
         self.solver = clarabel.DefaultSolver(self.P, np.zeros_like(self.data.q), self.data.A, self.data.b,
                                              self.data.cones, clarabel_settings(SOLVER_SETTINGS[cp.CLARABEL]))
 
@@ -288,8 +289,8 @@ class ClarabelStep(_Weighted):
                 break
             stats.retries += 1
             if settings is CLARABEL_REFINEMENT:  # the same problem in y = x - x^, x^ the best answer so far
-                shift = answer.x
-                solution = clarabel.DefaultSolver(self.P, self._full_p @ shift + q, self.data.A,
+                shift = answer.x if np.isfinite(answer.x).all() else np.zeros_like(answer.x)
+                solution = clarabel.DefaultSolver(self.P, self.full_p @ shift + q, self.data.A,
                                                   self.data.b - self.data.A @ shift, self.data.cones,
                                                   clarabel_settings(settings)).solve()
                 retried = self._assessed(shift + np.asarray(solution.x), solution, q)
@@ -301,17 +302,12 @@ class ClarabelStep(_Weighted):
             raise StrategyFailure(answer.message)
         return answer.x[self.data.columns], answer.verdict == "inaccurate"
 
-    @property
-    def _full_p(self) -> sp.csc_matrix:
-        """P with both triangles (``self.P`` holds the upper one, as Clarabel takes it)."""
-        return self.P + sp.triu(self.P, 1).T
-
     def _assessed(self, x: np.ndarray, solution: clarabel.DefaultSolution, q: np.ndarray) -> Answer:
         """A refined point x with the slack s and dual z of the refinement (those of the shifted problem are the
         original's), judged on the original problem min 1/2 x'Px + q'x s.t. Ax + s = b, s in K: Clarabel's
         normalized residuals and the duality gap x'Px + q'x + b'z (primal minus dual objective)."""
         data, s, z = self.data, np.asarray(solution.s), np.asarray(solution.z)
-        px, atz = self._full_p @ x, data.A.T @ z
+        px, atz = self.full_p @ x, data.A.T @ z
         r_prim = _norm(data.A @ x + s - data.b) / max(1.0, _norm(data.b) + _norm(x) + _norm(s))
         r_dual = _norm(px + atz + q) / max(1.0, _norm(px) + _norm(atz) + _norm(q))
         primal = 0.5 * float(x @ px) + float(q @ x)
@@ -334,7 +330,7 @@ def _norm(vector: np.ndarray) -> float:
 
 def _rank(answer: Answer) -> tuple[int, float]:
     """The better of two answers is the one with the better verdict, then the smaller duality gap: for (LS), whose
-    penalty makes g w-strongly convex on the penalized coordinates, a feasible x with gap G lies within
+    penalty makes g w-strongly convex on the penalized coordinates, a feasible x with absolute gap G lies within
     sqrt(2 G / min w) of the exact step there (the gap bounds g(x) - g*)."""
     return ("accurate", "inaccurate", "failed").index(answer.verdict), answer.gap
 
