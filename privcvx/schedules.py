@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,6 +227,16 @@ def adaptive(initial: float | None = None, *, tau: float = 1.5, mu: float = 20.0
     return ResidualBalancing(initial, tau=tau, mu=mu, mode=mode, relative="peak", warmup=1, maximum=maximum)
 
 
+def meets_tolerance(residuals: Mapping[str, float], tol: tuple[float, float]) -> bool:
+    """Boyd et al.'s stopping criterion (Sec. 3.3.1, Eq. (3.12)) at ``tol = (eps_abs, eps_rel)``: the primal residual
+    r <= sqrt(n) eps_abs + eps_rel max(||A w||, ||z||) and the dual residual s <= sqrt(n) eps_abs + eps_rel ||lambda||
+    (n: the number of shared entries, ``residuals["entries"]``; the scales as `ResidualBalancing` reads them)."""
+    eps_abs, eps_rel = tol
+    root = math.sqrt(residuals["entries"])
+    return (residuals["primal_residual"] <= root * eps_abs + eps_rel * residuals["scale_primal"]
+            and residuals["dual_residual"] <= root * eps_abs + eps_rel * residuals["scale_dual"])
+
+
 class PerKeyBalancing(ResidualBalancing):
     """rho="adaptive-per-key": residual balancing (Boyd et al. Sec. 3.4.1) for each shared key on its own.
 
@@ -237,14 +247,24 @@ class PerKeyBalancing(ResidualBalancing):
     (``mode="free"``). Every group starts at the same value as `ResidualBalancing` and stops adapting
     after ``until`` rounds. The residuals are functions of released vectors and of the server's own w and
     lambda, so the vector rho costs no privacy (docs/privacy.md).
+
+    ``settle=(eps_abs, eps_rel)``: rho also stops adapting, for good, after the first round whose residuals meet
+    Boyd et al.'s criterion at that tolerance (`meets_tolerance`). From then on the run is ADMM with a fixed
+    (per-key) rho, whose residuals tend to 0 (Boyd et al. Sec. 3.2 and Appendix A, for exact local steps): a run
+    that has met its target is not pushed out of it by a penalty still reacting to residuals at the level of the
+    solver's accuracy (docs/tuning.md, "Iceland").
     """
 
     def __init__(self, initial: float | None = None, *, groups: str = "key", tau: float = 2.0, mu: float = 10.0,
-                 mode: str = "free", until: int | None = 100, minimum: float = 1e-6, maximum: float = 1e6) -> None:
+                 mode: str = "free", until: int | None = 100, minimum: float = 1e-6, maximum: float = 1e6,
+                 settle: tuple[float, float] | None = None) -> None:
         super().__init__(initial, tau=tau, mu=mu, mode=mode, until=until, minimum=minimum, maximum=maximum)
         if groups not in ("key", "entry"):
             raise ParameterError(f'must be "key" or "entry", got {groups!r}', argument="groups")
         self.groups = groups
+        self.settle = None if settle is None else tuple(require_positive(v, argument="settle", allow_zero=True)
+                                                        for v in settle)
+        self.settled = False
         self.vector: np.ndarray | None = None
         self.index: np.ndarray | None = None
 
@@ -259,9 +279,13 @@ class PerKeyBalancing(ResidualBalancing):
         """rho over the entries of w."""
         return self.vector[self.index]
 
-    def observe_groups(self, primal_sq: np.ndarray, change_sq: np.ndarray) -> None:
-        """Update each group's rho from its squared primal residual and squared change of A w."""
-        if not self._adapting():
+    def observe_groups(self, primal_sq: np.ndarray, change_sq: np.ndarray,
+                       residuals: Mapping[str, float] | None = None) -> None:
+        """Update each group's rho from its squared primal residual and squared change of A w; ``residuals``: the
+        round's total residuals and scales, which settle the rule (``settle``)."""
+        if self.settle is not None and residuals is not None and not self.settled:
+            self.settled = meets_tolerance(residuals, self.settle)
+        if self.settled or not self._adapting():
             return
         groups = self.vector.size
         primal = np.sqrt(np.bincount(self.index, weights=primal_sq, minlength=groups))
@@ -271,11 +295,12 @@ class PerKeyBalancing(ResidualBalancing):
                                np.where(down, np.maximum(self.vector / self.tau, self.minimum), self.vector))
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "vector": self.vector}
+        return {**super().state_dict(), "vector": self.vector, "settled": self.settled}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.vector = state["vector"]
+        self.settled = bool(state.get("settled", False))
 
     def _repr_extra(self) -> dict[str, Any]:
-        return {"groups": self.groups}
+        return {"groups": self.groups, "settle": self.settle}

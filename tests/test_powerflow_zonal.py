@@ -132,3 +132,25 @@ def test_bad_input_raises() -> None:
             powerflow.zonal_problem(net, 3, beta=beta)
     with pytest.raises(PrivacyError, match="sensitivity"):
         powerflow.zonal_problem(net, 3, sensitivity="loose")
+
+
+def test_iceland_defaults_stay_on_target_after_the_penalty_settles() -> None:
+    """Issue 31: on iceland (5 zones) the defaults met f - f* <= 1e-3 and consensus residual <= 1e-3, then left it
+    (3.8e-2 at round 104 before the fix): the tight first Clarabel solve of zone-1 stalled (InsufficientProgress)
+    with residuals of 1e-10 and a duality gap of up to 4e-3, and that answer was accepted. Now the step is refined
+    to the best gap (privcvx.localsolve.strategies), and the per-key penalty settles once the run meets
+    EXACT_STEP_SETTLE. Every round from 81 to 120 meets the target; 600 rounds: docs/tuning.md, "Iceland"."""
+    import warnings
+
+    import privcvx as pc
+    from privcvx.errors import SolverAccuracyWarning
+
+    problem = powerflow.zonal_problem("iceland", 5)
+    optimum = problem.solve_centralized().value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SolverAccuracyWarning)
+        result = problem.solve(pc.algorithms.LinearizedADMM(), rounds=120, progress=False)
+    later = result.history.iloc[80:]
+    assert later["consensus_residual"].max() <= 1e-3
+    assert (later["objective"] - optimum).max() <= 1e-3
+    assert result.status == "converged"

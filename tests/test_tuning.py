@@ -225,7 +225,8 @@ def test_residual_balancing_prints_its_settings():
     from privcvx.schedules import PerKeyBalancing
 
     assert repr(PerKeyBalancing(groups="entry")) == ("PerKeyBalancing(None, tau=2.0, mu=10.0, mode='free', "
-                                                     "relative=False, warmup=0, until=100, groups='entry')")
+                                                     "relative=False, warmup=0, until=100, groups='entry', "
+                                                     "settle=None)")
     assert repr(ResidualBalancing(3.0)).startswith("ResidualBalancing(3.0, tau=2.0")
 
 
@@ -246,3 +247,31 @@ def test_the_atom_rules_are_one_registry_keyed_by_class():
     assert not isinstance(node, _CvxpyFallback)
     z = np.array([0.5, 1.0, 2.0])
     assert node.forward(z) == pytest.approx(np.sum(1.0 / z), rel=1e-15)
+
+
+def test_per_key_balancing_settles_for_good_once_a_round_meets_its_tolerance():
+    """``settle``: adapting until the first round that meets Boyd et al.'s criterion, never after (even when the
+    residuals are unbalanced again); a checkpoint keeps the settled state."""
+    from privcvx.schedules import PerKeyBalancing, meets_tolerance
+
+    rule = PerKeyBalancing(1.0, until=None, settle=(1e-4, 1e-3))
+    rule.index = np.array([0, 0, 1])
+    rule.start(1.0)
+    unbalanced = (np.array([1.0, 1.0, 0.0]), np.array([1e-6, 1e-6, 1.0]))  # key 0: r >> s, key 1: s >> r
+    far = {"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1.0, "entries": 3.0}
+    near = {**far, "primal_residual": 1e-4, "dual_residual": 1e-4}
+    assert not meets_tolerance(far, rule.settle) and meets_tolerance(near, rule.settle)
+    rule.observe_groups(*unbalanced, far)
+    assert rule.vector.tolist() == [2.0, 0.5] and not rule.settled
+    rule.observe_groups(*unbalanced, near)
+    assert rule.settled and rule.vector.tolist() == [2.0, 0.5]
+    rule.observe_groups(*unbalanced, far)
+    assert rule.vector.tolist() == [2.0, 0.5]
+    restored = PerKeyBalancing(1.0, until=None, settle=(1e-4, 1e-3))
+    restored.load_state_dict(rule.state_dict())
+    restored.observe_groups(*unbalanced, far)
+    assert restored.settled and restored.vector.tolist() == [2.0, 0.5]
+    never = PerKeyBalancing(1.0, until=None)  # without settle: adapts on every round
+    never.index, never.vector = rule.index, np.array([2.0, 0.5])
+    never.observe_groups(*unbalanced, near)
+    assert never.vector.tolist() == [4.0, 0.25]

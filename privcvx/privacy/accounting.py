@@ -77,9 +77,10 @@ DEFAULT_LAPLACE_DELTA = 1e-6
 #: ``delta`` is where the RDP, PLD and moments columns hold; basic and advanced composition hold at their own
 #: ``delta_basic`` (the sum of the releases' deltas: 0 for Laplace) and ``delta_advanced`` (that plus ``delta``).
 #: ``calibration`` is "valid", or "nominal: <reasons>" for an agent with releases calibrated to a paper's printed
-#: constant that is not a valid bound (`NominalPrivacyWarning`): not a guarantee.
+#: constant that is not a valid bound (`NominalPrivacyWarning`): not a guarantee. ``accounting`` says which bound the
+#: epsilon columns are where they are not dp-accounting's accountants on an exact event (`ledger_accounting`).
 PRIVACY_COLUMNS = ("agent", "steps", "delta", "epsilon_basic", "epsilon_advanced", "epsilon_moments",
-                   "epsilon_rdp", "epsilon_pld", "delta_basic", "delta_advanced", "calibration")
+                   "epsilon_rdp", "epsilon_pld", "delta_basic", "delta_advanced", "calibration", "accounting")
 
 _EPSILON_KEYS = ("epsilon_basic", "epsilon_advanced", "epsilon_moments", "epsilon_rdp", "epsilon_pld")
 
@@ -317,9 +318,17 @@ class RunningEpsilon:
 
 def privacy_table(ledgers: Sequence[PrivacyLedger], delta: float) -> pd.DataFrame:
     """One row per agent with the columns of `PRIVACY_COLUMNS`."""
-    rows = [{"agent": ledger.agent, **epsilon_report(ledger, delta), "calibration": ledger.calibration}
-            for ledger in ledgers]
+    rows = [{"agent": ledger.agent, **epsilon_report(ledger, delta), "calibration": ledger.calibration,
+             "accounting": ledger_accounting(ledger)} for ledger in ledgers]
     return pd.DataFrame(rows, columns=list(PRIVACY_COLUMNS))
+
+
+def ledger_accounting(ledger: PrivacyLedger) -> str:
+    """The table's ``accounting`` column: the releases' notes (``Mechanism.accounting_note``: which bound the epsilon
+    columns are, e.g. the secure path's looser RDP beside its tight PLD), "; "-joined, or "dp-accounting" when every
+    release is an exact dp-accounting event."""
+    notes = dict.fromkeys(note for mechanism, _ in ledger.entries if (note := mechanism.accounting_note))
+    return "; ".join(notes) or "dp-accounting"
 
 
 @lru_cache(maxsize=8192)

@@ -335,6 +335,12 @@ class Mechanism(_SignatureEquality):
     def dp_event(self) -> dp_accounting.DpEvent:
         """This update as a dp-accounting event, for the RDP and PLD accountants."""
 
+    @property
+    def accounting_note(self) -> str | None:
+        """What the privacy table's epsilon columns are for this kind of release, when they are not dp-accounting's
+        own accountants on an exact event (the table's ``accounting`` column); None when they are."""
+        return None
+
     def scale(self, sensitivity: Sensitivity) -> float:
         """Noise scale for ``sensitivity``: ``noise_multiplier * sensitivity.get(self.norm)``."""
         if not isinstance(sensitivity, Sensitivity):
@@ -524,6 +530,11 @@ class DiscreteGaussian(_GridMechanism):
     def dp_event(self) -> dp_accounting.DpEvent:
         return dp_accounting.ZCDpEvent(rho=0.5 * (self.grid_sensitivity / self.grid_scale) ** 2)
 
+    @property
+    def accounting_note(self) -> str:
+        return ("discrete Gaussian: rdp = the continuous Gaussian's RDP curve (zCDP, valid); no per-update "
+                "(epsilon, delta) and no PLD, so basic, advanced, moments and pld are NaN")
+
 
 class PoissonSampledGaussian(Mechanism):
     """Gaussian noise on a sum over a Poisson-subsampled minibatch: the sampled Gaussian mechanism.
@@ -595,6 +606,13 @@ class PoissonSampledDiscreteGaussian(_GridMechanism):
     def dp_event(self) -> dp_accounting.DpEvent:
         rho = 0.5 * (self.grid_sensitivity / self.grid_scale) ** 2
         return dp_accounting.PoissonSampledDpEvent(self.sampling_rate, dp_accounting.ZCDpEvent(rho=rho))
+
+    @property
+    def accounting_note(self) -> str:
+        pld_column = ("pld = dp-accounting's PLD of the Poisson-sampled discrete Gaussian (tight)"
+                      if self.dimension == 1 else "no pld for a vector release (no proved PLD; NaN)")
+        return f"Poisson-sampled discrete Gaussian: rdp = Zhu & Wang's general subsampling bound (valid, looser); " \
+               f"{pld_column}"
 
     def privacy_loss_distribution(self) -> pld.privacy_loss_distribution.PrivacyLossDistribution | None:
         """One scalar release's PLD under add-or-remove (class docstring), at `PLD_DISCRETIZATION`; None for a
