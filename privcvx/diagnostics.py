@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
@@ -43,38 +43,24 @@ from cvxpy.constraints import PSD, SOC, Equality, Inequality, NonNeg, NonPos, Ze
 from privcvx.errors import DeclarationError
 
 
-def _log_sum_exp(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
+#: What the generated code knows of a value's type at compile time (`CompiledExpression.kinds`): a numpy array with
+#: at least one dimension, a numpy float; a name without a kind is checked when the code runs.
+ARRAY, FLOAT = "array", "float"
+
+
+def _log_sum_exp(atom: Atom) -> Callable[[Any], Any]:
     """``log_sum_exp`` written out: m + log(sum(exp(x - m))) with m the maximum over the atom's axis (scipy's
     arithmetic), and the atom's own rule (scipy's ``logsumexp``) where a maximum is not finite."""
     axis, keepdims = atom.axis, atom.keepdims
 
-    def step(z: np.ndarray, values: list) -> np.ndarray:
-        x = values[0]
+    def step(x: Any) -> Any:
         if type(x) is not np.ndarray:
-            return atom.numeric(values)
+            return atom.numeric([x])
         top = np.maximum.reduce(x, axis=axis, keepdims=True)
         if not math.isfinite(np.add.reduce(top, axis=None)):  # an infinite or NaN entry (or a sum past 1e308)
-            return atom.numeric(values)
+            return atom.numeric([x])
         sums = np.log(np.add.reduce(np.exp(x - top), axis=axis, keepdims=keepdims))
         return sums + (top if keepdims else top.reshape(np.shape(sums)))
-    return step
-
-
-def _dense(numpy_rule: Callable[..., np.ndarray], atom: Atom,
-           scalars: bool = False) -> Callable[[np.ndarray, list], np.ndarray]:
-    """The rule of a unary or binary atom on numpy arrays: the numpy function its ``numeric`` calls, without
-    its checks for sparse matrices (and for 0-d arrays and numpy floats unless ``scalars``); the rule itself on
-    anything else."""
-    def numeric(v: Any) -> bool:
-        return (type(v) is np.ndarray and (scalars or v.ndim > 0)) or (scalars and type(v) is np.float64)
-
-    def step(z: np.ndarray, values: list) -> np.ndarray:
-        if numeric(values[0]):
-            if len(values) == 1:
-                return numpy_rule(values[0])
-            if numeric(values[1]):
-                return numpy_rule(values[0], values[1])
-        return atom.numeric(values)
     return step
 
 
@@ -84,28 +70,28 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a @ np.ascontiguousarray(b)
 
 
-def _sum(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
-    axis, keepdims = atom.axis, atom.keepdims
-    return _dense(lambda x: np.add.reduce(x, axis=axis, keepdims=keepdims), atom)  # np.sum's own call
+class FastAtom(NamedTuple):
+    """The numpy form of an atom's ``numeric`` rule on numpy values: ``code`` formats the call from the names of the
+    children's values (``{0}``, ``{1}``); it applies when every child is a numpy array
+    (``scalars``: or a numpy float, a 0-d array included), else the atom's own rule runs."""
 
-
-def _quad_over_lin(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
-    """``quad_over_lin`` (``sum_squares``): its rule with the test for complex data made once, not at every call
-    (CVXPY walks the argument's tree for it, 30 us on a 4-entry ridge objective)."""
-    if atom.args[0].is_complex():
-        return lambda z, values: atom.numeric(values)
-    axis, keepdims = atom.axis, atom.keepdims
-    return _dense(lambda x, y: np.square(x).sum(axis=axis, keepdims=keepdims) / y.item(), atom, scalars=True)
+    code: Callable[[Atom], str]
+    scalars: bool = False
 
 
 #: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` and ``MulExpression`` (``@`` on a
 #: C-order copy) to rounding, the others the same numpy functions (multiply: ``np.multiply``; Sum:
-#: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula) on numpy arrays.
-FAST_ATOMS: dict[str, Callable[[Atom], Callable[[np.ndarray, list], np.ndarray]]] = {
-    "log_sum_exp": _log_sum_exp, "Sum": _sum, "quad_over_lin": _quad_over_lin,
-    "MulExpression": lambda atom: _dense(_matmul, atom),
-    "multiply": lambda atom: _dense(np.multiply, atom, scalars=True),
-    "DivExpression": lambda atom: _dense(np.divide, atom, scalars=True)}
+#: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula, with the test for complex data
+#: made once, where CVXPY walks the argument's tree at each call, 30 us on a 4-entry ridge objective) on numpy
+#: arrays. AddExpression and NegExpression are their rules (``reduce(op.add, values)``, ``op.neg``) written out.
+FAST_ATOMS: dict[str, FastAtom] = {
+    "Sum": FastAtom(lambda atom: f"np.add.reduce({{0}}, axis={atom.axis!r}, keepdims={atom.keepdims!r})"),
+    "quad_over_lin": FastAtom(lambda atom: f"np.square({{0}}).sum(axis={atom.axis!r}, keepdims={atom.keepdims!r}) "
+                                           "/ {1}.item()", scalars=True),
+    "MulExpression": FastAtom(lambda atom: "_matmul({0}, {1})"),
+    "multiply": FastAtom(lambda atom: "np.multiply({0}, {1})", scalars=True),
+    "DivExpression": FastAtom(lambda atom: "np.divide({0}, {1})", scalars=True),
+}
 
 
 def _has_own_value(atom: Atom) -> bool:
@@ -118,66 +104,116 @@ class CompiledExpression:
     """A CVXPY expression in an agent's variables as a numpy program of its flat local vector z_p.
 
     ``offsets`` maps each variable's id to where it starts in z_p. Calling the compiled expression at z
-    returns what ``expr.value`` returns with the variables set from z.
+    returns what ``expr.value`` returns with the variables set from z. The program is one Python function,
+    generated once (``source``): a line per node of the tree, each a numpy call on its children's values, with no
+    per-node dispatch when it runs.
     """
 
     def __init__(self, expr: cp.Expression, offsets: dict[int, int], agent: str | None = None) -> None:
         self.offsets = offsets
         self.agent = agent
-        self.values: list = []  # a slot per node: the constants' values, None where a step computes it
-        self.steps: list[tuple[int, Callable[[np.ndarray, list], Any], tuple[int, ...]]] = []
-        self.slots: dict[int, int] = {}
-        self.slow: list[str] = []
         self.expr = expr
-        self.root = self._emit(expr)
+        self.slow: list[str] = []
+        self.names: dict[int, str] = {}  # a node's id: the name of its value in the generated code
+        self.computed = 0  # the values computed so far (v0, v1, ...)
+        self.kinds: dict[str, str] = {}  # a name: ARRAY or FLOAT where known at compile time
+        self.namespace: dict[str, Any] = {"np": np, "_matmul": _matmul, "_no_value": _no_value}
+        self.lines: list[str] = []
+        root = self._emit(expr)
+        self.source = "def evaluate(z):\n" + "".join(f"    {line}\n" for line in self.lines) + f"    return {root}\n"
+        exec(compile(self.source, f"<f_p of {agent}>", "exec"), self.namespace)  # noqa: S102 (privcvx's own code)
+        self.evaluate: Callable[[np.ndarray], Any] = self.namespace["evaluate"]
 
     def __call__(self, z: np.ndarray) -> Any:
-        values = self.values.copy()
-        for slot, step, children in self.steps:
-            values[slot] = step(z, [values[i] for i in children])
-        return values[self.root]
+        return self.evaluate(z)
 
-    def _emit(self, expr: cp.Expression) -> int:
-        """Add the slots and steps of ``expr`` (children first) and return the slot of its value."""
+    def _bind(self, prefix: str, value: Any) -> str:
+        """A name for ``value`` in the generated code's namespace."""
+        name = f"{prefix}{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def _emit(self, expr: cp.Expression) -> str:
+        """Add the lines computing ``expr`` (children first) and return the name of its value."""
         key = id(expr)  # the tree is kept alive by self.expr, so its nodes' ids stay theirs
-        if key in self.slots:
-            return self.slots[key]
-        children: tuple[int, ...] = ()
-        step: Callable[[np.ndarray, list], Any] | None = None
-        constant = None
+        if key not in self.names:
+            self.names[key] = self._value_of(expr)
+        return self.names[key]
+
+    def _fresh(self) -> str:
+        self.computed += 1
+        return f"v{self.computed - 1}"
+
+    def _value_of(self, expr: cp.Expression) -> str:
         if isinstance(expr, cp.Variable) and expr.id in self.offsets:
-            start, shape = self.offsets[expr.id], expr.shape
-            stop = start + expr.size
-            step = lambda z, _: z[start:stop].reshape(shape, order="F")  # noqa: E731
-        elif isinstance(expr, cp.Parameter) and type(expr) is cp.Parameter:
-            step = lambda z, _: _parameter_value(expr, self.agent)  # noqa: E731
-        elif not expr.variables() and not expr.parameters() and expr.value is not None:
-            constant = expr.value  # read once: no parameters, no variables
-        elif isinstance(expr, Atom) and not _has_own_value(expr):
-            children = tuple(self._emit(arg) for arg in expr.args)
-            name = type(expr).__name__
-            if 0 in expr.shape:
-                step = lambda z, _: np.array([])  # noqa: E731
-            elif name in FAST_ATOMS:
-                step = FAST_ATOMS[name](expr)
-            else:
-                step = lambda z, values: expr.numeric(values)  # noqa: E731
-        else:
-            step = CvxpyValue(expr, self.offsets)
-            self.slow.append(type(expr).__name__)
-        slot = len(self.values)
-        self.values.append(constant)
-        if step is not None:
-            self.steps.append((slot, step, children))
-        self.slots[key] = slot
-        return slot
+            name, start = self._fresh(), self.offsets[expr.id]
+            self.lines.append(f"{name} = z[{start}:{start + expr.size}].reshape({expr.shape!r}, order='F')")
+            self.kinds[name] = ARRAY if expr.shape else FLOAT
+            return name
+        if isinstance(expr, cp.Parameter) and type(expr) is cp.Parameter:  # read at every evaluation
+            name, parameter = self._fresh(), self._bind("p", expr)
+            self.lines += [f"{name} = {parameter}.value", f"if {name} is None: _no_value({parameter}, {self.agent!r})"]
+            return name
+        if not expr.variables() and not expr.parameters() and expr.value is not None:
+            value = expr.value
+            name = self._bind("c", value)  # read once: no parameters, no variables
+            if type(value) is np.ndarray or type(value) is np.float64:
+                self.kinds[name] = ARRAY if np.ndim(value) else FLOAT
+            return name
+        if isinstance(expr, Atom) and not _has_own_value(expr):
+            children = [self._emit(arg) for arg in expr.args]
+            name = self._fresh()
+            self.lines.append(f"{name} = {self._atom(expr, children, name)}")
+            return name
+        name = self._fresh()
+        self.lines.append(f"{name} = {self._bind('s', CvxpyValue(expr, self.offsets))}(z)")
+        self.slow.append(type(expr).__name__)
+        return name
+
+    def _atom(self, atom: Atom, children: list[str], name: str) -> str:
+        """The code of an atom's value from its children's, and the kind of that value (in ``kinds``)."""
+        kind = type(atom).__name__
+        if 0 in atom.shape:
+            return "np.array([])"
+        if kind == "AddExpression":
+            return " + ".join(children)
+        if kind == "NegExpression":
+            return f"-{children[0]}"
+        rule = self._bind("a", atom)
+        generic = f"{rule}.numeric([{', '.join(children)}])"
+        if kind == "log_sum_exp":
+            if atom.shape:
+                self.kinds[name] = ARRAY
+            return f"{self._bind('s', _log_sum_exp(atom))}({children[0]})"
+        fast = FAST_ATOMS.get(kind)
+        if fast is None or (kind == "quad_over_lin" and atom.args[0].is_complex()):
+            return generic
+        checks = [self._check(child, fast.scalars) for child in children]
+        if None in checks:  # a child that is never a numpy value (a constant's sparse matrix)
+            return generic
+        code = fast.code(atom).format(*children)
+        runtime = [check for check in checks if check]
+        if runtime:
+            return f"({code} if {' and '.join(runtime)} else {generic})"
+        if atom.shape:
+            self.kinds[name] = ARRAY
+        return code
+
+    def _check(self, child: str, scalars: bool) -> str | None:
+        """The test that ``child`` is a numpy array (``scalars``: or float): "" when known true, None when known
+        false (a constant of another type), else the code of the test."""
+        kind = self.kinds.get(child)
+        if kind == ARRAY or (scalars and kind == FLOAT):
+            return ""
+        if kind == FLOAT or child in self.namespace:  # a 0-d value, or a constant of another type
+            return None
+        if scalars:
+            return f"(type({child}) is np.ndarray or type({child}) is np.float64)"
+        return f"(type({child}) is np.ndarray and {child}.ndim > 0)"
 
 
-def _parameter_value(parameter: cp.Parameter, agent: str | None) -> Any:
-    value = parameter.value
-    if value is None:
-        raise DeclarationError(f"the parameter {parameter.name()!r} has no value", agent=agent, argument="objective")
-    return value
+def _no_value(parameter: cp.Parameter, agent: str | None) -> None:
+    raise DeclarationError(f"the parameter {parameter.name()!r} has no value", agent=agent, argument="objective")
 
 
 class LoadedVariables:
@@ -263,10 +299,12 @@ class ConstraintViolation:
 
     def __init__(self, constraints: Sequence[cp.Constraint], offsets: dict[int, int],
                  agent: str | None = None) -> None:
-        self.residuals: list[Callable[[np.ndarray], float]] = []
         self.slow: list[str] = []
+        bounds = [bound for bound in (_bound(constraint, offsets) for constraint in constraints) if bound is not None]
+        self.residuals: list[Callable[[np.ndarray], float]] = batched_bounds(bounds)
         for constraint in constraints:
-            self.residuals.append(self._compile(constraint, offsets, agent))
+            if _bound(constraint, offsets) is None:
+                self.residuals.append(self._compile(constraint, offsets, agent))
 
     def _compile(self, constraint: cp.Constraint, offsets: dict[int, int],
                  agent: str | None) -> Callable[[np.ndarray], float]:
@@ -275,14 +313,6 @@ class ConstraintViolation:
             self.slow.extend(compiled.slow)
             return compiled
 
-        bound = _bound(constraint, offsets)
-        if bound is not None:  # a constant bound on a whole variable: a slice of z_p against an array
-            start, stop, sign, limit = bound
-            if isinstance(constraint, Equality):
-                return lambda z: _largest(np.abs(z[start:stop] - limit))
-            if sign > 0:
-                return lambda z: _largest(z[start:stop] - limit)
-            return lambda z: _largest(limit - z[start:stop])
         if isinstance(constraint, (Inequality, NonPos)):  # max(expr, 0) entry by entry: max(0, its largest entry)
             upper = form(constraint.expr)
             return lambda z: _largest(upper(z))
@@ -306,24 +336,52 @@ class ConstraintViolation:
         worst = 0.0
         for residual in self.residuals:
             largest = residual(z)
-            if not largest <= worst:  # larger, or NaN (which the history's check then reports)
+            if not largest <= worst and worst == worst:  # larger, or NaN (kept, for the history's check to report)
                 worst = largest
         return worst
 
 
-def _bound(constraint: cp.Constraint, offsets: dict[int, int]) -> tuple[int, int, int, np.ndarray] | None:
-    """(start, stop, sign, limit) if the constraint is ``x <= c``, ``c <= x`` or ``x == c`` for a whole variable x of
-    z_p and a constant c without parameters: its residual is then ``z[start:stop] - limit`` (sign 1) or
-    ``limit - z[start:stop]`` (sign -1), the entries of CVXPY's ``lhs - rhs`` in column-major order."""
+class Bound(NamedTuple):
+    """A constant bound on a whole variable of z_p (`_bound`): its residual is ``sign (z[start:stop] - limit)``
+    (an equality's is both signs)."""
+
+    start: int
+    stop: int
+    signs: tuple[float, ...]
+    limit: np.ndarray
+
+
+def _bound(constraint: cp.Constraint, offsets: dict[int, int]) -> Bound | None:
+    """The bound if the constraint is ``x <= c``, ``c <= x`` or ``x == c`` for a whole variable x of z_p and a constant
+    c without parameters: its residual is then ``z[start:stop] - limit`` (sign 1), ``limit - z[start:stop]``
+    (sign -1) or their largest, |z[start:stop] - limit| (an equality), the entries of CVXPY's ``lhs - rhs`` in
+    column-major order."""
     if not isinstance(constraint, (Inequality, Equality)):
         return None
     lhs, rhs = constraint.args
-    for var, const, sign in ((lhs, rhs, 1), (rhs, lhs, -1)):
+    for var, const, sign in ((lhs, rhs, 1.0), (rhs, lhs, -1.0)):
         if isinstance(var, cp.Variable) and var.id in offsets and not const.variables() and not const.parameters():
             start = offsets[var.id]
             limit = np.broadcast_to(np.asarray(const.value, dtype=float), var.shape).reshape(-1, order="F")
-            return start, start + var.size, sign, limit.copy()
+            return Bound(start, start + var.size, (1.0, -1.0) if isinstance(constraint, Equality) else (sign,),
+                         limit.copy())
     return None
+
+
+def batched_bounds(bounds: Sequence[Bound]) -> list[Callable[[np.ndarray], float]]:
+    """An agent's constant bounds on whole variables (`Bound`), batched: the bounds on one variable as the rows of one
+    array ``sign z[start:stop] - sign limit`` (z's slice broadcast over the rows), whose largest entry costs three
+    numpy calls however many bounds there are on the variable. The same numbers as each bound's own residual:
+    ``sign z_i - sign c_i`` is ``z_i - c_i`` or ``c_i - z_i`` exactly, and the largest of both is ``|z_i - c_i|``
+    (an equality)."""
+    rows: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
+    for bound in bounds:
+        rows.setdefault((bound.start, bound.stop), []).extend((sign, bound.limit) for sign in bound.signs)
+
+    def largest(start: int, stop: int, signs: np.ndarray, limits: np.ndarray) -> Callable[[np.ndarray], float]:
+        return lambda z: float(np.maximum.reduce(z[start:stop] * signs - limits, axis=None, initial=0.0))
+    return [largest(start, stop, np.array([[sign] for sign, _ in signed]),
+                    np.stack([sign * limit for sign, limit in signed])) for (start, stop), signed in rows.items()]
 
 
 def _largest(residual: Any) -> float:
