@@ -477,8 +477,8 @@ class GradientEvaluator:
                 out: Any = self.oracle(z.reshape(self.reversed).T.copy() if self.reversed is not None
                                        else np.ascontiguousarray(z.reshape(self.shape, order="F")))
                 if isinstance(out, np.ndarray):  # a new array: callers may update it in place
-                    flat = np.asarray(out, dtype=float).T.ravel()  # column-major
-                    return flat.copy() if np.may_share_memory(flat, out) else flat
+                    flat = np.asarray(out, dtype=float).T.ravel()  # column-major: a new array, or a view of out's
+                    return flat if flat.base is None else flat.copy()  # (a vector's, a column-major matrix's): copied
             else:
                 out = self.oracle(*self.layout.split(z))
             parts = [out] if isinstance(out, np.ndarray) or np.isscalar(out) else list(out)
