@@ -82,13 +82,14 @@ class FastAtom(NamedTuple):
 #: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` and ``MulExpression`` (``@`` on a
 #: C-order copy) to rounding, the others the same numpy functions (multiply: ``np.multiply``; Sum:
 #: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula, with the test for complex data
-#: made once, where CVXPY walks the argument's tree at each call, 30 us on a 4-entry ridge objective) on numpy
-#: arrays. AddExpression and NegExpression are their rules (``reduce(op.add, values)``, ``op.neg``) written out.
+#: made once, where CVXPY walks the argument's tree at each call, 30 us on a 4-entry ridge objective; ``ndarray.sum``
+#: is ``np.add.reduce`` behind a Python wrapper) on numpy arrays. A product with a vector on the right is ``@`` itself
+#: (BLAS reads a vector's entries with their stride). AddExpression and NegExpression are their rules (``reduce(op.add, values)``, ``op.neg``) written out.
 FAST_ATOMS: dict[str, FastAtom] = {
     "Sum": FastAtom(lambda atom: f"np.add.reduce({{0}}, axis={atom.axis!r}, keepdims={atom.keepdims!r})"),
-    "quad_over_lin": FastAtom(lambda atom: f"np.square({{0}}).sum(axis={atom.axis!r}, keepdims={atom.keepdims!r}) "
-                                           "/ {1}.item()", scalars=True),
-    "MulExpression": FastAtom(lambda atom: "_matmul({0}, {1})"),
+    "quad_over_lin": FastAtom(lambda atom: f"np.add.reduce(np.square({{0}}), axis={atom.axis!r}, "
+                                           f"keepdims={atom.keepdims!r}) / {{1}}.item()", scalars=True),
+    "MulExpression": FastAtom(lambda atom: "_matmul({0}, {1})" if atom.args[1].ndim > 1 else "{0} @ {1}"),
     "multiply": FastAtom(lambda atom: "np.multiply({0}, {1})", scalars=True),
     "DivExpression": FastAtom(lambda atom: "np.divide({0}, {1})", scalars=True),
 }
@@ -147,7 +148,9 @@ class CompiledExpression:
     def _value_of(self, expr: cp.Expression) -> str:
         if isinstance(expr, cp.Variable) and expr.id in self.offsets:
             name, start = self._fresh(), self.offsets[expr.id]
-            self.lines.append(f"{name} = z[{start}:{start + expr.size}].reshape({expr.shape!r}, order='F')")
+            entries = f"z[{start}:{start + expr.size}]"  # a vector: the slice itself
+            self.lines.append(f"{name} = {entries}" if expr.shape == (expr.size,)
+                              else f"{name} = {entries}.reshape({expr.shape!r}, order='F')")
             self.kinds[name] = ARRAY if expr.shape else FLOAT
             return name
         if isinstance(expr, cp.Parameter) and type(expr) is cp.Parameter:  # read at every evaluation
@@ -175,10 +178,10 @@ class CompiledExpression:
         kind = type(atom).__name__
         if 0 in atom.shape:
             return "np.array([])"
-        if kind == "AddExpression":
-            return " + ".join(children)
-        if kind == "NegExpression":
-            return f"-{children[0]}"
+        if kind in ("AddExpression", "NegExpression"):
+            if all(child in self.kinds for child in children):  # numpy values: a numpy value
+                self.kinds[name] = ARRAY if atom.shape else FLOAT
+            return " + ".join(children) if kind == "AddExpression" else f"-{children[0]}"
         rule = self._bind("a", atom)
         generic = f"{rule}.numeric([{', '.join(children)}])"
         if kind == "log_sum_exp":
@@ -195,8 +198,7 @@ class CompiledExpression:
         runtime = [check for check in checks if check]
         if runtime:
             return f"({code} if {' and '.join(runtime)} else {generic})"
-        if atom.shape:
-            self.kinds[name] = ARRAY
+        self.kinds[name] = ARRAY if atom.shape else FLOAT  # numpy's answer on numpy values
         return code
 
     def _check(self, child: str, scalars: bool) -> str | None:
