@@ -4,13 +4,18 @@ The per-round diagnostics of a research run (``diagnostics=True``) evaluate, for
 objective f_p and the largest violation of the constraints of W_p at a point z_p. CVXPY's ``.value`` walks the
 expression tree in Python at each call (its checks, its parameter scan, scipy's wrappers) and cost 3.7x the
 algorithm itself on digits (issue 28). Here each expression is compiled once, at the agent's first
-diagnostic, into a *tape*: the tree's nodes in evaluation order, each a numpy step on its children's values.
+diagnostic, into one Python function, generated from the tree (``CompiledExpression.source``): a line per node
+in evaluation order, each a numpy call on its children's values. Running it costs the numpy calls and nothing per
+node besides (no dispatch, no list of values); where the type of a child's value is known when the code is
+generated (a variable, a constant, a numpy answer on numpy values) the line has no type test either.
 
-* A variable is a view of z_p (its entries, reshaped in column-major order, as CVXPY stores them).
+* A variable is a view of z_p (its entries, reshaped in column-major order, as CVXPY stores them; a vector is its
+  slice).
 * A constant is read once. A ``cp.Parameter`` is read at every evaluation (a leaf's value, no expression
   evaluation): private data changed between rounds is honoured, with nothing to recompile.
 * An atom applies its own ``numeric`` rule, the function ``.value`` calls, to its children's values: the same
-  numbers as ``.value``. A sub-expression used twice (the scores X @ W of the logistic loss) is computed once.
+  numbers as ``.value`` (a sum and a negation are written out: ``a + b``, ``-a``, what their rules compute).
+  A sub-expression used twice (the scores X @ W of the logistic loss) is computed once.
   A few hot atoms have their own step (`FAST_ATOMS`): ``log_sum_exp`` written out (shift by the maximum, exp,
   sum, log: scipy's arithmetic without its wrappers, which cost 4-8x the arithmetic on one agent's digits
   data), and a matrix product on a C-order copy of its right factor (a matrix variable is a column-major view
@@ -22,7 +27,7 @@ diagnostic, into a *tape*: the tree's nodes in evaluation order, each a numpy st
   did every round. The names of such sub-expressions are listed in ``CompiledExpression.slow``.
 
 The violation of a constraint is the residual CVXPY's ``constraint.violation()`` computes, from the compiled
-forms of its arguments (a constant bound on a whole variable compares a slice of z_p with an array):
+forms of its arguments (the constant bounds on a whole variable are batched: `batched_bounds`):
 ``max(lhs - rhs, 0)`` for ``<=``, ``|lhs - rhs|`` for ``==``, the distance to the cone
 for ``SOC`` (CVXPY's formula), ``max(0, -lambda_min((A + A^T) / 2))`` for ``>> 0``. Other cones (exponential,
 power, ...) take the slower path ``CvxpyViolation`` (CVXPY solves a small projection problem for them).
@@ -41,7 +46,6 @@ from cvxpy.atoms.atom import Atom
 from cvxpy.constraints import PSD, SOC, Equality, Inequality, NonNeg, NonPos, Zero
 
 from privcvx.errors import DeclarationError
-
 
 #: What the generated code knows of a value's type at compile time (`CompiledExpression.kinds`): a numpy array with
 #: at least one dimension, a numpy float; a name without a kind is checked when the code runs.
@@ -83,8 +87,8 @@ class FastAtom(NamedTuple):
 #: C-order copy) to rounding, the others the same numpy functions (multiply: ``np.multiply``; Sum:
 #: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula, with the test for complex data
 #: made once, where CVXPY walks the argument's tree at each call, 30 us on a 4-entry ridge objective; ``ndarray.sum``
-#: is ``np.add.reduce`` behind a Python wrapper) on numpy arrays. A product with a vector on the right is ``@`` itself
-#: (BLAS reads a vector's entries with their stride). AddExpression and NegExpression are their rules (``reduce(op.add, values)``, ``op.neg``) written out.
+#: is ``np.add.reduce`` behind a Python wrapper) on numpy arrays. A product with a vector on the right is ``@``
+#: itself (BLAS reads a vector's entries with their stride).
 FAST_ATOMS: dict[str, FastAtom] = {
     "Sum": FastAtom(lambda atom: f"np.add.reduce({{0}}, axis={atom.axis!r}, keepdims={atom.keepdims!r})"),
     "quad_over_lin": FastAtom(lambda atom: f"np.add.reduce(np.square({{0}}), axis={atom.axis!r}, "
