@@ -375,19 +375,42 @@ def _bound(constraint: cp.Constraint, offsets: dict[int, int]) -> Bound | None:
 
 
 def batched_bounds(bounds: Sequence[Bound]) -> list[Callable[[np.ndarray], float]]:
-    """An agent's constant bounds on whole variables (`Bound`), batched: the bounds on one variable as the rows of one
-    array ``sign z[start:stop] - sign limit`` (z's slice broadcast over the rows), whose largest entry costs three
-    numpy calls however many bounds there are on the variable. The same numbers as each bound's own residual:
-    ``sign z_i - sign c_i`` is ``z_i - c_i`` or ``c_i - z_i`` exactly, and the largest of both is ``|z_i - c_i|``
-    (an equality)."""
+    """An agent's constant bounds on whole variables (`Bound`), batched per variable, each variable's bounds in at most
+    three numpy calls however many there are:
+
+    * limits that are one number each (a box, ``-u <= W <= u``): the largest of ``z_i - c`` is ``max(z) - c``, and of
+      ``c - z_i`` is ``c - min(z)``, exactly (rounding is monotone): two reductions of z's slice;
+    * otherwise the rows of one array ``sign z[start:stop] - sign limit`` (z's slice broadcast over the rows):
+      ``sign z_i - sign c_i`` is ``z_i - c_i`` or ``c_i - z_i`` exactly.
+
+    The largest of both signs is ``|z_i - c_i|`` (an equality). A NaN entry gives NaN."""
     rows: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
     for bound in bounds:
         rows.setdefault((bound.start, bound.stop), []).extend((sign, bound.limit) for sign in bound.signs)
 
-    def largest(start: int, stop: int, signs: np.ndarray, limits: np.ndarray) -> Callable[[np.ndarray], float]:
+    def extremes(start: int, stop: int, upper: float | None, lower: float | None) -> Callable[[np.ndarray], float]:
+        def largest(z: np.ndarray) -> float:
+            entries, worst = z[start:stop], 0.0
+            for gap in ((float(np.maximum.reduce(entries)) - upper) if upper is not None else 0.0,
+                        (lower - float(np.minimum.reduce(entries))) if lower is not None else 0.0):
+                if not gap <= worst and worst == worst:  # larger, or NaN (kept)
+                    worst = gap
+            return worst
+        return largest
+
+    def broadcast(start: int, stop: int, signs: np.ndarray, limits: np.ndarray) -> Callable[[np.ndarray], float]:
         return lambda z: float(np.maximum.reduce(z[start:stop] * signs - limits, axis=None, initial=0.0))
-    return [largest(start, stop, np.array([[sign] for sign, _ in signed]),
-                    np.stack([sign * limit for sign, limit in signed])) for (start, stop), signed in rows.items()]
+
+    residuals = []
+    for (start, stop), signed in rows.items():
+        if all(limit.size and (limit == limit[0]).all() for _, limit in signed):
+            uppers = [float(limit[0]) for sign, limit in signed if sign > 0]
+            lowers = [float(limit[0]) for sign, limit in signed if sign < 0]
+            residuals.append(extremes(start, stop, min(uppers) if uppers else None, max(lowers) if lowers else None))
+        else:
+            residuals.append(broadcast(start, stop, np.array([[sign] for sign, _ in signed]),
+                                       np.stack([sign * limit for sign, limit in signed])))
+    return residuals
 
 
 def _largest(residual: Any) -> float:

@@ -41,6 +41,10 @@ def _models() -> dict[str, pc.Agent]:
         "quadratic, affine and box constraints": pc.Agent(
             cp.sum_squares(A @ x - B) + cp.quad_form(x, P @ P.T + np.eye(4)) + 0.5 * x @ B[:4],
             [A[:3] @ x <= 0.2, x[0] == 0.1, x >= -0.3, x <= 0.4], shared=x),
+        "bounds with limits per entry": pc.Agent(
+            cp.sum_squares(A @ x - B) + cp.sum_squares(W),
+            [x <= np.array([0.4, 0.1, 0.6, 0.2]), x >= -0.5, x >= np.linspace(-0.4, 0, 4),
+             W == np.arange(12.0).reshape(4, 3) / 20, W <= 0.6], shared=x),
         "logistic": pc.Agent(cp.sum(cp.logistic(A @ x)) - (B > 0) @ (A @ x) / 7, [cp.norm(x, 2) <= 1.5], shared=x),
         "log-sum-exp (federated logistic)": pc.Agent(
             (cp.sum(cp.log_sum_exp(A @ W, axis=1)) - cp.sum(cp.multiply(labels, A @ W))) / 7,
@@ -240,3 +244,15 @@ def test_no_cvxpy_value_in_the_round_loop(case: str, monkeypatch: pytest.MonkeyP
     result = problem.solve(rounds=4, seed=0, diagnostics=True, callback=lambda row: seen.append(count[0]), **settings)
     assert result.history["objective"].notna().all() and len(seen) == 4
     assert seen[1:] == [seen[0]] * 3, f"CVXPY .value read in rounds 2-4: {np.diff(seen).tolist()}"
+
+
+@pytest.mark.parametrize("name", ["log-sum-exp (federated logistic)", "bounds with limits per entry"])
+def test_a_nan_entry_gives_a_nan_violation(name: str) -> None:
+    """Batched bounds (a box by its extremes, limits per entry by one array) report a NaN entry as NaN, wherever
+    the bound that sees it is."""
+    evaluator = _evaluator(MODELS[name])
+    dim = sum(v.size for v in MODELS[name].variables)
+    for entry in (0, dim - 1):
+        z = np.zeros(dim)
+        z[entry] = np.nan
+        assert np.isnan(evaluator.violation(z))
