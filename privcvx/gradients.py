@@ -88,7 +88,7 @@ class _Affine(_Node):
         return self.value
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
-        grad += self.jt @ np.broadcast_to(upstream, self.shape).reshape(-1, order="F")
+        grad += self.jt @ _shaped(upstream, self.shape).reshape(-1, order="F")
 
 
 class _Data:
@@ -109,6 +109,12 @@ _NO_VARIABLES = np.zeros(0)
 
 def _dense_or_sparse(value: Any) -> Any:
     return value if sp.issparse(value) else np.asarray(value, dtype=float)
+
+
+def _shaped(upstream: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The upstream gradient broadcast to ``shape``: itself when it has that shape (``np.broadcast_to``, a Python
+    function, costs more than the arithmetic of a small node)."""
+    return upstream if type(upstream) is np.ndarray and upstream.shape == shape else np.broadcast_to(upstream, shape)
 
 
 class _Constant(_Node):
@@ -173,9 +179,9 @@ class _Sum(_Node):
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
         for child in self.children:
-            up = self.sign * np.broadcast_to(upstream, self.shape)
+            up = self.sign * _shaped(upstream, self.shape)
             if child.shape != self.shape:  # a scalar broadcast to the sum's shape
-                up = np.sum(up).reshape(child.shape)
+                up = np.add.reduce(up, axis=None).reshape(child.shape)  # np.sum's own call
             child.backward(up, grad)
 
 
@@ -196,7 +202,7 @@ class _Scaled(_Node):
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
         up = self.factor * upstream
         if self.child.shape != np.shape(up):
-            up = np.sum(up).reshape(self.child.shape)
+            up = np.add.reduce(up, axis=None).reshape(self.child.shape)
         self.child.backward(up, grad)
 
 
@@ -216,7 +222,7 @@ class _Product(_Node):
         return self.value
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
-        a, up = self.factor, np.broadcast_to(upstream, self.shape)
+        a, up = self.factor, _shaped(upstream, self.shape)
         if self.left:
             self.child.backward(a.T @ up if a.ndim == 2 else np.multiply.outer(a, up), grad)
         else:
@@ -243,7 +249,7 @@ class _CvxpyFallback(_Node):
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
         self._load(self._z)
-        up = np.broadcast_to(upstream, self.shape).reshape(-1, order="F")
+        up = _shaped(upstream, self.shape).reshape(-1, order="F")
         for var, g in self.expr.grad.items():
             o = self.offsets[var.id]
             grad[o:o + var.size] += sp.csc_matrix(g).reshape((var.size, self.expr.size)) @ up
@@ -298,14 +304,15 @@ def _quotient(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
 
 def _sum(expr: cp.Expression, child: Child, data: DataOf) -> _Node:
     axis, keepdims = expr.axis, expr.keepdims
-    return _Reduction(expr.shape, child(0), _axis_reduce(np.sum, axis, keepdims), lambda x, up: _expand(up, x, axis))
+    return _Reduction(expr.shape, child(0), _axis_reduce(np.add.reduce, axis, keepdims),  # np.sum's own call
+                      lambda x, up: _expand(up, x, axis))
 
 
 def _quad_over_lin(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     if expr.args[1].variables():
         return None
     y = data(1)
-    return _Reduction(expr.shape, child(0), lambda x: np.sum(x ** 2) / float(y()),
+    return _Reduction(expr.shape, child(0), lambda x: np.add.reduce(x ** 2, axis=None) / float(y()),
                       lambda x, up: 2.0 * x / float(y()) * up)
 
 
