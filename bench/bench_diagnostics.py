@@ -2,6 +2,7 @@
 plain numpy floor, round by round in one process.
 
     PYTHONPATH=. .venv/bin/python bench/bench_diagnostics.py [--rounds 100] [--repeats 5] [--problem digits|ridge|both]
+    PYTHONPATH=. .venv/bin/python bench/bench_diagnostics.py --calls [--repeats 30]
 
 - **digits**: the set-up of ``bench_numpy_floor.py`` (scikit-learn's digits, ``federated_logistic`` with 10 IID
   agents, the box [-0.1, 0.1], Algorithm 1 = ``LinearizedADMM`` with E = 5, rho = 0.01, eta = "auto",
@@ -19,6 +20,11 @@ time the process waits for a core: on a shared machine the steadier of the two).
 the rounds of all repetitions (after one warm-up repetition); a ratio is the median of the per-round ratios to
 the floor. "diagnostics" is the wall time spent in the agents' ``diagnostics`` calls alone (a wrapper's
 ``perf_counter``), median per round.
+
+``--calls`` times the diagnostics alone, outside a run: every agent's compiled f_p and violation
+(``GradientEvaluator.value`` and ``.violation``, what ``ADMMAgent.diagnostics`` calls) at fixed points in W_p,
+against the floor's numpy objective at the same points, by the thread's CPU clock; each figure is the least of
+``--repeats`` timings of 200 calls, the sides alternating (the least is the one least disturbed by other jobs).
 
 Runs that keep diagnostics also time every agent's step for ``result.info["hosts"]``: its wall time and the CPU
 time of its thread (``time.thread_time``, a system call, where ``perf_counter`` is not). The side "on, no CPU
@@ -42,6 +48,7 @@ import scipy.linalg
 
 import privcvx as pc
 from privcvx.algorithms import linearized_admm
+from privcvx.gradients import GradientEvaluator
 from privcvx.runtime import backends, loop
 from problems import datasets, federated_logistic
 
@@ -223,13 +230,59 @@ def ridge(rounds: int, repeats: int) -> None:
             rounds, repeats, "numpy ADMM, cached Cholesky, numpy objective (the floor)")
 
 
+def least_cpu_us(sides: dict[str, Callable[[], object]], repeats: int, number: int = 200) -> dict[str, float]:
+    """Per side, the least CPU time of one call (us) over ``repeats`` timings of ``number`` calls, sides alternating."""
+    least = dict.fromkeys(sides, np.inf)
+    for _ in range(repeats):
+        for name, call in sides.items():
+            start = time.thread_time()
+            for _ in range(number):
+                call()
+            least[name] = min(least[name], (time.thread_time() - start) / number * 1e6)
+    return least
+
+
+def calls(repeats: int) -> None:
+    """The diagnostics of all agents at one point each, against the numpy objective at the same points."""
+    rng = np.random.default_rng(0)
+    X, y = datasets.load_digits()
+    problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
+    floor = NumpyAlgorithm1(X, y, problem.info["shares"], rho=0.01, private=False)
+    floor.released = [rng.uniform(-BOUND, BOUND, W.shape) for W in floor.released]
+    points = [W.reshape(-1, order="F") for W in floor.released]
+    ridge_agents, data = ridge_problem()
+    ridge_points = [rng.standard_normal(A.shape[1]) for A, _ in data]
+    cases = {"digits, 10 agents": (problem, points, floor.objective),
+             "ridge, 6 agents": (ridge_agents, ridge_points,
+                                 lambda: sum(float(np.sum((A @ x - b) ** 2) + 0.1 * x @ x)
+                                             for (A, b), x in zip(data, ridge_points, strict=True)))}
+    print(f"the diagnostics alone, CPU us for all agents, least of {repeats} x 200 calls")
+    print()
+    print("| problem | numpy objective | privcvx f_p | privcvx violation | f_p + violation | x numpy |")
+    print("|---|---|---|---|---|---|")
+    for name, (prob, at, numpy_objective) in cases.items():
+        evaluators = [GradientEvaluator(agent, layout) for agent, layout in zip(prob.agents, prob.layouts, strict=True)]
+        pairs = list(zip(evaluators, at, strict=True))
+        least = least_cpu_us({"numpy": numpy_objective,
+                              "value": lambda pairs=pairs: [e.value(z) for e, z in pairs],
+                              "violation": lambda pairs=pairs: [e.violation(z) for e, z in pairs]}, repeats)
+        both = least["value"] + least["violation"]
+        print(f"| {name} | {least['numpy']:.1f} | {least['value']:.1f} | {least['violation']:.1f} | {both:.1f} | "
+              f"{both / least['numpy']:.2f} |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--problem", choices=["digits", "ridge", "both"], default="both")
+    parser.add_argument("--calls", action="store_true", help="time the diagnostics alone, outside a run")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the runs end at max_rounds (ConvergenceWarning)
+    if args.calls:
+        calls(args.repeats)
+        return
     time_diagnostics()
     if args.problem in ("digits", "both"):
         digits(args.rounds, args.repeats)

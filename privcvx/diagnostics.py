@@ -4,13 +4,18 @@ The per-round diagnostics of a research run (``diagnostics=True``) evaluate, for
 objective f_p and the largest violation of the constraints of W_p at a point z_p. CVXPY's ``.value`` walks the
 expression tree in Python at each call (its checks, its parameter scan, scipy's wrappers) and cost 3.7x the
 algorithm itself on digits (issue 28). Here each expression is compiled once, at the agent's first
-diagnostic, into a *tape*: the tree's nodes in evaluation order, each a numpy step on its children's values.
+diagnostic, into one Python function, generated from the tree (``CompiledExpression.source``): a line per node
+in evaluation order, each a numpy call on its children's values. Running it costs the numpy calls and nothing per
+node besides (no dispatch, no list of values); where the type of a child's value is known when the code is
+generated (a variable, a constant, a numpy answer on numpy values) the line has no type test either.
 
-* A variable is a view of z_p (its entries, reshaped in column-major order, as CVXPY stores them).
+* A variable is a view of z_p (its entries, reshaped in column-major order, as CVXPY stores them; a vector is its
+  slice).
 * A constant is read once. A ``cp.Parameter`` is read at every evaluation (a leaf's value, no expression
   evaluation): private data changed between rounds is honoured, with nothing to recompile.
 * An atom applies its own ``numeric`` rule, the function ``.value`` calls, to its children's values: the same
-  numbers as ``.value``. A sub-expression used twice (the scores X @ W of the logistic loss) is computed once.
+  numbers as ``.value`` (a sum and a negation are written out: ``a + b``, ``-a``, what their rules compute).
+  A sub-expression used twice (the scores X @ W of the logistic loss) is computed once.
   A few hot atoms have their own step (`FAST_ATOMS`): ``log_sum_exp`` written out (shift by the maximum, exp,
   sum, log: scipy's arithmetic without its wrappers, which cost 4-8x the arithmetic on one agent's digits
   data), and a matrix product on a C-order copy of its right factor (a matrix variable is a column-major view
@@ -22,7 +27,7 @@ diagnostic, into a *tape*: the tree's nodes in evaluation order, each a numpy st
   did every round. The names of such sub-expressions are listed in ``CompiledExpression.slow``.
 
 The violation of a constraint is the residual CVXPY's ``constraint.violation()`` computes, from the compiled
-forms of its arguments (a constant bound on a whole variable compares a slice of z_p with an array):
+forms of its arguments (the constant bounds on a whole variable are batched: `batched_bounds`):
 ``max(lhs - rhs, 0)`` for ``<=``, ``|lhs - rhs|`` for ``==``, the distance to the cone
 for ``SOC`` (CVXPY's formula), ``max(0, -lambda_min((A + A^T) / 2))`` for ``>> 0``. Other cones (exponential,
 power, ...) take the slower path ``CvxpyViolation`` (CVXPY solves a small projection problem for them).
@@ -33,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
@@ -42,39 +47,24 @@ from cvxpy.constraints import PSD, SOC, Equality, Inequality, NonNeg, NonPos, Ze
 
 from privcvx.errors import DeclarationError
 
+#: What the generated code knows of a value's type at compile time (`CompiledExpression.kinds`): a numpy array with
+#: at least one dimension, a numpy float; a name without a kind is checked when the code runs.
+ARRAY, FLOAT = "array", "float"
 
-def _log_sum_exp(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
+
+def _log_sum_exp(atom: Atom) -> Callable[[Any], Any]:
     """``log_sum_exp`` written out: m + log(sum(exp(x - m))) with m the maximum over the atom's axis (scipy's
     arithmetic), and the atom's own rule (scipy's ``logsumexp``) where a maximum is not finite."""
     axis, keepdims = atom.axis, atom.keepdims
 
-    def step(z: np.ndarray, values: list) -> np.ndarray:
-        x = values[0]
+    def step(x: Any) -> Any:
         if type(x) is not np.ndarray:
-            return atom.numeric(values)
+            return atom.numeric([x])
         top = np.maximum.reduce(x, axis=axis, keepdims=True)
         if not math.isfinite(np.add.reduce(top, axis=None)):  # an infinite or NaN entry (or a sum past 1e308)
-            return atom.numeric(values)
+            return atom.numeric([x])
         sums = np.log(np.add.reduce(np.exp(x - top), axis=axis, keepdims=keepdims))
         return sums + (top if keepdims else top.reshape(np.shape(sums)))
-    return step
-
-
-def _dense(numpy_rule: Callable[..., np.ndarray], atom: Atom,
-           scalars: bool = False) -> Callable[[np.ndarray, list], np.ndarray]:
-    """The rule of a unary or binary atom on numpy arrays: the numpy function its ``numeric`` calls, without
-    its checks for sparse matrices (and for 0-d arrays and numpy floats unless ``scalars``); the rule itself on
-    anything else."""
-    def numeric(v: Any) -> bool:
-        return (type(v) is np.ndarray and (scalars or v.ndim > 0)) or (scalars and type(v) is np.float64)
-
-    def step(z: np.ndarray, values: list) -> np.ndarray:
-        if numeric(values[0]):
-            if len(values) == 1:
-                return numpy_rule(values[0])
-            if numeric(values[1]):
-                return numpy_rule(values[0], values[1])
-        return atom.numeric(values)
     return step
 
 
@@ -84,28 +74,29 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a @ np.ascontiguousarray(b)
 
 
-def _sum(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
-    axis, keepdims = atom.axis, atom.keepdims
-    return _dense(lambda x: np.add.reduce(x, axis=axis, keepdims=keepdims), atom)  # np.sum's own call
+class FastAtom(NamedTuple):
+    """The numpy form of an atom's ``numeric`` rule on numpy values: ``code`` formats the call from the names of the
+    children's values (``{0}``, ``{1}``); it applies when every child is a numpy array
+    (``scalars``: or a numpy float, a 0-d array included), else the atom's own rule runs."""
 
-
-def _quad_over_lin(atom: Atom) -> Callable[[np.ndarray, list], np.ndarray]:
-    """``quad_over_lin`` (``sum_squares``): its rule with the test for complex data made once, not at every call
-    (CVXPY walks the argument's tree for it, 30 us on a 4-entry ridge objective)."""
-    if atom.args[0].is_complex():
-        return lambda z, values: atom.numeric(values)
-    axis, keepdims = atom.axis, atom.keepdims
-    return _dense(lambda x, y: np.square(x).sum(axis=axis, keepdims=keepdims) / y.item(), atom, scalars=True)
+    code: Callable[[Atom], str]
+    scalars: bool = False
 
 
 #: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` and ``MulExpression`` (``@`` on a
 #: C-order copy) to rounding, the others the same numpy functions (multiply: ``np.multiply``; Sum:
-#: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula) on numpy arrays.
-FAST_ATOMS: dict[str, Callable[[Atom], Callable[[np.ndarray, list], np.ndarray]]] = {
-    "log_sum_exp": _log_sum_exp, "Sum": _sum, "quad_over_lin": _quad_over_lin,
-    "MulExpression": lambda atom: _dense(_matmul, atom),
-    "multiply": lambda atom: _dense(np.multiply, atom, scalars=True),
-    "DivExpression": lambda atom: _dense(np.divide, atom, scalars=True)}
+#: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula, with the test for complex data
+#: made once, where CVXPY walks the argument's tree at each call, 30 us on a 4-entry ridge objective; ``ndarray.sum``
+#: is ``np.add.reduce`` behind a Python wrapper) on numpy arrays. A product with a vector on the right is ``@``
+#: itself (BLAS reads a vector's entries with their stride).
+FAST_ATOMS: dict[str, FastAtom] = {
+    "Sum": FastAtom(lambda atom: f"np.add.reduce({{0}}, axis={atom.axis!r}, keepdims={atom.keepdims!r})"),
+    "quad_over_lin": FastAtom(lambda atom: f"np.add.reduce(np.square({{0}}), axis={atom.axis!r}, "
+                                           f"keepdims={atom.keepdims!r}) / {{1}}.item()", scalars=True),
+    "MulExpression": FastAtom(lambda atom: "_matmul({0}, {1})" if atom.args[1].ndim > 1 else "{0} @ {1}"),
+    "multiply": FastAtom(lambda atom: "np.multiply({0}, {1})", scalars=True),
+    "DivExpression": FastAtom(lambda atom: "np.divide({0}, {1})", scalars=True),
+}
 
 
 def _has_own_value(atom: Atom) -> bool:
@@ -118,66 +109,117 @@ class CompiledExpression:
     """A CVXPY expression in an agent's variables as a numpy program of its flat local vector z_p.
 
     ``offsets`` maps each variable's id to where it starts in z_p. Calling the compiled expression at z
-    returns what ``expr.value`` returns with the variables set from z.
+    returns what ``expr.value`` returns with the variables set from z. The program is one Python function,
+    generated once (``source``): a line per node of the tree, each a numpy call on its children's values, with no
+    per-node dispatch when it runs.
     """
 
     def __init__(self, expr: cp.Expression, offsets: dict[int, int], agent: str | None = None) -> None:
         self.offsets = offsets
         self.agent = agent
-        self.values: list = []  # a slot per node: the constants' values, None where a step computes it
-        self.steps: list[tuple[int, Callable[[np.ndarray, list], Any], tuple[int, ...]]] = []
-        self.slots: dict[int, int] = {}
-        self.slow: list[str] = []
         self.expr = expr
-        self.root = self._emit(expr)
+        self.slow: list[str] = []
+        self.names: dict[int, str] = {}  # a node's id: the name of its value in the generated code
+        self.computed = 0  # the values computed so far (v0, v1, ...)
+        self.kinds: dict[str, str] = {}  # a name: ARRAY or FLOAT where known at compile time
+        self.namespace: dict[str, Any] = {"np": np, "_matmul": _matmul, "_no_value": _no_value}
+        self.lines: list[str] = []
+        root = self._emit(expr)
+        self.source = "def evaluate(z):\n" + "".join(f"    {line}\n" for line in self.lines) + f"    return {root}\n"
+        exec(compile(self.source, f"<f_p of {agent}>", "exec"), self.namespace)  # noqa: S102 (privcvx's own code)
+        self.evaluate: Callable[[np.ndarray], Any] = self.namespace["evaluate"]
 
     def __call__(self, z: np.ndarray) -> Any:
-        values = self.values.copy()
-        for slot, step, children in self.steps:
-            values[slot] = step(z, [values[i] for i in children])
-        return values[self.root]
+        return self.evaluate(z)
 
-    def _emit(self, expr: cp.Expression) -> int:
-        """Add the slots and steps of ``expr`` (children first) and return the slot of its value."""
+    def _bind(self, prefix: str, value: Any) -> str:
+        """A name for ``value`` in the generated code's namespace."""
+        name = f"{prefix}{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def _emit(self, expr: cp.Expression) -> str:
+        """Add the lines computing ``expr`` (children first) and return the name of its value."""
         key = id(expr)  # the tree is kept alive by self.expr, so its nodes' ids stay theirs
-        if key in self.slots:
-            return self.slots[key]
-        children: tuple[int, ...] = ()
-        step: Callable[[np.ndarray, list], Any] | None = None
-        constant = None
+        if key not in self.names:
+            self.names[key] = self._value_of(expr)
+        return self.names[key]
+
+    def _fresh(self) -> str:
+        self.computed += 1
+        return f"v{self.computed - 1}"
+
+    def _value_of(self, expr: cp.Expression) -> str:
         if isinstance(expr, cp.Variable) and expr.id in self.offsets:
-            start, shape = self.offsets[expr.id], expr.shape
-            stop = start + expr.size
-            step = lambda z, _: z[start:stop].reshape(shape, order="F")  # noqa: E731
-        elif isinstance(expr, cp.Parameter) and type(expr) is cp.Parameter:
-            step = lambda z, _: _parameter_value(expr, self.agent)  # noqa: E731
-        elif not expr.variables() and not expr.parameters() and expr.value is not None:
-            constant = expr.value  # read once: no parameters, no variables
-        elif isinstance(expr, Atom) and not _has_own_value(expr):
-            children = tuple(self._emit(arg) for arg in expr.args)
-            name = type(expr).__name__
-            if 0 in expr.shape:
-                step = lambda z, _: np.array([])  # noqa: E731
-            elif name in FAST_ATOMS:
-                step = FAST_ATOMS[name](expr)
-            else:
-                step = lambda z, values: expr.numeric(values)  # noqa: E731
-        else:
-            step = CvxpyValue(expr, self.offsets)
-            self.slow.append(type(expr).__name__)
-        slot = len(self.values)
-        self.values.append(constant)
-        if step is not None:
-            self.steps.append((slot, step, children))
-        self.slots[key] = slot
-        return slot
+            name, start = self._fresh(), self.offsets[expr.id]
+            entries = f"z[{start}:{start + expr.size}]"  # a vector: the slice itself
+            self.lines.append(f"{name} = {entries}" if expr.shape == (expr.size,)
+                              else f"{name} = {entries}.reshape({expr.shape!r}, order='F')")
+            self.kinds[name] = ARRAY if expr.shape else FLOAT
+            return name
+        if isinstance(expr, cp.Parameter) and type(expr) is cp.Parameter:  # read at every evaluation
+            name, parameter = self._fresh(), self._bind("p", expr)
+            self.lines += [f"{name} = {parameter}.value", f"if {name} is None: _no_value({parameter}, {self.agent!r})"]
+            return name
+        if not expr.variables() and not expr.parameters() and expr.value is not None:
+            value = expr.value
+            name = self._bind("c", value)  # read once: no parameters, no variables
+            if type(value) is np.ndarray or type(value) is np.float64:
+                self.kinds[name] = ARRAY if np.ndim(value) else FLOAT
+            return name
+        if isinstance(expr, Atom) and not _has_own_value(expr):
+            children = [self._emit(arg) for arg in expr.args]
+            name = self._fresh()
+            self.lines.append(f"{name} = {self._atom(expr, children, name)}")
+            return name
+        name = self._fresh()
+        self.lines.append(f"{name} = {self._bind('s', CvxpyValue(expr, self.offsets))}(z)")
+        self.slow.append(type(expr).__name__)
+        return name
+
+    def _atom(self, atom: Atom, children: list[str], name: str) -> str:
+        """The code of an atom's value from its children's, and the kind of that value (in ``kinds``)."""
+        kind = type(atom).__name__
+        if 0 in atom.shape:
+            return "np.array([])"
+        if kind in ("AddExpression", "NegExpression"):
+            if all(child in self.kinds for child in children):  # numpy values: a numpy value
+                self.kinds[name] = ARRAY if atom.shape else FLOAT
+            return " + ".join(children) if kind == "AddExpression" else f"-{children[0]}"
+        rule = self._bind("a", atom)
+        generic = f"{rule}.numeric([{', '.join(children)}])"
+        if kind == "log_sum_exp":
+            if atom.shape:
+                self.kinds[name] = ARRAY
+            return f"{self._bind('s', _log_sum_exp(atom))}({children[0]})"
+        fast = FAST_ATOMS.get(kind)
+        if fast is None or (kind == "quad_over_lin" and atom.args[0].is_complex()):
+            return generic
+        checks = [self._check(child, fast.scalars) for child in children]
+        if None in checks:  # a child that is never a numpy value (a constant's sparse matrix)
+            return generic
+        code = fast.code(atom).format(*children)
+        runtime = [check for check in checks if check]
+        if runtime:
+            return f"({code} if {' and '.join(runtime)} else {generic})"
+        self.kinds[name] = ARRAY if atom.shape else FLOAT  # numpy's answer on numpy values
+        return code
+
+    def _check(self, child: str, scalars: bool) -> str | None:
+        """The test that ``child`` is a numpy array (``scalars``: or float): "" when known true, None when known
+        false (a constant of another type), else the code of the test."""
+        kind = self.kinds.get(child)
+        if kind == ARRAY or (scalars and kind == FLOAT):
+            return ""
+        if kind == FLOAT or child in self.namespace:  # a 0-d value, or a constant of another type
+            return None
+        if scalars:
+            return f"(type({child}) is np.ndarray or type({child}) is np.float64)"
+        return f"(type({child}) is np.ndarray and {child}.ndim > 0)"
 
 
-def _parameter_value(parameter: cp.Parameter, agent: str | None) -> Any:
-    value = parameter.value
-    if value is None:
-        raise DeclarationError(f"the parameter {parameter.name()!r} has no value", agent=agent, argument="objective")
-    return value
+def _no_value(parameter: cp.Parameter, agent: str | None) -> None:
+    raise DeclarationError(f"the parameter {parameter.name()!r} has no value", agent=agent, argument="objective")
 
 
 class LoadedVariables:
@@ -263,10 +305,12 @@ class ConstraintViolation:
 
     def __init__(self, constraints: Sequence[cp.Constraint], offsets: dict[int, int],
                  agent: str | None = None) -> None:
-        self.residuals: list[Callable[[np.ndarray], float]] = []
         self.slow: list[str] = []
+        bounds = [bound for bound in (_bound(constraint, offsets) for constraint in constraints) if bound is not None]
+        self.residuals: list[Callable[[np.ndarray], float]] = batched_bounds(bounds)
         for constraint in constraints:
-            self.residuals.append(self._compile(constraint, offsets, agent))
+            if _bound(constraint, offsets) is None:
+                self.residuals.append(self._compile(constraint, offsets, agent))
 
     def _compile(self, constraint: cp.Constraint, offsets: dict[int, int],
                  agent: str | None) -> Callable[[np.ndarray], float]:
@@ -275,14 +319,6 @@ class ConstraintViolation:
             self.slow.extend(compiled.slow)
             return compiled
 
-        bound = _bound(constraint, offsets)
-        if bound is not None:  # a constant bound on a whole variable: a slice of z_p against an array
-            start, stop, sign, limit = bound
-            if isinstance(constraint, Equality):
-                return lambda z: _largest(np.abs(z[start:stop] - limit))
-            if sign > 0:
-                return lambda z: _largest(z[start:stop] - limit)
-            return lambda z: _largest(limit - z[start:stop])
         if isinstance(constraint, (Inequality, NonPos)):  # max(expr, 0) entry by entry: max(0, its largest entry)
             upper = form(constraint.expr)
             return lambda z: _largest(upper(z))
@@ -306,24 +342,75 @@ class ConstraintViolation:
         worst = 0.0
         for residual in self.residuals:
             largest = residual(z)
-            if not largest <= worst:  # larger, or NaN (which the history's check then reports)
+            if not largest <= worst and worst == worst:  # larger, or NaN (kept, for the history's check to report)
                 worst = largest
         return worst
 
 
-def _bound(constraint: cp.Constraint, offsets: dict[int, int]) -> tuple[int, int, int, np.ndarray] | None:
-    """(start, stop, sign, limit) if the constraint is ``x <= c``, ``c <= x`` or ``x == c`` for a whole variable x of
-    z_p and a constant c without parameters: its residual is then ``z[start:stop] - limit`` (sign 1) or
-    ``limit - z[start:stop]`` (sign -1), the entries of CVXPY's ``lhs - rhs`` in column-major order."""
+class Bound(NamedTuple):
+    """A constant bound on a whole variable of z_p (`_bound`): its residual is ``sign (z[start:stop] - limit)``
+    (an equality's is both signs)."""
+
+    start: int
+    stop: int
+    signs: tuple[float, ...]
+    limit: np.ndarray
+
+
+def _bound(constraint: cp.Constraint, offsets: dict[int, int]) -> Bound | None:
+    """The bound if the constraint is ``x <= c``, ``c <= x`` or ``x == c`` for a whole variable x of z_p and a constant
+    c without parameters: its residual is then ``z[start:stop] - limit`` (sign 1), ``limit - z[start:stop]``
+    (sign -1) or their largest, |z[start:stop] - limit| (an equality), the entries of CVXPY's ``lhs - rhs`` in
+    column-major order."""
     if not isinstance(constraint, (Inequality, Equality)):
         return None
     lhs, rhs = constraint.args
-    for var, const, sign in ((lhs, rhs, 1), (rhs, lhs, -1)):
+    for var, const, sign in ((lhs, rhs, 1.0), (rhs, lhs, -1.0)):
         if isinstance(var, cp.Variable) and var.id in offsets and not const.variables() and not const.parameters():
             start = offsets[var.id]
             limit = np.broadcast_to(np.asarray(const.value, dtype=float), var.shape).reshape(-1, order="F")
-            return start, start + var.size, sign, limit.copy()
+            return Bound(start, start + var.size, (1.0, -1.0) if isinstance(constraint, Equality) else (sign,),
+                         limit.copy())
     return None
+
+
+def batched_bounds(bounds: Sequence[Bound]) -> list[Callable[[np.ndarray], float]]:
+    """An agent's constant bounds on whole variables (`Bound`), batched per variable, each variable's bounds in at most
+    three numpy calls however many there are:
+
+    * limits that are one number each (a box, ``-u <= W <= u``): the largest of ``z_i - c`` is ``max(z) - c``, and of
+      ``c - z_i`` is ``c - min(z)``, exactly (rounding is monotone): two reductions of z's slice;
+    * otherwise the rows of one array ``sign z[start:stop] - sign limit`` (z's slice broadcast over the rows):
+      ``sign z_i - sign c_i`` is ``z_i - c_i`` or ``c_i - z_i`` exactly.
+
+    The largest of both signs is ``|z_i - c_i|`` (an equality). A NaN entry gives NaN."""
+    rows: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
+    for bound in bounds:
+        rows.setdefault((bound.start, bound.stop), []).extend((sign, bound.limit) for sign in bound.signs)
+
+    def extremes(start: int, stop: int, upper: float | None, lower: float | None) -> Callable[[np.ndarray], float]:
+        def largest(z: np.ndarray) -> float:
+            entries, worst = z[start:stop], 0.0
+            for gap in ((float(np.maximum.reduce(entries)) - upper) if upper is not None else 0.0,
+                        (lower - float(np.minimum.reduce(entries))) if lower is not None else 0.0):
+                if not gap <= worst and worst == worst:  # larger, or NaN (kept)
+                    worst = gap
+            return worst
+        return largest
+
+    def broadcast(start: int, stop: int, signs: np.ndarray, limits: np.ndarray) -> Callable[[np.ndarray], float]:
+        return lambda z: float(np.maximum.reduce(z[start:stop] * signs - limits, axis=None, initial=0.0))
+
+    residuals = []
+    for (start, stop), signed in rows.items():
+        if all(limit.size and (limit == limit[0]).all() for _, limit in signed):
+            uppers = [float(limit[0]) for sign, limit in signed if sign > 0]
+            lowers = [float(limit[0]) for sign, limit in signed if sign < 0]
+            residuals.append(extremes(start, stop, min(uppers) if uppers else None, max(lowers) if lowers else None))
+        else:
+            residuals.append(broadcast(start, stop, np.array([[sign] for sign, _ in signed]),
+                                       np.stack([sign * limit for sign, limit in signed])))
+    return residuals
 
 
 def _largest(residual: Any) -> float:

@@ -9,8 +9,10 @@ numpy), so privcvx compiles the expression tree once:
 * the non-affine atoms above them are evaluated in numpy with the chain rule
   (reverse mode: each node passes its upstream gradient to its children).
 
-Parameters (an agent's private data) are read when the evaluator compiles the tree, at
-its first gradient; the gradient does not follow a later change of their values. Atoms without a numpy rule
+Parameters (an agent's private data) are read at every evaluation, without CVXPY's ``.value``
+(`privcvx.diagnostics.CompiledExpression`): a ``cp.Parameter`` changed between evaluations (or between solves) is
+honoured. An affine sub-expression with parameters is therefore not folded into ``J z + b`` but evaluated by its
+atoms' rules (a matrix product with a parameter as ``A @ x``, its chain rule ``A^T``). Atoms without a numpy rule
 fall back to CVXPY for that sub-expression only, which is correct but slow. The rules are a registry keyed by
 CVXPY atom class (`ATOM_RULES`), which also says which atoms are nonsmooth (`privcvx.tuning.is_smooth`).
 
@@ -86,15 +88,42 @@ class _Affine(_Node):
         return self.value
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
-        grad += self.jt @ np.broadcast_to(upstream, self.shape).reshape(-1, order="F")
+        grad += self.jt @ _shaped(upstream, self.shape).reshape(-1, order="F")
+
+
+class _Data:
+    """A sub-expression without variables (an agent's data): its value read once when it has no parameters, else at
+    every call, from the parameters' values (`CompiledExpression`, no CVXPY ``.value``): a ``cp.Parameter`` changed
+    between evaluations is honoured. A scipy sparse constant stays sparse."""
+
+    def __init__(self, expr: cp.Expression, agent: str | None) -> None:
+        self.compiled = CompiledExpression(expr, {}, agent) if expr.parameters() else None
+        self.fixed = None if self.compiled is not None else _dense_or_sparse(expr.value)
+
+    def __call__(self) -> Any:
+        return self.fixed if self.compiled is None else _dense_or_sparse(self.compiled.evaluate(_NO_VARIABLES))
+
+
+_NO_VARIABLES = np.zeros(0)
+
+
+def _dense_or_sparse(value: Any) -> Any:
+    return value if sp.issparse(value) else np.asarray(value, dtype=float)
+
+
+def _shaped(upstream: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The upstream gradient broadcast to ``shape``: itself when it has that shape (``np.broadcast_to``, a Python
+    function, costs more than the arithmetic of a small node)."""
+    return upstream if type(upstream) is np.ndarray and upstream.shape == shape else np.broadcast_to(upstream, shape)
 
 
 class _Constant(_Node):
-    def __init__(self, expr: cp.Expression) -> None:
+    def __init__(self, expr: cp.Expression, agent: str | None) -> None:
         super().__init__(expr.shape)
-        self.value = np.asarray(expr.value, dtype=float)
+        self.data = _Data(expr, agent)
 
     def forward(self, z: np.ndarray) -> np.ndarray:
+        self.value = self.data()
         return self.value
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
@@ -150,28 +179,54 @@ class _Sum(_Node):
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
         for child in self.children:
-            up = self.sign * np.broadcast_to(upstream, self.shape)
+            up = self.sign * _shaped(upstream, self.shape)
             if child.shape != self.shape:  # a scalar broadcast to the sum's shape
-                up = np.sum(up).reshape(child.shape)
+                up = np.add.reduce(up, axis=None).reshape(child.shape)  # np.sum's own call
             child.backward(up, grad)
 
 
 class _Scaled(_Node):
-    """``constant * child`` (elementwise or scalar) or ``child / constant``."""
+    """``constant * child`` (elementwise or scalar) or ``child / constant`` (``inverse``: times 1 / constant), the
+    constant read at every forward pass."""
 
-    def __init__(self, shape: tuple[int, ...], child: _Node, factor: np.ndarray) -> None:
+    def __init__(self, shape: tuple[int, ...], child: _Node, factor: _Data, inverse: bool = False) -> None:
         super().__init__(shape)
-        self.child, self.factor = child, factor
+        self.child, self.data, self.inverse = child, factor, inverse
+        self.factor: Any = 1.0
 
     def forward(self, z: np.ndarray) -> np.ndarray:
+        self.factor = 1.0 / self.data() if self.inverse else self.data()
         self.value = self.factor * self.child.forward(z)
         return self.value
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
         up = self.factor * upstream
         if self.child.shape != np.shape(up):
-            up = np.sum(up).reshape(self.child.shape)
+            up = np.add.reduce(up, axis=None).reshape(self.child.shape)
         self.child.backward(up, grad)
+
+
+class _Product(_Node):
+    """``A @ child`` (``left``) or ``child @ A`` for a matrix or vector A without variables, read at every forward
+    pass; the chain rule is A^T (or the outer product, for a vector A) applied to the upstream gradient."""
+
+    def __init__(self, shape: tuple[int, ...], child: _Node, factor: _Data, left: bool) -> None:
+        super().__init__(shape)
+        self.child, self.data, self.left = child, factor, left
+        self.factor: Any = None
+
+    def forward(self, z: np.ndarray) -> np.ndarray:
+        self.factor = a = self.data()
+        x = self.child.forward(z)
+        self.value = np.asarray(a @ x if self.left else x @ a)
+        return self.value
+
+    def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
+        a, up = self.factor, _shaped(upstream, self.shape)
+        if self.left:
+            self.child.backward(a.T @ up if a.ndim == 2 else np.multiply.outer(a, up), grad)
+        else:
+            self.child.backward(up @ a.T if a.ndim == 2 else np.multiply.outer(up, a), grad)
 
 
 class _CvxpyFallback(_Node):
@@ -194,7 +249,7 @@ class _CvxpyFallback(_Node):
 
     def backward(self, upstream: np.ndarray, grad: np.ndarray) -> None:
         self._load(self._z)
-        up = np.broadcast_to(upstream, self.shape).reshape(-1, order="F")
+        up = _shaped(upstream, self.shape).reshape(-1, order="F")
         for var, g in self.expr.grad.items():
             o = self.offsets[var.id]
             grad[o:o + var.size] += sp.csc_matrix(g).reshape((var.size, self.expr.size)) @ up
@@ -212,9 +267,12 @@ def _expand(up: np.ndarray, x: np.ndarray, axis: int | None) -> np.ndarray:
 
 
 Child = Callable[[int], _Node]
-#: An atom's compile rule: from the expression and its compiled children (``child(i)``), the node, or None when this
-#: form of the atom has no numpy rule (e.g. a p-norm other than 2: the sub-expression then falls back to CVXPY).
-Compile = Callable[[cp.Expression, Child], "_Node | None"]
+#: The data of an atom's argument without variables (``data(i)``): read at every forward pass when it has parameters.
+DataOf = Callable[[int], _Data]
+#: An atom's compile rule: from the expression, its compiled children (``child(i)``) and data (``data(i)``), the node,
+#: or None when this form of the atom has no numpy rule (e.g. a p-norm other than 2: the sub-expression then falls back
+#: to CVXPY).
+Compile = Callable[[cp.Expression, Child, DataOf], "_Node | None"]
 
 
 @dataclass(frozen=True)
@@ -226,65 +284,69 @@ class AtomRule:
     smooth: bool
 
 
-def _scaled_product(expr: cp.Expression, child: Child) -> _Node | None:
+def _scaled_product(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     kids = expr.args
-    if len(kids) != 2 or not (kids[0].is_scalar() or isinstance(expr, multiply)):
+    if len(kids) != 2:
         return None
     const, var_side = (0, 1) if not kids[0].variables() else (1, 0)
     if kids[const].variables():
         return None
-    return _Scaled(expr.shape, child(var_side), np.asarray(kids[const].value, dtype=float))
+    if kids[0].is_scalar() or isinstance(expr, multiply):
+        return _Scaled(expr.shape, child(var_side), data(const))
+    return _Product(expr.shape, child(var_side), data(const), left=const == 0)
 
 
-def _quotient(expr: cp.Expression, child: Child) -> _Node | None:
+def _quotient(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     if expr.args[1].variables():
         return None
-    return _Scaled(expr.shape, child(0), 1.0 / np.asarray(expr.args[1].value, dtype=float))
+    return _Scaled(expr.shape, child(0), data(1), inverse=True)
 
 
-def _sum(expr: cp.Expression, child: Child) -> _Node:
+def _sum(expr: cp.Expression, child: Child, data: DataOf) -> _Node:
     axis, keepdims = expr.axis, expr.keepdims
-    return _Reduction(expr.shape, child(0), _axis_reduce(np.sum, axis, keepdims), lambda x, up: _expand(up, x, axis))
+    return _Reduction(expr.shape, child(0), _axis_reduce(np.add.reduce, axis, keepdims),  # np.sum's own call
+                      lambda x, up: _expand(up, x, axis))
 
 
-def _quad_over_lin(expr: cp.Expression, child: Child) -> _Node | None:
+def _quad_over_lin(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     if expr.args[1].variables():
         return None
-    y = float(expr.args[1].value)
-    return _Reduction(expr.shape, child(0), lambda x: np.sum(x ** 2) / y, lambda x, up: 2.0 * x / y * up)
+    y = data(1)
+    return _Reduction(expr.shape, child(0), lambda x: np.add.reduce(x ** 2, axis=None) / float(y()),
+                      lambda x, up: 2.0 * x / float(y()) * up)
 
 
-def _power(expr: cp.Expression, child: Child) -> _Node:
+def _power(expr: cp.Expression, child: Child, data: DataOf) -> _Node:
     p = float(expr.p.value)
     return _Elementwise(expr.shape, child(0), lambda x: x ** p, lambda x: p * x ** (p - 1))
 
 
-def _quad_form(expr: cp.Expression, child: Child) -> _Node | None:
+def _quad_form(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     if expr.args[1].variables():
         return None
-    mat = np.asarray(expr.args[1].value, dtype=float)
-    return _Reduction(expr.shape, child(0), lambda x: x @ mat @ x, lambda x, up: (mat + mat.T) @ x * up)
+    mat = data(1)
+    return _Reduction(expr.shape, child(0), lambda x: x @ mat() @ x, lambda x, up: (mat() + mat().T) @ x * up)
 
 
-def _log_sum_exp(expr: cp.Expression, child: Child) -> _Node:
+def _log_sum_exp(expr: cp.Expression, child: Child, data: DataOf) -> _Node:
     axis, keepdims = expr.axis, expr.keepdims
     return _Reduction(expr.shape, child(0), _axis_reduce(logsumexp, axis, keepdims),
                       lambda x, up: softmax(x, axis=axis) * _expand(up, x, axis))
 
 
-def _two_norm(expr: cp.Expression, child: Child) -> _Node | None:
+def _two_norm(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     if expr.axis is not None or float(expr.p) != 2.0:
         return None
     return _Reduction(expr.shape, child(0), np.linalg.norm, lambda x, up: (x / max(np.linalg.norm(x), 1e-300)) * up)
 
 
-def _norm1(expr: cp.Expression, child: Child) -> _Node | None:
+def _norm1(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     if expr.axis is not None:
         return None
     return _Reduction(expr.shape, child(0), lambda x: np.abs(x).sum(), lambda x, up: np.sign(x) * up)
 
 
-def _norm_inf(expr: cp.Expression, child: Child) -> _Node | None:
+def _norm_inf(expr: cp.Expression, child: Child, data: DataOf) -> _Node | None:
     if expr.axis is not None:
         return None
 
@@ -297,23 +359,30 @@ def _norm_inf(expr: cp.Expression, child: Child) -> _Node | None:
     return _Reduction(expr.shape, child(0), lambda x: np.abs(x).max(), subgradient)
 
 
-def _huber(expr: cp.Expression, child: Child) -> _Node:
-    m = float(expr.M.value)
-    return _Elementwise(expr.shape, child(0), lambda x: np.where(np.abs(x) <= m, x ** 2, 2 * m * np.abs(x) - m ** 2),
-                        lambda x: np.where(np.abs(x) <= m, 2 * x, 2 * m * np.sign(x)))
+def _huber(expr: cp.Expression, child: Child, data: DataOf) -> _Node:
+    radius = _Data(expr.M, None)  # M, a constant or a parameter: read at every forward pass
+
+    def value(x: np.ndarray) -> np.ndarray:
+        m = float(radius())
+        return np.where(np.abs(x) <= m, x ** 2, 2 * m * np.abs(x) - m ** 2)
+
+    def slope(x: np.ndarray) -> np.ndarray:
+        m = float(radius())
+        return np.where(np.abs(x) <= m, 2 * x, 2 * m * np.sign(x))
+    return _Elementwise(expr.shape, child(0), value, slope)
 
 
 def _elementwise(f: Callable[[np.ndarray], np.ndarray], df: Callable[[np.ndarray], np.ndarray]) -> Compile:
-    return lambda expr, child: _Elementwise(expr.shape, child(0), f, df)
+    return lambda expr, child, data: _Elementwise(expr.shape, child(0), f, df)
 
 
 _SMOOTH, _NONSMOOTH = True, False
 #: The rules, keyed by CVXPY atom class (a subclass, e.g. ``PowerApprox`` of ``Power``, finds its base's rule), as
 #: cvxpy's canonicalizer maps are. Atoms missing here are evaluated by CVXPY and counted as smooth.
 ATOM_RULES: dict[type, AtomRule] = {
-    AddExpression: AtomRule(lambda expr, child: _Sum(expr.shape, [child(i) for i in range(len(expr.args))]),
+    AddExpression: AtomRule(lambda expr, child, data: _Sum(expr.shape, [child(i) for i in range(len(expr.args))]),
                             _SMOOTH),
-    NegExpression: AtomRule(lambda expr, child: _Sum(expr.shape, [child(0)], sign=-1.0), _SMOOTH),
+    NegExpression: AtomRule(lambda expr, child, data: _Sum(expr.shape, [child(0)], sign=-1.0), _SMOOTH),
     DivExpression: AtomRule(_quotient, _SMOOTH),
     multiply: AtomRule(_scaled_product, _SMOOTH),
     MulExpression: AtomRule(_scaled_product, _SMOOTH),
@@ -341,14 +410,16 @@ def atom_rule(expr: cp.Expression) -> AtomRule | None:
     return next((ATOM_RULES[cls] for cls in type(expr).__mro__ if cls in ATOM_RULES), None)
 
 
-def _compile(expr: cp.Expression, offsets: dict[int, int], dim: int) -> _Node:
+def _compile(expr: cp.Expression, offsets: dict[int, int], dim: int, agent: str | None = None) -> _Node:
+    """The node of ``expr``: a constant (`_Data`), an affine map taken once (no parameters: J and b do not change),
+    the atom's rule, or CVXPY (`_CvxpyFallback`)."""
     if not expr.variables():
-        return _Constant(expr)
-    if expr.is_affine():
+        return _Constant(expr, agent)
+    if expr.is_affine() and not expr.parameters():
         return _Affine(expr, offsets, dim)
     rule = atom_rule(expr)
     node = None if rule is None or rule.compile is None else rule.compile(
-        expr, lambda i: _compile(expr.args[i], offsets, dim))
+        expr, lambda i: _compile(expr.args[i], offsets, dim, agent), lambda i: _Data(expr.args[i], agent))
     return _CvxpyFallback(expr, offsets, dim) if node is None else node
 
 
@@ -381,7 +452,7 @@ class GradientEvaluator:
     def root(self) -> _Node:
         """The compiled expression tree of f_p (compiled at the first call)."""
         if self._root is None:
-            self._root = _compile(self.objective, self.offsets, self.layout.dim)
+            self._root = _compile(self.objective, self.offsets, self.layout.dim, self.agent)
         return self._root
 
     @cached_property
@@ -413,8 +484,8 @@ class GradientEvaluator:
                 out: Any = self.oracle(z.reshape(self.reversed).T.copy() if self.reversed is not None
                                        else np.ascontiguousarray(z.reshape(self.shape, order="F")))
                 if isinstance(out, np.ndarray):  # a new array: callers may update it in place
-                    flat = np.asarray(out, dtype=float).T.ravel()  # column-major
-                    return flat.copy() if np.may_share_memory(flat, out) else flat
+                    flat = np.asarray(out, dtype=float).T.ravel()  # column-major: a new array, or a view of out's
+                    return flat if flat.base is None else flat.copy()  # (a vector's, a column-major matrix's): copied
             else:
                 out = self.oracle(*self.layout.split(z))
             parts = [out] if isinstance(out, np.ndarray) or np.isscalar(out) else list(out)

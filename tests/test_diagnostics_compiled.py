@@ -41,6 +41,10 @@ def _models() -> dict[str, pc.Agent]:
         "quadratic, affine and box constraints": pc.Agent(
             cp.sum_squares(A @ x - B) + cp.quad_form(x, P @ P.T + np.eye(4)) + 0.5 * x @ B[:4],
             [A[:3] @ x <= 0.2, x[0] == 0.1, x >= -0.3, x <= 0.4], shared=x),
+        "bounds with limits per entry": pc.Agent(
+            cp.sum_squares(A @ x - B) + cp.sum_squares(W),
+            [x <= np.array([0.4, 0.1, 0.6, 0.2]), x >= -0.5, x >= np.linspace(-0.4, 0, 4),
+             W == np.arange(12.0).reshape(4, 3) / 20, W <= 0.6], shared=x),
         "logistic": pc.Agent(cp.sum(cp.logistic(A @ x)) - (B > 0) @ (A @ x) / 7, [cp.norm(x, 2) <= 1.5], shared=x),
         "log-sum-exp (federated logistic)": pc.Agent(
             (cp.sum(cp.log_sum_exp(A @ W, axis=1)) - cp.sum(cp.multiply(labels, A @ W))) / 7,
@@ -138,3 +142,117 @@ def test_run_objective_column_is_cvxpy_value_at_the_releases() -> None:
     expected = sum(_reference(agent, z)[0] for agent, z in zip(problem.agents, result.z, strict=True))
     assert result.history["objective"].iloc[-1] == pytest.approx(expected, rel=1e-12)
     assert result.history["max_violation"].iloc[-1] == 0.0
+
+
+def test_gradient_reads_parameters_at_every_evaluation() -> None:
+    """The gradient follows a cp.Parameter reassigned or changed in place between evaluations, as CVXPY's own
+    ``expr.grad`` does (the reference, taken with the variable set); an affine term with a parameter is not frozen
+    into J z + b."""
+    x = cp.Variable(4)
+    data = cp.Parameter((7, 4), value=A.copy())
+    target = cp.Parameter(7, value=B.copy())
+    radius = cp.Parameter(nonneg=True, value=1.0)
+    weight = cp.Parameter(nonneg=True, value=2.0)
+    scale = cp.Parameter(4, value=np.arange(1.0, 5.0))
+    objective = (cp.sum_squares(data @ x - target) + weight * cp.sum(cp.huber(x, radius))
+                 + cp.sum(cp.multiply(scale, x)) / weight + cp.quad_form(x, np.eye(4)) / weight)
+    agent = pc.Agent(objective, shared=x)
+    evaluator = _evaluator(agent)
+    z = np.array([0.3, -0.2, 1.7, -2.4])  # away from the kinks of huber at radius 1 and 0.6
+
+    def reference() -> np.ndarray:
+        x.value = z
+        return np.asarray(objective.grad[x].toarray()).ravel()
+
+    first = evaluator.gradient(z)
+    np.testing.assert_allclose(first, reference(), rtol=1e-12, atol=1e-12)
+    data.value = A[::-1].copy()  # reassigned
+    target.value[:] = -B  # changed in place
+    radius.value = 0.6
+    weight.value = 0.5
+    scale.value = -scale.value
+    changed = reference()
+    assert np.max(np.abs(changed - first)) > 1.0
+    np.testing.assert_allclose(evaluator.gradient(z), changed, rtol=1e-12, atol=1e-12)
+
+
+def test_a_parameter_changed_between_solves_is_honoured() -> None:
+    """Solved again after its parameter changed, a problem runs as one built with the new value: bitwise the same
+    history (the linearized step takes the compiled gradient, the diagnostics the compiled value)."""
+    def problem(target: cp.Parameter) -> pc.DistributedProblem:
+        agents = []
+        for p in range(3):
+            x = cp.Variable(4, name=f"x_{p}")
+            agents.append(pc.Agent(cp.sum_squares(A[p:p + 5] @ x - target[p:p + 5]), [x <= 1.0], shared=x,
+                                   name=f"agent-{p}"))
+        return pc.DistributedProblem(agents)
+
+    settings = {"rounds": 5, "local_updates": 2, "rho": 1.0, "seed": 0}
+    target = cp.Parameter(7, value=B.copy())
+    reused = problem(target)
+    first = reused.solve(**settings)
+    target.value = 3.0 * B
+    again = reused.solve(**settings)
+    fresh = problem(cp.Parameter(7, value=3.0 * B)).solve(**settings)
+    columns = [c for c in fresh.history.columns if c != "time_s"]
+    assert not np.allclose(first.history["objective"], fresh.history["objective"])
+    assert again.history[columns].equals(fresh.history[columns])
+    assert np.array_equal(again.w, fresh.w)
+
+
+def _counted_values(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count every read of a CVXPY expression's ``.value`` (Atom's, Leaf's and the classes' that define their own)."""
+    def classes(cls: type) -> list[type]:
+        return [sub for direct in cls.__subclasses__() for sub in (direct, *classes(direct))]
+
+    count = [0]
+    for cls in {cls for cls in classes(cp.Expression) if "value" in cls.__dict__}:
+        prop = cls.__dict__["value"]
+
+        def getter(self: cp.Expression, prop: property = prop) -> object:
+            count[0] += 1
+            return prop.fget(self)
+        monkeypatch.setattr(cls, "value", property(getter, prop.fset))
+    return count
+
+
+def _ridge() -> pc.DistributedProblem:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_diagnostics import ridge_problem
+
+    return ridge_problem()[0]
+
+
+@pytest.mark.parametrize("case", ["digits, E = 5", "ridge, defaults (exact step)", "ridge, E = 1 (compiled gradient)"])
+def test_no_cvxpy_value_in_the_round_loop(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: after the first round (where the diagnostics and the gradient are compiled), a round with
+    diagnostics on reads no CVXPY ``.value``: f_p, the violation and the gradient come from compiled numpy forms."""
+    from problems import datasets, federated_logistic
+
+    if case.startswith("digits"):
+        X, y = datasets.load_digits()
+        problem = federated_logistic(X, y, agents=10, bound=0.1, seed=0)
+        settings = {"local_updates": 5, "rho": 0.01, "eta": "auto"}
+    else:
+        problem = _ridge()
+        settings = {"rho": 1.0} if "defaults" in case else {"local_updates": 1, "rho": 1.0}
+    count = _counted_values(monkeypatch)
+    seen: list[int] = []
+    result = problem.solve(rounds=4, seed=0, diagnostics=True, callback=lambda row: seen.append(count[0]), **settings)
+    assert result.history["objective"].notna().all() and len(seen) == 4
+    assert seen[1:] == [seen[0]] * 3, f"CVXPY .value read in rounds 2-4: {np.diff(seen).tolist()}"
+
+
+@pytest.mark.parametrize("name", ["log-sum-exp (federated logistic)", "bounds with limits per entry"])
+def test_a_nan_entry_gives_a_nan_violation(name: str) -> None:
+    """Batched bounds (a box by its extremes, limits per entry by one array) report a NaN entry as NaN, wherever
+    the bound that sees it is."""
+    evaluator = _evaluator(MODELS[name])
+    dim = sum(v.size for v in MODELS[name].variables)
+    for entry in (0, dim - 1):
+        z = np.zeros(dim)
+        z[entry] = np.nan
+        assert np.isnan(evaluator.violation(z))
