@@ -36,6 +36,7 @@ from privcvx.privacy.discrete_gaussian import discrete_gaussian
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity
 from privcvx.privacy.noise import NoiseSource, Perturbed, agent_noise_sources
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
+from privcvx.schedules import Schedule, checked_value
 from privcvx.topology import SERVER, Topology
 
 #: A reducer of one diagnostic column over the agents (``sum``, ``max`` or ``min``).
@@ -329,6 +330,21 @@ class LatestReleases(Monitor):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.latest, self.w = dict(state["latest"]), state["w"]
+
+
+class StepMonitor(LatestReleases):
+    """The gradient methods' public metrics: `LatestReleases.agreement` and the public step of the round (``underflow``:
+    a geometric step may reach 0, `privcvx.schedules.checked_value`)."""
+
+    def __init__(self, problem: DistributedProblem, key: str, step: Schedule, underflow: bool = False) -> None:
+        super().__init__(problem, key)
+        self.step, self.underflow = step, underflow
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        agreement = self.agreement(messages)
+        if t == 0:
+            return {}
+        return {**agreement, "step": checked_value(self.step, t, argument="step", underflow=self.underflow)}
 
 
 class Algorithm(ABC):

@@ -1,16 +1,26 @@
-"""Consensus-ADMM bookkeeping shared by the server of Algorithm 1 and its public monitor (Boyd et al. Secs. 3.3, 7.1).
+"""Consensus bookkeeping the ADMM methods share: who holds which shared key, the duals and public metrics.
 
 `ConsensusDuals` keeps the duals lambda_p of line 8 of Algorithm 1 (paper 004), computes the residuals and the
-average of line 5; `key_groups` and `rho_of` map a penalty over the entries of w to shared keys and to agents.
+average of line 5 (Boyd et al. Secs. 3.3, 7.1), for its server and its public monitor; `key_groups` and `rho_of` map a
+penalty over the entries of w to shared keys and to agents. `key_holders`, `sharing_graph` and
+`check_key_connectivity` say which agents must agree on each key, and `ConsensusADMMMonitor` and `GeneralFormMonitor`
+are the public metrics of the decentralized ADMMs (`privcvx.algorithms.decentralized_admm`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from typing import Any
 
+import networkx as nx
 import numpy as np
 
+from privcvx.algorithms.base import LatestReleases
+from privcvx.errors import ParameterError
+from privcvx.messages import Message
 from privcvx.problem import AgentLayout, DistributedProblem
+from privcvx.topology import Topology
 
 
 def rho_of(rho: float | np.ndarray, layout: AgentLayout) -> float | np.ndarray:
@@ -25,6 +35,37 @@ def key_groups(problem: DistributedProblem) -> np.ndarray:
         offset = problem.key_offsets[key]
         index[offset:offset + int(np.prod(problem.key_shapes[key], dtype=int))] = number
     return index
+
+
+def full_consensus(problem: DistributedProblem) -> bool:
+    """Whether every agent shares one whole vector (the thesis's setting): one key and no private variables."""
+    return len(problem.keys) == 1 and all(layout.shared_local.size == layout.dim for layout in problem.layouts)
+
+
+def key_holders(problem: DistributedProblem) -> dict[Any, list[str]]:
+    """The agents holding each shared key, by key (public: the layout of w)."""
+    return {key: [layout.name for layout in problem.layouts if problem.key_offsets[key] in layout.shared_global]
+            for key in problem.keys}
+
+
+def sharing_graph(problem: DistributedProblem) -> nx.Graph:
+    """The graph of the agents with an edge between every two that share a key (for power-flow zones: adjacent
+    zones); the default communication graph of the general-form decentralized ADMM."""
+    graph = nx.Graph()
+    graph.add_nodes_from(problem.names)
+    for holders in key_holders(problem).values():
+        graph.add_edges_from(itertools.combinations(holders, 2))
+    return graph
+
+
+def check_key_connectivity(problem: DistributedProblem, topology: Topology) -> None:
+    """Every key's holders must be connected by edges between holders, or consensus on it cannot be reached."""
+    graph = topology.graph(1)
+    for key, holders in key_holders(problem).items():
+        if len(holders) > 1 and not nx.is_connected(graph.subgraph(holders)):
+            raise ParameterError(f"the agents holding the shared key {key!r} ({holders}) are not connected by edges "
+                                 "between them in the topology, so they cannot agree on it; use the default topology "
+                                 "(agents that share a key are neighbours) or add edges", argument="topology")
 
 
 class ConsensusDuals:
@@ -121,3 +162,46 @@ class ConsensusDuals:
         primal_sq = np.bincount(self.index, weights=(w[self.index] - self.stacked(released)) ** 2, minlength=self.dim)
         change_sq = np.bincount(self.index, weights=(w - w_previous)[self.index] ** 2, minlength=self.dim)
         return primal_sq, change_sq
+
+
+class ConsensusADMMMonitor(LatestReleases):
+    """Public metrics from the broadcasts: disagreement, the change of the average release, broadcasts per round."""
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        super().__init__(problem, "x")
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        agreement = self.agreement(messages)
+        return {} if t == 0 else {**agreement, "broadcasts": float(len(messages))}
+
+
+
+class GeneralFormMonitor(LatestReleases):
+    """`ConsensusADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
+    disagreement the largest distance of two agents' latest releases on the entries they both hold."""
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        super().__init__(problem, "x")
+        self.entries = {layout.name: layout.shared_global for layout in problem.layouts}
+        self.holders = np.zeros(problem.dim)
+        for entries in self.entries.values():
+            self.holders[entries] += 1.0
+        self.pairs = []
+        for (a, ea), (b, eb) in itertools.combinations(self.entries.items(), 2):
+            _, at_a, at_b = np.intersect1d(ea, eb, return_indices=True)
+            if at_a.size:
+                self.pairs.append((a, b, at_a, at_b))
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        previous = self.w
+        self.latest.update({m.sender: m["x"] for m in messages if "x" in m.payload})
+        total = np.zeros(self.w.size)
+        for name, x in self.latest.items():
+            total[self.entries[name]] += x
+        self.w = total / np.maximum(self.holders, 1.0)
+        if t == 0:
+            return {}
+        spread = [float(np.linalg.norm(self.latest[a][at_a] - self.latest[b][at_b]))
+                  for a, b, at_a, at_b in self.pairs if a in self.latest and b in self.latest]
+        return {"disagreement": max(spread, default=0.0), "average_change": float(np.linalg.norm(self.w - previous)),
+                "broadcasts": float(len(messages))}

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext
-from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, GradientMonitor, check_rule, geometric_sum
+from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, check_rule, geometric_sum
 from privcvx.errors import ParameterError, PrivacyError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
@@ -171,9 +171,6 @@ class DiaDSP(GradientMethod):
     def agent_program(self, agent: Agent, context: AgentContext) -> DiaDSPAgent:
         return DiaDSPAgent(agent, context, self)
 
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> GradientMonitor:
-        return GradientMonitor(problem)
-
 
 class DiaDSPAgent(GradientAgent):
     """Node i of DiaDSP: x_i, y_i, the last releases, and the gradient at x_i."""
@@ -211,9 +208,6 @@ class DiaDSPAgent(GradientAgent):
         self.g = gradient
         self.k = t
         return self._send() if t < self.context.rounds else []
-
-    def state_x(self) -> np.ndarray:
-        return self.x
 
     def output(self, released_only: bool = False) -> np.ndarray:
         return self.xt.copy() if released_only else self.x.copy()

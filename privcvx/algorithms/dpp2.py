@@ -241,9 +241,6 @@ class DPP2Agent(GradientAgent):
         self.k = t
         return self._send_y() if t < self.context.rounds else []
 
-    def state_x(self) -> np.ndarray:
-        return self.x
-
     def output(self, released_only: bool = False) -> np.ndarray:
         """x_i^T; with ``released_only`` the last y_i (a release, mixed with the dual by eta)."""
         return self.y.copy() if released_only else self.x.copy()

@@ -18,7 +18,7 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, LaplaceBeyondFloat, Mechanism, Sensitivity
-from privcvx.privacy.sensitivity import holds_no_private_data
+from privcvx.privacy.sensitivity import declared_constant, holds_no_private_data
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import WEIGHT_RULES, Topology
 
@@ -123,14 +123,15 @@ class GradientMethod(Algorithm):
                 raise self.unsupported("constraints", "it is an unconstrained method (no projection)",
                                        agent=agent.name, argument="constraints")
 
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> LatestReleases:
+        """The public metrics of the released states, `GradientMonitor`."""
+        return GradientMonitor(problem)
+
     @staticmethod
     def adjacency_radius(agent: Agent) -> float:
         """delta_i of Definition 1: the agent's declared l2 gradient sensitivity (a constant pc.Sensitivity)."""
-        if not isinstance(agent.sensitivity, Sensitivity):
-            raise PrivacyError("privacy is on: declare a constant pc.Sensitivity(l2=delta) bounding "
-                               "sup_x ||grad f(x; D) - grad f(x; D')|| (delta-adjacency)", agent=agent.name,
-                               argument="sensitivity")
-        return agent.sensitivity.get("l2")
+        return declared_constant(agent, "a constant pc.Sensitivity(l2=delta) bounding sup_x ||grad f(x; D) - "
+                                        "grad f(x; D')|| (delta-adjacency)").get("l2")
 
     @staticmethod
     def declared_smoothness(problem: DistributedProblem) -> float:
@@ -166,6 +167,8 @@ class GradientAgent(AgentProgram):
         self.trace = trace
         self.trace_x: list[np.ndarray] = []
         self.trace_gradient: list[np.ndarray] = []
+        #: The agent's primal state x_i (private; diagnostics and the report read it), set by the method.
+        self.x: np.ndarray
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """The agent's gradient oracle at ``x``; a non-finite gradient raises a PrivcvxError naming the agent."""
@@ -224,14 +227,10 @@ class GradientAgent(AgentProgram):
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """f_i at x_i and at the public global vector, and ||grad f_i(x_i)||^2 (private data; research runs)."""
-        x = self.state_x()
+        x = self.x
         g = self.evaluator.gradient(x)
         return {"objective": self.evaluator.value(x), "average_objective": self.evaluator.value(w_p),
                 "gradient_sq": float(g @ g)}
-
-    def state_x(self) -> np.ndarray:
-        """The agent's current primal state x_i (private; diagnostics and outputs read it)."""
-        raise NotImplementedError
 
     def output(self, released_only: bool = False) -> np.ndarray:
         raise NotImplementedError
@@ -239,7 +238,7 @@ class GradientAgent(AgentProgram):
     def report(self) -> dict[str, Any]:
         if not self.trace:
             return {}
-        x = self.state_x()
+        x = self.x
         if not self.trace_x or not np.array_equal(self.trace_x[-1], x):  # the last iterate, once
             self.trace_x.append(x.copy())
             self.trace_gradient.append(self.gradient(x))

@@ -111,13 +111,8 @@ class LinearizedADMM(Algorithm):
                  eta: float | Schedule | str = "auto", privacy: Perturbation | None = None,
                  tol: tuple[float, float] | None = None, relaxation: float | OverRelaxation = 1.0,
                  anderson: int | Anderson | None = None) -> None:
-        self.local_updates = local_updates
-        self.rho = rho
-        self.eta = eta
-        self.privacy = privacy
-        self.tol = tol
-        self.relaxation = relaxation
-        self.anderson = anderson
+        self.local_updates, self.rho, self.eta, self.privacy = local_updates, rho, eta, privacy
+        self.tol, self.relaxation, self.anderson = tol, relaxation, anderson
         self._relaxation = as_relaxation(relaxation).alpha
         self._anderson = as_anderson(anderson)
         if isinstance(local_updates, str) and local_updates not in LOCAL_STEPS:

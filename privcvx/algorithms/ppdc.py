@@ -32,15 +32,13 @@ from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.gradient_agents import (
     GradientAgent,
     GradientMethod,
-    GradientMonitor,
     check_rule,
     geometric_sum,
     laplacian_row,
 )
 from privcvx.errors import PrivacyError, check_scalar, require_positive
 from privcvx.messages import Message
-from privcvx.problem import Agent, DistributedProblem
-from privcvx.topology import Topology
+from privcvx.problem import Agent
 
 
 class PPDC(GradientMethod):
@@ -73,9 +71,6 @@ class PPDC(GradientMethod):
 
     def agent_program(self, agent: Agent, context: AgentContext) -> PPDCAgent:
         return PPDCAgent(agent, context, self)
-
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> GradientMonitor:
-        return GradientMonitor(problem)
 
 
 class PPDCAgent(GradientAgent):
@@ -113,9 +108,6 @@ class PPDCAgent(GradientAgent):
         self.v = self.v + s.eta * s.omega * mixed + dual_noise
         self.k = t
         return self._send()  # xt^t: after T rounds the releases k = 1..T are accounted
-
-    def state_x(self) -> np.ndarray:
-        return self.x
 
     def output(self, released_only: bool = False) -> np.ndarray:
         return self.xt.copy() if released_only else self.x.copy()

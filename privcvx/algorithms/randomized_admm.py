@@ -70,10 +70,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from privcvx.acceleration import as_relaxation
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
+from privcvx.algorithms.base import AgentContext, AgentProgram, LatestReleases
+from privcvx.algorithms.local_dp import (
+    ExPostMethod,
+    check_private_agents,
+    declared_smoothness,
+    linf_sensitivity,
+    neighbour_broadcasts,
+)
 from privcvx.errors import (
     ParameterError,
     PrivacyError,
@@ -83,17 +89,16 @@ from privcvx.errors import (
     require_positive,
 )
 from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve import LocalProblem, set_kind
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
-from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
-from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.privacy.ex_post import ExPostAccount, laplace_release
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
 from privcvx.privacy.secure_channel import KEY_BYTES, PairwiseChannels
-from privcvx.privacy.sensitivity import SEPARABLE_KINDS, holds_no_private_data
+from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
-from privcvx.tuning import smoothness_of, warn_nonsmooth
+from privcvx.tuning import warn_nonsmooth
 
 AGGREGATORS = ("random", "fixed")
 DUAL_SIGNS = {"corrected": 1.0, "printed": -1.0}
@@ -103,53 +108,12 @@ EXCHANGES = ("plain", "secret_sharing")
 SEALED_SHARE = "sealed_share"
 
 
-def linf_sensitivity(agent: Agent, declared: float | None) -> float:
-    """B_inf: the bound on |grad f_i(x)[l] - grad f^_i(x)[l]| (the digest's erratum 3: a gradient sensitivity).
-
-    ``declared`` (the algorithm's ``b_inf``) wins; otherwise the agent's declared ``pc.Sensitivity`` (its l2,
-    else its l1 bound, both >= the l_inf norm).
-    """
-    if declared is not None:
-        return declared
-    sensitivity = agent.sensitivity
-    if not isinstance(sensitivity, Sensitivity):
-        raise PrivacyError("privacy is on: declare b_inf, or a constant pc.Sensitivity bounding the change of the "
-                           "gradient over neighbouring datasets", agent=agent.name, argument="sensitivity")
-    return sensitivity.get("l2")
-
-
 def neighbour_sum(values: list[np.ndarray]) -> np.ndarray:
     """sum_j x_j per coordinate, correctly rounded (``math.fsum``): the same bits as the secret-shared sum."""
     return np.array([math.fsum(column) for column in zip(*values, strict=True)])
 
 
-def declared_smoothness(agent: Agent, layout: Any, private: bool) -> float:
-    """The agent's declared L_i; estimated at the origin without privacy (refused under privacy)."""
-    if agent.smoothness is not None:
-        return agent.smoothness
-    if private:
-        raise PrivacyError("a setting that shapes the releases must be public: declare pc.Agent(smoothness=L) "
-                           "or give the step explicitly", agent=agent.name, argument="smoothness")
-    estimate = smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim))
-    return estimate if math.isfinite(estimate) and estimate > 0 else 1.0
-
-
-def check_private_agents(algorithm: Algorithm, problem: DistributedProblem, b_inf: float | None,
-                         needs_smoothness: bool, sensitivity: str) -> None:
-    """Under privacy, for each agent: a gradient sensitivity B_inf, a declared L_i where the step needs one, and a
-    box (or free) local set, since the per-coordinate ``sensitivity`` survives a box projection only."""
-    for agent, layout in zip(problem.agents, problem.layouts, strict=True):
-        if holds_no_private_data(agent):
-            continue  # its releases carry no noise: no bound, step or set shape to declare for them
-        linf_sensitivity(agent, b_inf)
-        if needs_smoothness:
-            declared_smoothness(agent, layout, True)
-        if set_kind(agent, layout) not in SEPARABLE_KINDS:
-            raise algorithm.unsupported("non-box constraints under privacy", f"the per-coordinate sensitivity "
-                                        f"{sensitivity} survives a box projection only", agent=agent.name,
-                                        argument="constraints")
-
-class RandomizedADMM(Algorithm):
+class RandomizedADMM(ExPostMethod):
     """Linearized ADMM with random local aggregators (Algorithm 1 of Xiao, Ye & Devadas).
 
     Parameters
@@ -219,10 +183,6 @@ class RandomizedADMM(Algorithm):
         self.phases = 3 if exchange == "secret_sharing" else 1
 
     # ---- run set-up -----------------------------------------------------------------------------------
-    @property
-    def private(self) -> bool:
-        return self._rate is not None
-
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
         self.require_consensus(problem)
@@ -276,13 +236,6 @@ class RandomizedADMM(Algorithm):
         sharing = self.sharing(len(problem.agents)) if self.exchange == "secret_sharing" else None
         return RandomizedADMMMonitor(problem, sharing)
 
-    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """``info["ex_post"]`` under privacy (from the agents' private intervals: see the module docstring)."""
-        return ex_post_summary(reports) if self.private else {}
-
-    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
-        return with_ex_post(table, reports, self._delta)
-
 
 class RandomizedADMMAgent(AgentProgram):
     """Agent i of Algorithm 1: its secret D_i and penalties, its estimate, dual, noise stream and ledger."""
@@ -324,13 +277,8 @@ class RandomizedADMMAgent(AgentProgram):
 
     def step(self, t: int, inbox: list[Message], phase: int = 0) -> list[Message]:
         if self.sharing is None or self.channels is None:
-            received = {m.sender: m["x"] for m in inbox if m.round == t}
-            neighbours = self.context.neighbours(t)
-            missing = sorted(set(neighbours) - set(received))
-            if missing:
-                raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.name,
-                                   argument="messages")
-            self._update(t, neighbour_sum([received[j] for j in sorted(neighbours)]), len(neighbours))
+            received = neighbour_broadcasts(self.context, t, inbox)
+            self._update(t, neighbour_sum([received[j] for j in sorted(received)]), len(received))
             return [self.context.message(t + 1, {"x": self.x})]
         if phase == 0:  # round 1 of Algorithm 3: a sealed share of x_i^{t-1} to every other agent
             if t == 1:
