@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext
-from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, check_rule, geometric_sum
-from privcvx.errors import ParameterError, PrivacyError, check_scalar, require_positive
+from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, geometric_sum
+from privcvx.errors import ParameterError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.problem import Agent, DistributedProblem
@@ -119,15 +119,11 @@ class DiaDSP(GradientMethod):
             require_positive(alpha, argument="alpha")
         if strong_convexity is not None:
             require_positive(strong_convexity, argument="strong_convexity")
-        self.check_noise()
-        check_rule(weights)
-        check_scalar(trace, argument="trace", kind=bool)
+        self.check_common(weights, trace)
 
     def epsilon_bound(self, delta: float, dim: int, iterations: int) -> float:
         """eps_i(K) of this form (module docstring) for adjacency radius ``delta``, dimension d and K iterations."""
-        if not self.private:
-            raise PrivacyError("the algorithm adds no noise", argument="u_y")
-        return math.sqrt(dim) * delta / self.u_y * (1.0 + 2.0 * geometric_sum(iterations, self.r))
+        return math.sqrt(dim) * delta / self.noise_scale("u_y") * (1.0 + 2.0 * geometric_sum(iterations, self.r))
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         super().check(problem, topology)

@@ -47,12 +47,11 @@ from privcvx.algorithms.base import AgentContext, Monitor
 from privcvx.algorithms.gradient_agents import (
     GradientAgent,
     GradientMethod,
-    check_rule,
     laplacian,
     laplacian_row,
     largest_eigenvalue,
 )
-from privcvx.errors import ParameterError, check_scalar, require_positive
+from privcvx.errors import ParameterError, require_positive
 from privcvx.messages import Message
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
 from privcvx.privacy.sensitivity import holds_no_private_data
@@ -137,11 +136,9 @@ class DPP2(GradientMethod):
                                         or mixing_seed < 0):
             raise ParameterError(f"must be an int >= 0 (the nodes' shared key) or None, got {mixing_seed!r}",
                                  argument="mixing_seed")
-        self.check_noise()
         if smoothness is not None:
             require_positive(smoothness, argument="smoothness", allow_zero=True)
-        check_rule(weights)
-        check_scalar(trace, argument="trace", kind=bool)
+        self.check_common(weights, trace)
 
     def __repr__(self) -> str:
         """The settings, with the mixing key masked: ``repr`` reaches ``result.info`` and checkpoint headers."""

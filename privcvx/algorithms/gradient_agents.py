@@ -97,6 +97,18 @@ class GradientMethod(Algorithm):
                 raise PrivacyError("the noise needs its decay rate r in (0, 1)", argument="r")
         check_decay(self.r)
 
+    def check_common(self, weights: str, trace: bool) -> None:
+        """The settings every gradient method has: the noise (`check_noise`), the weight rule and ``trace``."""
+        self.check_noise()
+        check_rule(weights)
+        check_scalar(trace, argument="trace", kind=bool)
+
+    def noise_scale(self, name: str) -> float:
+        """The initial Laplace scale ``name`` of a run with noise; a PrivacyError naming it in a run without."""
+        if not self.private:
+            raise PrivacyError("the algorithm adds no noise", argument=name)
+        return getattr(self, name)
+
     @property
     def noisy(self) -> bool:
         """Whether the method adds noise."""

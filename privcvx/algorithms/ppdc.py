@@ -32,11 +32,10 @@ from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.gradient_agents import (
     GradientAgent,
     GradientMethod,
-    check_rule,
     geometric_sum,
     laplacian_row,
 )
-from privcvx.errors import PrivacyError, check_scalar, require_positive
+from privcvx.errors import require_positive
 from privcvx.messages import Message
 from privcvx.problem import Agent
 
@@ -59,15 +58,11 @@ class PPDC(GradientMethod):
         self.weights, self.trace = weights, trace
         for argument in ("gamma", "omega", "eta"):
             require_positive(getattr(self, argument), argument=argument)
-        self.check_noise()
-        check_rule(weights)
-        check_scalar(trace, argument="trace", kind=bool)
+        self.check_common(weights, trace)
 
     def epsilon_bound(self, delta: float, dim: int, iterations: int) -> float:
         """eps_i(K) of this form (module docstring) for adjacency radius ``delta``, dimension d and K iterations."""
-        if not self.private:
-            raise PrivacyError("the algorithm adds no noise", argument="u_x")
-        return math.sqrt(dim) * self.eta * delta / self.u_x * geometric_sum(iterations, self.r)
+        return math.sqrt(dim) * self.eta * delta / self.noise_scale("u_x") * geometric_sum(iterations, self.r)
 
     def agent_program(self, agent: Agent, context: AgentContext) -> PPDCAgent:
         return PPDCAgent(agent, context, self)
