@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, StepMonitor
+from privcvx.algorithms.base import AgentContext, Algorithm, StepMonitor
+from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon, laplace_release
@@ -239,19 +239,16 @@ class DPDistributedGradient(Algorithm):
         return StepMonitor(problem, "y", self.schedule(), underflow=True)
 
 
-class DPDGAgent(AgentProgram):
-    """Agent i of paper 001: its estimate x_i, its last broadcast y_i, its noise stream and ledger."""
+class DPDGAgent(ProjectedGradientAgent):
+    """Agent i of paper 001: its estimate x_i (from the public x_i(0), data-independent: N3), its last broadcast y_i,
+    its noise stream and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPDistributedGradient) -> None:
-        self.agent, self.context, self.settings = agent, context, settings
-        self.layout = context.layout
-        self.projection = LocalProblem(agent, self.layout)
-        self.evaluator = GradientEvaluator(agent, self.layout)
+        super().__init__(agent, context, settings)
         self.ones = np.ones(self.layout.dim)
         self.step_size = settings.schedule()
         self.sensitivity = settings.release_sensitivity(agent, self.projection.kind, self.layout.dim) \
             if settings.private else 0.0
-        self.x = self.projection.project(np.zeros(self.layout.dim), self.ones)  # x_i(0): public, data-independent (N3)
         self.y = self.x.copy()
         self.noise_magnitude = 0.0
 

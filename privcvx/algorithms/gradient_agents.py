@@ -15,6 +15,7 @@ import numpy as np
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, LaplaceBeyondFloat, Mechanism, Sensitivity
@@ -263,6 +264,18 @@ class GradientAgent(AgentProgram):
     def load_base_state(self, state: dict[str, Any]) -> None:
         """Restore what `base_state` wrote."""
         self.trace_x, self.trace_gradient = list(state["trace_x"]), list(state["trace_gradient"])
+
+
+class ProjectedGradientAgent(AgentProgram):
+    """An agent of a projected gradient method (`DPDistributedGradient`, `RandomizedDGD`): its projection onto W_i,
+    its gradient oracle, and its public start x_i(0), the point of W_i closest to 0 (data-independent)."""
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: Algorithm) -> None:
+        self.agent, self.context, self.settings = agent, context, settings
+        self.layout = context.layout
+        self.projection = LocalProblem(agent, self.layout)
+        self.evaluator = GradientEvaluator(agent, self.layout)
+        self.x = self.projection.project(np.zeros(self.layout.dim), np.ones(self.layout.dim))
 
 
 class GradientMonitor(LatestReleases):

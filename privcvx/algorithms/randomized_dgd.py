@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from privcvx.algorithms.base import AgentContext, AgentProgram, StepMonitor
+from privcvx.algorithms.base import AgentContext, StepMonitor
+from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.algorithms.local_dp import (
     ExPostMethod,
     check_private_agents,
@@ -42,8 +43,6 @@ from privcvx.algorithms.local_dp import (
     neighbour_broadcasts,
 )
 from privcvx.errors import PrivcvxError, check_scalar, require_positive
-from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, laplace_release
 from privcvx.problem import Agent, DistributedProblem
@@ -120,16 +119,14 @@ class RandomizedDGD(ExPostMethod):
         return StepMonitor(problem, "x", self._step or Power(1.0, STEP_POWER))
 
 
-class RandomizedDGDAgent(AgentProgram):
-    """Agent i of Algorithm 2 / 2*: its estimate, its private aggregator draws, noise stream and ledger."""
+class RandomizedDGDAgent(ProjectedGradientAgent):
+    """Agent i of Algorithm 2 / 2*: its estimate (from the public x_i^0), its private aggregator draws, noise stream
+    and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedDGD) -> None:
-        self.agent, self.context, self.settings = agent, context, settings
+        super().__init__(agent, context, settings)
         self.name = context.name
-        self.projection = LocalProblem(agent, context.layout)
-        self.evaluator = GradientEvaluator(agent, context.layout)
         self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
-        self.x = self.projection.project(np.zeros(context.layout.dim), np.ones(context.layout.dim))  # public x_i^0
         self.account = ExPostAccount()
 
     def start(self) -> list[Message]:
