@@ -172,15 +172,10 @@ class DiaDSPAgent(GradientAgent):
     """Node i of DiaDSP: x_i, y_i, the last releases, and the gradient at x_i."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DiaDSP) -> None:
-        super().__init__(agent, context, weights=context.topology.weight_row(context.name, 1, settings.weights),
-                         trace=settings.trace,
-                         beyond_float=settings.beyond_float)
-        self.settings = settings
-        self.delta = settings.adjacency_radius(agent) if settings.private else 0.0
-        self.x = np.zeros(self.dim)
+        super().__init__(agent, context, settings,
+                         weights=context.topology.weight_row(context.name, 1, settings.weights))
         self.g = self.traced_gradient(self.x)
         self.y = self.g.copy()
-        self.k = 0
         self.xt, self.yt = self.x.copy(), self.y.copy()
 
     def _send(self) -> list[Message]:
@@ -209,10 +204,9 @@ class DiaDSPAgent(GradientAgent):
         return self.xt.copy() if released_only else self.x.copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.base_state(), "x": self.x, "y": self.y, "g": self.g, "k": self.k, "xt": self.xt,
-                "yt": self.yt}
+        return {**self.base_state(), "x": self.x, "y": self.y, "g": self.g, "xt": self.xt, "yt": self.yt}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_base_state(state)
-        self.x, self.y, self.g, self.k = state["x"], state["y"], state["g"], state["k"]
+        self.x, self.y, self.g = state["x"], state["y"], state["g"]
         self.xt, self.yt = state["xt"], state["yt"]

@@ -192,14 +192,11 @@ class DPP2Agent(GradientAgent):
     """Node i of Algorithm 1: (x_i, d_i, q_i), the current eta^k, and the pieces of iteration k it needs later."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPP2, etas: MixingSequence) -> None:
-        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
-                         beyond_float=settings.beyond_float)
-        self.settings, self.etas = settings, etas
+        super().__init__(agent, context, settings, weights=laplacian_row(context, settings.weights))
+        self.etas = etas
         self.privacy = settings.privacy_of(agent, self.dim) if settings.private and not self.public else None
-        self.x = np.zeros(self.dim)  # x_i^0: public and data-independent
         self.d = np.zeros(self.dim)
         self.q = np.zeros(self.dim)
-        self.k = 0
         self.eta = 0.0
         self.y = np.zeros(self.dim)
         self.w = np.zeros(self.dim)
@@ -243,12 +240,12 @@ class DPP2Agent(GradientAgent):
         return self.y.copy() if released_only else self.x.copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.base_state(), "x": self.x, "d": self.d, "q": self.q, "k": self.k, "eta": self.eta,
+        return {**self.base_state(), "x": self.x, "d": self.d, "q": self.q, "eta": self.eta,
                 "y": self.y, "w": self.w, "z": self.z, "inner": self.inner, "etas": self.etas.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_base_state(state)
-        self.x, self.d, self.q, self.k, self.eta = state["x"], state["d"], state["q"], state["k"], state["eta"]
+        self.x, self.d, self.q, self.eta = state["x"], state["d"], state["q"], state["eta"]
         self.y, self.w, self.z, self.inner = state["y"], state["w"], state["z"], state["inner"]
         self.etas.set_state(state["etas"])
 

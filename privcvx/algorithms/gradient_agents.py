@@ -7,6 +7,7 @@ oracle (or the compiled expression), so they accept nonconvex agents (``needs_co
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, ClassVar
 
@@ -80,6 +81,9 @@ class GradientMethod(Algorithm):
     _delta = DEFAULT_LAPLACE_DELTA  # the Laplace ledger reports its epsilon at this delta
     #: The constructor arguments of the two initial Laplace scales.
     noise_settings: tuple[str, str]
+    #: The graph weight rule and whether the agents keep their trace (every method's constructor arguments).
+    weights: str
+    trace: bool
     #: Whether releases beyond a float ledger are allowed. By default a release whose epsilon would exceed
     #: `MAX_RELEASE_EPSILON` is refused; a research subclass that reproduces such a regime (the DPP^2 paper's
     #: own) sets True: each such release is then charged as no privacy (``LaplaceBeyondFloat``, epsilon = inf).
@@ -165,13 +169,14 @@ class GradientAgent(AgentProgram):
     there (a PrivacyError) rather than drop it silently: the caller asked for values it cannot have.
     """
 
-    def __init__(self, agent: Agent, context: AgentContext, *, weights: dict[str, float], trace: bool,
-                 beyond_float: bool = False) -> None:
+    def __init__(self, agent: Agent, context: AgentContext, settings: GradientMethod, *,
+                 weights: dict[str, float]) -> None:
+        trace, beyond_float = settings.trace, settings.beyond_float
         if trace and not context.diagnostics:
             raise PrivacyError("trace=True keeps every x_i^k and grad f_i(x_i^k), computed from private data, and "
                                "a run with diagnostics=False sends nothing but releases: run with diagnostics=True "
                                "(a research run) or trace=False", agent=context.name, argument="trace")
-        self.agent, self.context, self.beyond_float = agent, context, beyond_float
+        self.agent, self.context, self.settings, self.beyond_float = agent, context, settings, beyond_float
         #: An agent without private data (pc.Sensitivity(l1=0, l2=0)): its releases carry no noise, charged nothing.
         self.public = holds_no_private_data(agent)
         self.evaluator = GradientEvaluator(agent, context.layout)
@@ -180,8 +185,16 @@ class GradientAgent(AgentProgram):
         self.trace = trace
         self.trace_x: list[np.ndarray] = []
         self.trace_gradient: list[np.ndarray] = []
-        #: The agent's primal state x_i (private; diagnostics and the report read it), set by the method.
-        self.x: np.ndarray
+        #: The agent's primal state x_i (private; diagnostics and the report read it), from the public,
+        #: data-independent x_i^0 = 0.
+        self.x = np.zeros(self.dim)
+        #: The iteration k of the last update (0 before the first); the methods' noise decays as r^k.
+        self.k = 0
+
+    @functools.cached_property
+    def delta(self) -> float:
+        """delta_i of Definition 1 (`GradientMethod.adjacency_radius`) under privacy, else 0."""
+        return self.settings.adjacency_radius(self.agent) if self.settings.private else 0.0
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """The agent's gradient oracle at ``x``; a non-finite gradient raises a PrivcvxError naming the agent."""
@@ -258,12 +271,13 @@ class GradientAgent(AgentProgram):
         return {"trace_x": np.array(self.trace_x), "trace_gradient": np.array(self.trace_gradient)}
 
     def base_state(self) -> dict[str, Any]:
-        """The state every gradient agent has (its traces), for a subclass's ``state_dict``."""
-        return {"trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient)}
+        """The state every gradient agent has (its traces and its iteration k), for a subclass's ``state_dict``."""
+        return {"trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient), "k": self.k}
 
     def load_base_state(self, state: dict[str, Any]) -> None:
         """Restore what `base_state` wrote."""
         self.trace_x, self.trace_gradient = list(state["trace_x"]), list(state["trace_gradient"])
+        self.k = state["k"]
 
 
 class ProjectedGradientAgent(AgentProgram):

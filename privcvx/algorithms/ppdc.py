@@ -72,13 +72,8 @@ class PPDCAgent(GradientAgent):
     """Node i of PPDC: x_i, v_i and its last release."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: PPDC) -> None:
-        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
-                         beyond_float=settings.beyond_float)
-        self.settings = settings
-        self.delta = settings.adjacency_radius(agent) if settings.private else 0.0
-        self.x = np.zeros(self.dim)
+        super().__init__(agent, context, settings, weights=laplacian_row(context, settings.weights))
         self.v = np.zeros(self.dim)
-        self.k = 0
         self.xt = self.x.copy()
 
     def _decay(self) -> float:
@@ -108,8 +103,8 @@ class PPDCAgent(GradientAgent):
         return self.xt.copy() if released_only else self.x.copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.base_state(), "x": self.x, "v": self.v, "k": self.k, "xt": self.xt}
+        return {**self.base_state(), "x": self.x, "v": self.v, "xt": self.xt}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_base_state(state)
-        self.x, self.v, self.k, self.xt = state["x"], state["v"], state["k"], state["xt"]
+        self.x, self.v, self.xt = state["x"], state["v"], state["xt"]
