@@ -81,7 +81,10 @@ class ConsensusDuals:
         self.dim = dim
         self.sizes = [layout.shared_local.size for layout in layouts]
         self.index = np.concatenate([layout.shared_global for layout in layouts]).astype(int)
-        self.bounds = np.cumsum(self.sizes)[:-1]
+        ends = np.cumsum(self.sizes).tolist()
+        self._slices = [slice(end - size, end) for size, end in zip(self.sizes, ends, strict=True)]
+        #: Equal slices are the rows of one array: an agent's sum is then its row's (the same pairwise sum).
+        self._rows = len(self.sizes) if len(set(self.sizes)) == 1 else None
         #: Every agent holds every entry of w, in w's order (A_p = I): the server's messages may share one w.
         self.full = all(np.array_equal(layout.shared_global, np.arange(dim)) for layout in layouts)
         self.flat = np.zeros(self.index.size)
@@ -89,7 +92,7 @@ class ConsensusDuals:
         self._released: tuple[list[np.ndarray], np.ndarray] | None = None
 
     def _split(self, flat: np.ndarray) -> list[np.ndarray]:
-        return np.split(flat, self.bounds)
+        return [flat[part] for part in self._slices]
 
     def assign(self, lam: list[np.ndarray]) -> None:
         """Replace the duals (a checkpoint's, or those the server sent)."""
@@ -118,8 +121,8 @@ class ConsensusDuals:
     def _total(self, values: np.ndarray) -> float:
         """sum_p ||values_p||^2 over the agents' slices: each a pairwise sum, added in agent order from 0."""
         squares = values * values
-        if len(set(self.sizes)) == 1:  # equal slices are rows; a row's reduce is the 1-d pairwise sum, bitwise
-            sums = np.add.reduce(squares.reshape(len(self.sizes), -1), axis=1).tolist()
+        if self._rows is not None:  # a row's reduce is the 1-d pairwise sum of that row, bitwise
+            sums = np.add.reduce(squares.reshape(self._rows, -1), axis=1).tolist()
         else:
             sums = [float(part.sum()) for part in self._split(squares)]
         total = 0.0
