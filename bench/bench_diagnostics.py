@@ -47,7 +47,7 @@ import numpy as np
 import scipy.linalg
 
 import privcvx as pc
-from privcvx.algorithms import linearized_admm
+from privcvx.algorithms import admm_agent
 from privcvx.gradients import GradientEvaluator
 from privcvx.runtime import backends, loop
 from problems import datasets, federated_logistic
@@ -61,15 +61,15 @@ SPENT = {"diagnostics": 0.0}
 
 def time_diagnostics() -> None:
     """Wrap ``ADMMAgent.diagnostics`` (the agents of LinearizedADMM and ExactADMM) in a timer."""
-    inner = linearized_admm.ADMMAgent.diagnostics
+    inner = admm_agent.ADMMAgent.diagnostics
 
-    def timed(self: linearized_admm.ADMMAgent, w_p: np.ndarray) -> dict[str, float]:
+    def timed(self: admm_agent.ADMMAgent, w_p: np.ndarray) -> dict[str, float]:
         start = time.perf_counter()
         try:
             return inner(self, w_p)
         finally:
             SPENT["diagnostics"] += time.perf_counter() - start
-    linearized_admm.ADMMAgent.diagnostics = timed
+    admm_agent.ADMMAgent.diagnostics = timed
 
 
 class WallClockOnly:

@@ -39,7 +39,7 @@ import numpy as np
 
 import privcvx as pc
 from privcvx import gradients
-from privcvx.algorithms import linearized_admm
+from privcvx.algorithms import admm_agent, admm_server
 from privcvx.privacy import accounting
 from privcvx.runtime import backends, loop
 from problems import datasets, federated_logistic
@@ -150,10 +150,10 @@ def forget_accounting() -> None:
 
 #: The parts of a privcvx round timed by ``--breakdown``, outermost first: (label, class, method).
 PARTS = [("round", loop.Run, "round"), ("history row", loop.Run, "row"),
-         ("agents (host)", backends.AgentHost, "step"), ("agent steps", linearized_admm.ADMMAgent, "step"),
-         ("local updates", linearized_admm.ADMMAgent, "_update"), ("gradient", gradients.GradientEvaluator, "gradient"),
-         ("oracle", LogisticLoss, "gradient"), ("server", linearized_admm.ADMMServer, "step"),
-         ("monitor", linearized_admm.ADMMMonitor, "observe"), ("epsilon", loop.Run, "epsilon")]
+         ("agents (host)", backends.AgentHost, "step"), ("agent steps", admm_agent.ADMMAgent, "step"),
+         ("local updates", admm_agent.ADMMAgent, "_update"), ("gradient", gradients.GradientEvaluator, "gradient"),
+         ("oracle", LogisticLoss, "gradient"), ("server", admm_server.ADMMServer, "step"),
+         ("monitor", admm_server.ADMMMonitor, "observe"), ("epsilon", loop.Run, "epsilon")]
 
 
 def breakdown(rounds: int, rho: float) -> None:

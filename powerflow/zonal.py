@@ -14,7 +14,6 @@ import numpy as np
 import pandapower as pp
 
 import privcvx as pc
-from privcvx.algorithms.linearized_admm import EXACT_STEP_PENALTY
 from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.errors import DeclarationError, PrivacyError, require_positive
 from privcvx.schedules import PerKeyBalancing
@@ -187,12 +186,11 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
     cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
     info = {"zones": mapping, "models": models, "cut_branches": cut, "beta": beta, "sensitivity": sensitivity,
             "case": data.name, "objective": objective, "penalty": weight}
-    if objective != "load_shedding":
-        info[EXACT_STEP_PENALTY] = cost_penalty_rule(models)
-    return pc.DistributedProblem(agents, info=info)
+    return pc.DistributedProblem(agents, info=info,
+                                 penalty_rule=None if objective == "load_shedding" else cost_penalty_rule(models))
 
 
-def cost_penalty_rule(models: list[SocModel]) -> Callable[[], PerKeyBalancing]:
+def cost_penalty_rule(models: list[SocModel]) -> PerKeyBalancing:
     """The defaults' penalty for the cost objectives (`privcvx.algorithms.linearized_admm.exact_step_penalty`, the
     non-private exact step): per-key residual balancing that never decreases, from `COST_RHO_FACTOR` times the
     largest zone's cost curvature 2 max c2 (p.u.; public data, `SocModel.cost_smoothness`).
@@ -202,8 +200,7 @@ def cost_penalty_rule(models: list[SocModel]) -> Callable[[], PerKeyBalancing]:
     1e2-1e4 $/h per p.u.): case118 and case300 then miss PowerModelsADA's criterion within 300 rounds
     (docs/performance.md, "Cost OPF beside PowerModelsADA"). One factor for every case, no tuning per case."""
     curvature = max(model.cost_smoothness() for model in models)
-    return functools.partial(PerKeyBalancing, COST_RHO_FACTOR * curvature if curvature > 0 else None, until=None,
-                             mode="nondecreasing")
+    return PerKeyBalancing(COST_RHO_FACTOR * curvature if curvature > 0 else None, until=None, mode="nondecreasing")
 
 
 def _zone_objective(model: SocModel, objective: str,

@@ -40,6 +40,7 @@ from privcvx.errors import (
 )
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.reference import CentralizedSolution
+from privcvx.schedules import PenaltyRule
 from privcvx.solver_warnings import quiet_inaccurate, reference_status_warning
 
 if TYPE_CHECKING:
@@ -498,10 +499,14 @@ class DistributedProblem:
     `Agent`), no variable belongs to two agents, every key has one shape
     everywhere, every local set W_p is non-empty (a feasibility solve per agent), and the sets meet on the
     shared keys (one feasibility solve of all of them).
+
+    ``penalty_rule``: the builder's penalty rule for this problem (a `privcvx.schedules.PenaltyRule`), which the ADMM
+    defaults use in place of the library's (`privcvx.algorithms.linearized_admm.exact_step_penalty`); a ``rho``
+    given to the algorithm still wins.
     """
 
     def __init__(self, agents: Sequence[Agent], metrics: Mapping[str, Metric] | None = None,
-                 info: Mapping[str, Any] | None = None) -> None:
+                 info: Mapping[str, Any] | None = None, penalty_rule: PenaltyRule | None = None) -> None:
         if not isinstance(agents, Sequence) or isinstance(agents, str):
             raise DeclarationError(f"must be a list of pc.Agent, got {agents!r}", argument="agents")
         agents = list(agents)
@@ -525,8 +530,9 @@ class DistributedProblem:
                         agent=agent.name, argument="shared")
                 owners[var.id] = agent.name
         self.agents: list[Agent] | list[AgentSpec] = agents
-        self._declare(metrics, info, [(agent.name, {key: tuple(expr.shape) for key, expr in agent.shared.items()})
-                                      for agent in agents])
+        self._declare(metrics, info, penalty_rule,
+                      [(agent.name, {key: tuple(expr.shape) for key, expr in agent.shared.items()})
+                       for agent in agents])
         self._lay_out([agent_layout(agent, self.key_offsets) for agent in agents])
         for agent in agents:
             _check_feasible(agent)
@@ -537,8 +543,12 @@ class DistributedProblem:
                                           argument="agents") from exc
 
     def _declare(self, metrics: Mapping[str, Metric] | None, info: Mapping[str, Any] | None,
-                 shared: list[tuple[str, dict[Hashable, tuple[int, ...]]]]) -> None:
-        """The metrics, the info and the global layout of w from the agents' shared keys' shapes."""
+                 penalty_rule: PenaltyRule | None, shared: list[tuple[str, dict[Hashable, tuple[int, ...]]]]) -> None:
+        """The metrics, the info, the penalty rule and the global layout of w from the agents' shared keys' shapes."""
+        if penalty_rule is not None and not isinstance(penalty_rule, PenaltyRule):
+            raise DeclarationError(f"must be a pc.schedules.PenaltyRule, got {penalty_rule!r}",
+                                   argument="penalty_rule")
+        self.penalty_rule = penalty_rule
         if metrics is not None and not isinstance(metrics, Mapping):
             raise DeclarationError(f"must be a dict name -> callable(w), got {metrics!r}", argument="metrics")
         self.metrics: dict[str, Metric] = dict(metrics or {})
@@ -577,7 +587,8 @@ class DistributedProblem:
 
     @classmethod
     def from_factories(cls, specs: Sequence[AgentSpec], metrics: Mapping[str, Metric] | None = None,
-                       info: Mapping[str, Any] | None = None) -> DistributedProblem:
+                       info: Mapping[str, Any] | None = None,
+                       penalty_rule: PenaltyRule | None = None) -> DistributedProblem:
         """A problem whose agents are built where they run, each by its `AgentSpec`'s factory.
 
         The driver lays out w from the specs' public shapes alone; every host (the driver itself for
@@ -599,7 +610,7 @@ class DistributedProblem:
             names.add(spec.name)
         problem = cls.__new__(cls)
         problem.agents = specs
-        problem._declare(metrics, info, [(spec.name, spec.shapes) for spec in specs])
+        problem._declare(metrics, info, penalty_rule, [(spec.name, spec.shapes) for spec in specs])
         for spec in specs:
             spec.key_offsets = {key: problem.key_offsets[key] for key in spec.shapes}
         problem._lay_out([spec.public_layout() for spec in specs])

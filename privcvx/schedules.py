@@ -1,16 +1,21 @@
-"""Schedules for the penalty rho^t and the proximal step eta^t (Assumption 5.1(i)).
+"""Schedules for the proximal step eta^t and the step sizes, and penalty rules for rho^t (Assumption 5.1(i)).
 
 Every schedule is a small picklable object ``t -> value`` for rounds t = 1, 2, ...,
 so that a run's configuration can be checkpointed and sent to worker processes.
+
+A penalty rule (`PenaltyRule`) is what an ADMM server asks for rho^t: a schedule fixed in advance
+(`ScheduledPenalty`) or a rule that adapts to the residuals (`ResidualBalancing`, `PerKeyBalancing`). The rules live
+here, beside the schedules they generalize, because users name them as ``pc.schedules.*`` (docs/tuning.md).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -90,16 +95,10 @@ def paper_rho(c1: float = 2.0, c2: float = 5.0, epsilon: float = 1.0, period: in
                     int(require_positive(period, argument="period")))
 
 
-def as_schedule(value: float | Schedule | str, *, argument: str) -> Schedule:
-    """A float becomes a constant schedule; a callable is checked at round 1; "adaptive" is residual balancing."""
+def as_schedule(value: float | Schedule, *, argument: str) -> Schedule:
+    """A float becomes a constant schedule; a callable is checked at round 1."""
     if isinstance(value, str):
-        if argument == "rho" and value == "adaptive":
-            return adaptive()
-        if argument == "rho" and value == "adaptive-per-key":
-            return PerKeyBalancing()
         raise ParameterError(f"unknown setting {value!r}", argument=argument)
-    if isinstance(value, ResidualBalancing):
-        return copy.deepcopy(value)  # a run adapts its own copy; the caller's object stays as given
     if callable(value):
         checked_value(value, 1, argument=argument)
         return value
@@ -121,7 +120,78 @@ def checked_value(schedule: Schedule, t: int, *, argument: str, underflow: bool 
     return require_positive(raw, argument=f"{argument}(t={t})", allow_zero=underflowed)
 
 
-class ResidualBalancing:
+@dataclass(frozen=True)
+class Residuals:
+    """What a penalty rule observes after line 8 of a round, all computed from released messages.
+
+    ``totals``: Boyd et al.'s primal and dual residuals r, s and their scales max(||A w||, ||z||) and ||lambda||
+    (``primal_residual``, ``dual_residual``, ``scale_primal``, ``scale_dual``), when the rule `reads_totals`.
+    ``per_entry``: computes, per entry k of w, the squared primal residual over its copies and the squared change
+    of its copies (`privcvx.algorithms.consensus.ConsensusDuals.entry_residuals`), when a rule asks for them.
+    """
+
+    totals: Mapping[str, float] = field(default_factory=dict)
+    per_entry: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
+
+
+class PenaltyRule(ABC):
+    """The penalty rho^t of an ADMM server as a rule (Assumption 5.1(i) for the rules that keep it).
+
+    The server calls `start` before round 1, `value` for each round's rho^t, and `observe` after each round's line 8;
+    `state_dict` and `load_state_dict` carry what the rule has learnt through a checkpoint. A rule sees only
+    `Residuals` computed from released messages and the server's own w and lambda, so no rule costs privacy
+    (docs/privacy.md). A run adapts its own copy (`as_penalty`).
+    """
+
+    #: Whether `observe` reads `Residuals.totals` (the server computes them with line 8 only then).
+    reads_totals: ClassVar[bool] = False
+
+    @property
+    def needs_suggestion(self) -> bool:
+        """Whether `start` takes rho^1 from its suggestion (the largest L_p, which the agents then send with their
+        initial points: under privacy a declared, public bound)."""
+        return False
+
+    def start(self, suggestion: float, groups: np.ndarray) -> None:  # noqa: B027 (a rule may need no start)
+        """Before round 1: ``suggestion`` is the largest L_p the agents sent (1 when none), ``groups`` the shared key
+        of every entry of w (`privcvx.algorithms.consensus.key_groups`)."""
+
+    def observe(self, residuals: Residuals) -> None:  # noqa: B027 (a fixed penalty observes nothing)
+        """After line 8 of a round: adapt for the next round."""
+
+    @abstractmethod
+    def value(self, t: int) -> float | np.ndarray:
+        """rho^t: a number, or a vector over the entries of w."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the rule has learnt, for checkpoints."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 (a fixed penalty keeps no state)
+        """Restore a state written by `state_dict`."""
+
+
+@dataclass(frozen=True)
+class ScheduledPenalty(PenaltyRule):
+    """rho^t fixed in advance: a number (`Constant`) or a schedule ``t -> rho^t`` such as `PaperRho`."""
+
+    schedule: Schedule
+
+    def value(self, t: int) -> float:
+        return checked_value(self.schedule, t, argument="rho")
+
+
+def as_penalty(value: float | Schedule | PenaltyRule | str) -> PenaltyRule:
+    """``rho=``: "adaptive" is `adaptive`, "adaptive-per-key" `PerKeyBalancing`; a rule is copied (a run adapts its own
+    copy, the caller's object stays as given); a number or a schedule is a `ScheduledPenalty`."""
+    if isinstance(value, PenaltyRule):
+        return copy.deepcopy(value)
+    if isinstance(value, str) and value in ("adaptive", "adaptive-per-key"):
+        return adaptive() if value == "adaptive" else PerKeyBalancing()
+    return ScheduledPenalty(as_schedule(value, argument="rho"))
+
+
+class ResidualBalancing(PenaltyRule):
     """Residual balancing for rho (Boyd et al. Sec. 3.4.1); ``rho="adaptive"`` is `adaptive`'s form of it.
 
     After each round, with the primal residual r = ||A w - z|| and the dual residual s = ||rho A (w^{t+1} - w^t)||
@@ -169,50 +239,57 @@ class ResidualBalancing:
         self.peak = 0.0  # the largest ||lambda|| observed (relative="peak")
         self.minimum = require_positive(minimum, argument="minimum")
         self.maximum = require_positive(maximum, argument="maximum")
-        self.value = None if initial is None else require_positive(initial, argument="rho")
+        #: rho for the next round (None until `start` when no ``initial`` is given).
+        self.current = None if initial is None else require_positive(initial, argument="rho")
 
-    def start(self, suggestion: float) -> None:
+    reads_totals = True
+
+    @property
+    def needs_suggestion(self) -> bool:
+        return self.current is None
+
+    def start(self, suggestion: float, groups: np.ndarray) -> None:
         """Set the initial rho when none was given (privcvx suggests the largest L_p)."""
-        if self.value is None:
-            self.value = min(max(suggestion, self.minimum), self.maximum)
+        if self.current is None:
+            self.current = min(max(suggestion, self.minimum), self.maximum)
 
-    def __call__(self, t: int) -> float:
-        return 1.0 if self.value is None else self.value
+    def value(self, t: int) -> float:
+        return 1.0 if self.current is None else self.current
 
-    def observe(self, residuals: dict[str, float]) -> None:
+    def observe(self, residuals: Residuals) -> None:
         """Update rho for the next round from the primal and dual residuals (normalized as ``relative`` says)."""
         if not self._adapting():
             return
-        primal, dual = residuals["primal_residual"], residuals["dual_residual"]
+        totals = residuals.totals
+        primal, dual = totals["primal_residual"], totals["dual_residual"]
         if self.relative:
-            self.peak = max(self.peak, residuals["scale_dual"])
-            primal /= max(residuals["scale_primal"], 1e-300)
-            dual /= max(self.peak if self.relative == "peak" else residuals["scale_dual"], 1e-300)
+            self.peak = max(self.peak, totals["scale_dual"])
+            primal /= max(totals["scale_primal"], 1e-300)
+            dual /= max(self.peak if self.relative == "peak" else totals["scale_dual"], 1e-300)
         if self.observed <= self.warmup:
             return
         if primal > self.mu * dual:
-            self.value = min(self.value * self.tau, self.maximum)
+            self.current = min(self.current * self.tau, self.maximum)
         elif dual > self.mu * primal and self.mode == "free":
-            self.value = max(self.value / self.tau, self.minimum)
+            self.current = max(self.current / self.tau, self.minimum)
 
     def _adapting(self) -> bool:
         """Count one more observed round; whether rho still adapts after it (``until``)."""
         self.observed += 1
         return self.until is None or self.observed <= self.until
 
-    def state_dict(self) -> dict[str, float | None]:
-        """The schedule's current value, how many rounds it has observed and the largest ||lambda|| (checkpoints)."""
-        return {"value": self.value, "observed": self.observed, "peak": self.peak}
+    def state_dict(self) -> dict[str, Any]:
+        """The current rho, how many rounds the rule has observed and the largest ||lambda|| (checkpoints)."""
+        return {"current": self.current, "observed": self.observed, "peak": self.peak}
 
-    def load_state_dict(self, state: dict[str, float | None]) -> None:
-        """Restore a state written by `state_dict`."""
-        self.value, self.observed, self.peak = state["value"], int(state["observed"]), float(state["peak"])
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.current, self.observed, self.peak = state["current"], int(state["observed"]), float(state["peak"])
 
     def __repr__(self) -> str:
         settings = {"tau": self.tau, "mu": self.mu, "mode": self.mode, "relative": self.relative,
                     "warmup": self.warmup, "until": self.until, **self._repr_extra()}
         shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
-        return f"{type(self).__name__}({self.value!r}, {shown})"
+        return f"{type(self).__name__}({self.current!r}, {shown})"
 
     def _repr_extra(self) -> dict[str, Any]:
         return {}
@@ -265,28 +342,35 @@ class PerKeyBalancing(ResidualBalancing):
         self.settle = None if settle is None else tuple(require_positive(v, argument="settle", allow_zero=True)
                                                         for v in settle)
         self.settled = False
+        #: rho of each group, and the group of every entry of w (set by `start`).
         self.vector: np.ndarray | None = None
         self.index: np.ndarray | None = None
 
-    def start(self, suggestion: float) -> None:
-        """Set the start value (as `ResidualBalancing`) for every group; ``index`` (the group of every
-        entry of w) must be set first, by the server."""
-        super().start(suggestion)
+    def start(self, suggestion: float, groups: np.ndarray) -> None:
+        """Set the start value (as `ResidualBalancing`) for every group: ``groups`` (the shared key of every entry of
+        w) with ``groups="key"``, every entry alone with ``"entry"``."""
+        super().start(suggestion, groups)
+        self.index = groups if self.groups == "key" else np.arange(groups.size)
         if self.vector is None:
-            self.vector = np.full(int(self.index.max()) + 1, self.value)
+            self.vector = np.full(int(self.index.max()) + 1, self.current)
 
-    def entries(self) -> np.ndarray:
+    def value(self, t: int) -> np.ndarray:
         """rho over the entries of w."""
         return self.vector[self.index]
 
-    def observe_groups(self, primal_sq: np.ndarray, change_sq: np.ndarray,
-                       residuals: Mapping[str, float] | None = None) -> None:
-        """Update each group's rho from its squared primal residual and squared change of A w; ``residuals``: the
-        round's total residuals and scales, which settle the rule (``settle``)."""
-        if self.settle is not None and residuals is not None and not self.settled:
-            self.settled = meets_tolerance(residuals, self.settle)
+    @property
+    def reads_totals(self) -> bool:  # type: ignore[override]
+        """With ``settle``, `observe` reads the round's total residuals (`meets_tolerance`)."""
+        return self.settle is not None
+
+    def observe(self, residuals: Residuals) -> None:
+        """Update each group's rho from its squared primal residual and squared change of A w (``per_entry``); with
+        ``settle``, the round's total residuals (``totals``) first settle the rule once they meet its tolerance."""
+        if self.settle is not None and not self.settled:
+            self.settled = meets_tolerance(residuals.totals, self.settle)
         if self.settled or not self._adapting():
             return
+        primal_sq, change_sq = residuals.per_entry()
         groups = self.vector.size
         primal = np.sqrt(np.bincount(self.index, weights=primal_sq, minlength=groups))
         dual = self.vector * np.sqrt(np.bincount(self.index, weights=change_sq, minlength=groups))
@@ -295,12 +379,11 @@ class PerKeyBalancing(ResidualBalancing):
                                np.where(down, np.maximum(self.vector / self.tau, self.minimum), self.vector))
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "vector": self.vector, "settled": self.settled}
+        return {**super().state_dict(), "vector": self.vector, "index": self.index, "settled": self.settled}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.vector = state["vector"]
-        self.settled = bool(state.get("settled", False))
+        self.vector, self.index, self.settled = state["vector"], state["index"], bool(state["settled"])
 
     def _repr_extra(self) -> dict[str, Any]:
         return {"groups": self.groups, "settle": self.settle}

@@ -9,7 +9,7 @@ from core_problems import box_l1_least_squares, general_form, soc_linear
 
 import privcvx as pc
 from privcvx.algorithms import AgentContext, LinearizedADMM
-from privcvx.algorithms.linearized_admm import ADMMServer
+from privcvx.algorithms.admm_server import ADMMServer
 from privcvx.errors import DeclarationError, InfeasibleLocalSetError, NotDCPError, ParameterError
 from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import SOLVER_SETTINGS, LocalProblem, StrategyFailure

@@ -16,7 +16,7 @@ from core_problems import general_form
 
 import privcvx as pc
 from privcvx.algorithms import PPADMM, PRADMM
-from privcvx.algorithms.decentralized_admm import sharing_graph
+from privcvx.algorithms.consensus import sharing_graph
 from privcvx.errors import DeclarationError, ParameterError, PrivacyError, UnsupportedError
 from privcvx.localsolve import LocalProblem
 from privcvx.problem import REFERENCE_SOLVER

@@ -12,8 +12,9 @@ import pytest
 from core_problems import general_form
 
 import privcvx as pc
+from privcvx.algorithms.consensus import key_groups
 from privcvx.errors import PrivacyError, ReproducibleNoiseWarning
-from privcvx.schedules import ResidualBalancing
+from privcvx.schedules import ResidualBalancing, Residuals
 from privcvx.topology import SERVER
 
 GAUSSIAN = pc.ObjectivePerturbation(pc.Gaussian(0.5, 1e-5))
@@ -36,12 +37,13 @@ def _replayed_rho(problem: pc.DistributedProblem, result: pc.Result, rule: Resid
     """rho^t recomputed by a fresh residual-balancing ``rule`` from the transcript alone: the declared L_p of the
     first messages and the residuals (and, for a relative rule, their scales) that the public monitor derives from
     each round's messages (a monitor with ``tol`` computes the scales)."""
-    rule.start(max(float(m["smoothness"]) for m in result.transcript.round(0) if "smoothness" in m.payload))
+    rule.start(max(float(m["smoothness"]) for m in result.transcript.round(0) if "smoothness" in m.payload),
+               key_groups(problem))
     monitor = pc.algorithms.LinearizedADMM(tol=(1e-12, 1e-12)).monitor(problem, None)
     rhos = []
     for t in range(1, len(result.history) + 1):
-        rhos.append(rule(t))
-        rule.observe(monitor.observe(t, result.transcript.round(t)))
+        rhos.append(rule.value(t))
+        rule.observe(Residuals(monitor.observe(t, result.transcript.round(t))))
     return rhos
 
 

@@ -6,7 +6,6 @@ that privcvx's iterates are its iterates, and each shortcut is checked against t
 
 from __future__ import annotations
 
-import copy
 import math
 import sys
 from pathlib import Path
@@ -15,12 +14,14 @@ import cvxpy as cp
 import dp_accounting
 import numpy as np
 import pytest
+from core_problems import general_form
 from scipy.special import softmax
 
 import privcvx as pc
 from privcvx.algorithms import LinearizedADMM
+from privcvx.algorithms.admm_server import ADMMServer
 from privcvx.algorithms.base import AgentContext
-from privcvx.algorithms.linearized_admm import ADMMServer, ConsensusDuals
+from privcvx.algorithms.consensus import ConsensusDuals
 from privcvx.errors import PrivacyError
 from privcvx.gradients import GradientEvaluator
 from privcvx.privacy.accounting import (
@@ -31,7 +32,7 @@ from privcvx.privacy.accounting import (
     gaussian_epsilon,
     tightest_epsilon,
 )
-from privcvx.schedules import as_schedule
+from privcvx.schedules import as_penalty
 from problems import datasets, federated_logistic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -120,49 +121,70 @@ def test_release_only_agent_never_compiles_its_objective(digits) -> None:
     assert value == pytest.approx(loss.value(program.released.reshape(loss.shape, order="F")), rel=1e-12)
 
 
-def _per_agent(duals: ConsensusDuals) -> ConsensusDuals:
-    """The same duals, run agent by agent (the loop the stacked path of full consensus replaces)."""
-    clone = copy.deepcopy(duals)
-    clone.full = False
-    return clone
+def _looped_line8(lam: list[np.ndarray], layouts: list, w: np.ndarray, w_previous: np.ndarray,
+                  released: list[np.ndarray], rho: float | np.ndarray,
+                  used: list[np.ndarray] | None) -> tuple[list[np.ndarray], dict[str, float]]:
+    """Line 8 and the residuals agent by agent, each sum of squares a 1-d numpy sum added in agent order: the
+    reference the one vectorized path of ConsensusDuals must match bitwise."""
+    lam, primal_sq, z_sq, w_sq, dual_sq, lam_sq = list(lam), 0.0, 0.0, 0.0, 0.0, 0.0
+    for p, (layout, z_new) in enumerate(zip(layouts, released, strict=True)):
+        w_p = w[layout.shared_global]
+        rho_p = rho[layout.shared_global] if np.ndim(rho) else rho
+        gap = w_p - z_new
+        lam[p] = lam_p = lam[p] + rho_p * (gap if used is None else used[p] - z_new)
+        change = w_p - w_previous[layout.shared_global]
+        change = rho_p * change if np.ndim(rho) else change
+        primal_sq += float((gap * gap).sum())
+        z_sq += float((z_new * z_new).sum())
+        w_sq += float((w_p * w_p).sum())
+        dual_sq += float((change * change).sum())
+        lam_sq += float((lam_p * lam_p).sum())
+    dual = math.sqrt(dual_sq)
+    return lam, {"primal_residual": math.sqrt(primal_sq), "dual_residual": dual if np.ndim(rho) else rho * dual,
+                 "scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
+                 "entries": float(sum(layout.shared_local.size for layout in layouts))}
 
 
 @pytest.mark.parametrize("vector_rho", [False, True])
 @pytest.mark.parametrize("relaxed", [False, True])
-def test_full_consensus_line8_and_residuals_are_the_per_agent_loops_bitwise(digits, vector_rho, relaxed) -> None:
-    _, _, problem = digits
-    stacked = ConsensusDuals(problem.layouts)
-    assert stacked.full
-    looped = _per_agent(stacked)
+@pytest.mark.parametrize("layout", ["full", "general"])
+def test_line8_and_residuals_are_the_per_agent_loops_bitwise(digits, layout, vector_rho, relaxed) -> None:
+    problem = digits[2] if layout == "full" else general_form()[0]
+    duals = ConsensusDuals(problem.layouts, problem.dim)
+    assert duals.full == (layout == "full")
+    lam = [np.zeros(layout.shared_local.size) for layout in problem.layouts]
     rng = np.random.default_rng(5)
     scale = 10.0 ** rng.integers(-6, 3, size=problem.dim)  # magnitudes that round differently in another order
     w_previous = np.zeros(problem.dim)
     for _ in range(4):
         w = rng.standard_normal(problem.dim) * scale
-        released = [rng.standard_normal(problem.dim) * scale for _ in problem.layouts]
+        released = [rng.standard_normal(layout.shared_local.size) * scale[layout.shared_global]
+                    for layout in problem.layouts]
         rho = rng.uniform(0.1, 3.0, problem.dim) if vector_rho else 0.37
-        used = [w + 0.3 * (w - z) for z in released] if relaxed else None
-        expected = looped.update(w, w_previous, released, rho, used)
-        assert stacked.update(w, w_previous, released, rho, used) == expected  # floats compared exactly
-        for mine, theirs in zip(stacked.lam, looped.lam, strict=True):
-            assert mine.tobytes() == theirs.tobytes()
+        used = [w[layout.shared_global] + 0.3 * (w[layout.shared_global] - z)
+                for layout, z in zip(problem.layouts, released, strict=True)] if relaxed else None
+        lam, expected = _looped_line8(lam, problem.layouts, w, w_previous, released, rho, used)
+        assert duals.update(w, w_previous, released, rho, used) == expected  # floats compared exactly
+        assert [mine.tobytes() for mine in duals.lam] == [theirs.tobytes() for theirs in lam]
         w_previous = w
-    assert stacked.update(w, w, released, rho, residuals=False) == {}  # line 8 alone
-    looped.update(w, w, released, rho)
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(stacked.lam, looped.lam, strict=True))
+    assert duals.update(w, w, released, rho, residuals=False) == {}  # line 8 alone
+    lam, _ = _looped_line8(lam, problem.layouts, w, w, released, rho, None)
+    assert [mine.tobytes() for mine in duals.lam] == [theirs.tobytes() for theirs in lam]
 
 
-def test_full_consensus_average_is_the_per_agent_sum_bitwise(digits) -> None:
-    _, _, problem = digits
-    server = ADMMServer(problem, as_schedule(0.5, argument="rho"))
+@pytest.mark.parametrize("layout", ["full", "general"])
+def test_line5_average_is_the_per_agent_sum_bitwise(digits, layout) -> None:
+    problem = digits[2] if layout == "full" else general_form()[0]
+    server = ADMMServer(problem, as_penalty(0.5))
     rng = np.random.default_rng(6)
-    server.duals.lam = [rng.standard_normal(problem.dim) * 10.0 ** rng.integers(-4, 4) for _ in problem.layouts]
-    released = [rng.standard_normal(problem.dim) for _ in problem.layouts]
+    server.duals.assign([rng.standard_normal(layout.shared_local.size) * 10.0 ** rng.integers(-4, 4)
+                         for layout in problem.layouts])
+    released = [rng.standard_normal(layout.shared_local.size) for layout in problem.layouts]
     expected = np.zeros(problem.dim)
-    for z_p, lam_p in zip(released, server.duals.lam, strict=True):
-        expected += z_p - lam_p / 0.5
-    expected /= len(problem.layouts)
-    assert server._average(released, 0.5).tobytes() == expected.tobytes()
+    for layout, z_p, lam_p in zip(problem.layouts, released, server.duals.lam, strict=True):
+        expected[layout.shared_global] += z_p - lam_p / 0.5
+    expected /= problem.multiplicity
+    assert server.duals.average(released, 0.5, problem.multiplicity).tobytes() == expected.tobytes()
 
 
 def test_a_run_without_tol_has_the_history_of_a_run_whose_tol_never_stops_it(digits) -> None:

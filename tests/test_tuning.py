@@ -13,10 +13,10 @@ from references import logistic_optimum
 
 import privcvx as pc
 from privcvx.algorithms import AgentContext, LinearizedADMM
-from privcvx.algorithms.linearized_admm import ADMMAgent
+from privcvx.algorithms.admm_agent import ADMMAgent
 from privcvx.errors import ParameterError
 from privcvx.gradients import GradientEvaluator
-from privcvx.schedules import InverseSqrt, ResidualBalancing
+from privcvx.schedules import InverseSqrt, ResidualBalancing, Residuals
 from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth, update_epsilon
 
 
@@ -66,32 +66,33 @@ def test_step_rules_follow_the_paper():
 @pytest.mark.parametrize("primal, dual, expected", [(100.0, 1.0, 2.0), (1.0, 100.0, 0.5), (3.0, 1.0, 1.0)])
 def test_residual_balancing_rule(primal, dual, expected):
     rule = ResidualBalancing(1.0, tau=2.0, mu=10.0)
-    rule.observe({"primal_residual": primal, "dual_residual": dual})
-    assert rule(5) == expected
+    rule.observe(Residuals({"primal_residual": primal, "dual_residual": dual}))
+    assert rule.value(5) == expected
     monotone = ResidualBalancing(1.0, tau=2.0, mu=10.0, mode="nondecreasing", maximum=1.5)
-    monotone.observe({"primal_residual": primal, "dual_residual": dual})
-    assert monotone(5) == min(max(expected, 1.0), 1.5)
+    monotone.observe(Residuals({"primal_residual": primal, "dual_residual": dual}))
+    assert monotone.value(5) == min(max(expected, 1.0), 1.5)
 
 
 def test_relative_residual_balancing_uses_the_scales():
     rule = ResidualBalancing(1.0, relative=True)
-    rule.observe({"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1000.0})
-    assert rule(2) == 2.0
+    rule.observe(Residuals({"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1000.0}))
+    assert rule.value(2) == 2.0
 
 
 def test_peak_balancing_keeps_the_largest_dual_scale_and_warms_up():
     """relative="peak" divides s by the largest ||lambda|| so far: when ||lambda|| falls to 0 (lambda* = 0) the
     relative rule cuts rho, the peak rule does not. The warm-up round only records ||lambda||."""
-    first = {"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1000.0}
-    vanishing = {**first, "scale_dual": 1e-3}  # s / ||lambda|| = 1000 > mu * r: the relative rule divides
+    first = Residuals({"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1000.0})
+    # s / ||lambda|| = 1000 > mu * r: the relative rule divides
+    vanishing = Residuals({**first.totals, "scale_dual": 1e-3})
     peak, relative = ResidualBalancing(1.0, relative="peak", warmup=1), ResidualBalancing(1.0, relative=True)
     for rule in (peak, relative):
         rule.observe(first)
-    assert (peak(2), relative(2)) == (1.0, 2.0)          # warm-up: unchanged; relative: r > mu * s/1000
+    assert (peak.value(2), relative.value(2)) == (1.0, 2.0)          # warm-up: unchanged; relative: r > mu * s/1000
     for rule in (peak, relative):
         rule.observe(vanishing)
-    assert (peak(3), relative(3)) == (2.0, 1.0)          # peak: s/1000 still; relative: s/1e-3
-    default = pc.schedules.as_schedule("adaptive", argument="rho")
+    assert (peak.value(3), relative.value(3)) == (2.0, 1.0)          # peak: s/1000 still; relative: s/1e-3
+    default = pc.schedules.as_penalty("adaptive")
     assert (default.relative, default.tau, default.mu, default.warmup, default.until) == ("peak", 1.5, 20.0, 1, 100)
     with pytest.raises(ParameterError, match="relative"):
         ResidualBalancing(relative="largest")
@@ -102,10 +103,10 @@ def test_old_rule_stays_reachable_and_checkpoints():
     old = ResidualBalancing()
     assert (old.relative, old.tau, old.mu, old.warmup, old.until) == (False, 2.0, 10.0, 0, 100)
     rule = pc.schedules.adaptive(0.5)
-    rule.observe({"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 7.0})
+    rule.observe(Residuals({"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 7.0}))
     restored = pc.schedules.adaptive()
     restored.load_state_dict(rule.state_dict())
-    assert (restored.value, restored.observed, restored.peak) == (0.5, 1, 7.0)
+    assert (restored.current, restored.observed, restored.peak) == (0.5, 1, 7.0)
 
 
 def test_bad_tuning_input_raises():
@@ -252,26 +253,27 @@ def test_the_atom_rules_are_one_registry_keyed_by_class():
 def test_per_key_balancing_settles_for_good_once_a_round_meets_its_tolerance():
     """``settle``: adapting until the first round that meets Boyd et al.'s criterion, never after (even when the
     residuals are unbalanced again); a checkpoint keeps the settled state."""
-    from privcvx.schedules import PerKeyBalancing, meets_tolerance
+    from privcvx.schedules import PerKeyBalancing, Residuals, meets_tolerance
 
     rule = PerKeyBalancing(1.0, until=None, settle=(1e-4, 1e-3))
-    rule.index = np.array([0, 0, 1])
-    rule.start(1.0)
+    rule.start(1.0, np.array([0, 0, 1]))
     unbalanced = (np.array([1.0, 1.0, 0.0]), np.array([1e-6, 1e-6, 1.0]))  # key 0: r >> s, key 1: s >> r
     far = {"primal_residual": 1.0, "dual_residual": 1.0, "scale_primal": 1.0, "scale_dual": 1.0, "entries": 3.0}
     near = {**far, "primal_residual": 1e-4, "dual_residual": 1e-4}
+    assert rule.reads_totals and not PerKeyBalancing(1.0).reads_totals
     assert not meets_tolerance(far, rule.settle) and meets_tolerance(near, rule.settle)
-    rule.observe_groups(*unbalanced, far)
+    rule.observe(Residuals(far, lambda: unbalanced))
     assert rule.vector.tolist() == [2.0, 0.5] and not rule.settled
-    rule.observe_groups(*unbalanced, near)
+    rule.observe(Residuals(near, lambda: unbalanced))
     assert rule.settled and rule.vector.tolist() == [2.0, 0.5]
-    rule.observe_groups(*unbalanced, far)
+    rule.observe(Residuals(far, lambda: unbalanced))
     assert rule.vector.tolist() == [2.0, 0.5]
     restored = PerKeyBalancing(1.0, until=None, settle=(1e-4, 1e-3))
     restored.load_state_dict(rule.state_dict())
-    restored.observe_groups(*unbalanced, far)
+    restored.observe(Residuals(far, lambda: unbalanced))
     assert restored.settled and restored.vector.tolist() == [2.0, 0.5]
     never = PerKeyBalancing(1.0, until=None)  # without settle: adapts on every round
-    never.index, never.vector = rule.index, np.array([2.0, 0.5])
-    never.observe_groups(*unbalanced, near)
+    never.start(1.0, np.array([0, 0, 1]))
+    never.vector = np.array([2.0, 0.5])
+    never.observe(Residuals(near, lambda: unbalanced))
     assert never.vector.tolist() == [4.0, 0.25]

@@ -36,6 +36,7 @@ from privcvx.privacy.discrete_gaussian import discrete_gaussian
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity
 from privcvx.privacy.noise import NoiseSource, Perturbed, agent_noise_sources
 from privcvx.problem import Agent, AgentLayout, DistributedProblem
+from privcvx.schedules import Schedule, checked_value
 from privcvx.topology import SERVER, Topology
 
 #: A reducer of one diagnostic column over the agents (``sum``, ``max`` or ``min``).
@@ -205,7 +206,31 @@ def check_releases(name: str, messages: list[Message], releases: list[Release]) 
                                "agent sent is not what its ledger charged", agent=name, argument="messages")
 
 
-class AgentProgram(ABC):
+class Checkpointed(ABC):
+    """What a checkpoint saves and restores: every agent program, the server and the monitor have a state."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bitwise (arrays, numbers, strings; the noise state included)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state written by `state_dict` (read from an untrusted checkpoint: validate it)."""
+
+
+class Party(Checkpointed):
+    """A sender of messages: an agent's program or the server."""
+
+    @abstractmethod
+    def start(self) -> list[Message]:
+        """The messages sent before round 1 (stamped round 0), e.g. an agent's initial release."""
+
+    @abstractmethod
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """Round ``t`` (one phase of it): take the messages addressed to this party, return those it sends."""
+
+
+class AgentProgram(Party):
     """One agent's side of an algorithm; runs where its private data live.
 
     ``step(t, inbox)`` is called once per phase of round t (``phase=k`` is passed as a keyword
@@ -220,14 +245,6 @@ class AgentProgram(ABC):
     """
 
     @abstractmethod
-    def start(self) -> list[Message]:
-        """The messages the agent sends before round 1 (stamped round 0), e.g. its initial release."""
-
-    @abstractmethod
-    def step(self, t: int, inbox: list[Message]) -> list[Message]:
-        """Round ``t`` (one phase of it): take the messages addressed to this agent, return those it sends."""
-
-    @abstractmethod
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """Values computed from private data at the agent's slice ``w_p`` of the global vector (research runs)."""
 
@@ -239,36 +256,13 @@ class AgentProgram(ABC):
     def report(self) -> dict[str, Any]:
         """Public facts about the run of this agent (e.g. solver counters), gathered into ``result.info``."""
 
-    @abstractmethod
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue bitwise (arrays, numbers, strings; the noise state included)."""
 
-    @abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by `state_dict` (read from an untrusted checkpoint: validate it)."""
+class Coordinator(Party):
+    """The server, where an algorithm has one (its name in messages is ``"server"``): ``step`` takes the agents'
+    messages to the server and returns what it sends."""
 
 
-class Coordinator(ABC):
-    """The server, where an algorithm has one (its name in messages is ``"server"``)."""
-
-    @abstractmethod
-    def start(self) -> list[Message]:
-        """The messages the server sends before round 1 (stamped round 0)."""
-
-    @abstractmethod
-    def step(self, t: int, inbox: list[Message]) -> list[Message]:
-        """Round ``t``: take the agents' messages to the server, return what it sends."""
-
-    @abstractmethod
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue bitwise."""
-
-    @abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by `state_dict`."""
-
-
-class Monitor(ABC):
+class Monitor(Checkpointed):
     """The public metrics of a run, computed from the messages of each round alone (post-processing)."""
 
     @abstractmethod
@@ -278,14 +272,6 @@ class Monitor(ABC):
     @abstractmethod
     def global_vector(self) -> np.ndarray:
         """The current global vector w (``result.w``), computed from the messages only."""
-
-    @abstractmethod
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue bitwise."""
-
-    @abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state written by `state_dict`."""
 
     def releases(self) -> list[np.ndarray] | None:
         """Every agent's latest released shared entries, in agent order (for ``result.average()``), or None when
@@ -329,6 +315,21 @@ class LatestReleases(Monitor):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.latest, self.w = dict(state["latest"]), state["w"]
+
+
+class StepMonitor(LatestReleases):
+    """The gradient methods' public metrics: `LatestReleases.agreement` and the public step of the round (``underflow``:
+    a geometric step may reach 0, `privcvx.schedules.checked_value`)."""
+
+    def __init__(self, problem: DistributedProblem, key: str, step: Schedule, underflow: bool = False) -> None:
+        super().__init__(problem, key)
+        self.step, self.underflow = step, underflow
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        agreement = self.agreement(messages)
+        if t == 0:
+            return {}
+        return {**agreement, "step": checked_value(self.step, t, argument="step", underflow=self.underflow)}
 
 
 class Algorithm(ABC):

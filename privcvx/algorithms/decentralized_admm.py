@@ -33,19 +33,25 @@ add to the linear term and in what they release (`ConsensusADMMAgent`'s hooks).
 from __future__ import annotations
 
 import copy
-import itertools
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-import networkx as nx
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, SolverError, require_positive
+from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm
+from privcvx.algorithms.consensus import (
+    ConsensusADMMMonitor,
+    GeneralFormMonitor,
+    check_key_connectivity,
+    full_consensus,
+    sharing_graph,
+)
+from privcvx.errors import ParameterError, PrivcvxError, SolverError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity, check_delta, check_epsilon
+from privcvx.privacy.sensitivity import declared_constant
 from privcvx.privacy.zcdp import ZCDPAccountant, ZCDPLedger, mechanism_rho, mechanism_xi
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
@@ -72,43 +78,8 @@ def check_relaxation(relaxation: Any) -> float:
 
 def gradient_sensitivity(agent: Agent) -> float:
     """The agent's declared L2 gradient sensitivity S_i: max over x of ||grad f_i(x; D) - grad f_i(x; D')||_2."""
-    declared = agent.sensitivity
-    if not isinstance(declared, Sensitivity):
-        raise PrivacyError("privacy is on: declare a constant pc.Sensitivity bounding the change of grad f_i over "
-                           "neighbouring datasets at every point (its l2, or l1 >= l2)", agent=agent.name,
-                           argument="sensitivity")
-    return declared.get("l2")
-
-
-def full_consensus(problem: DistributedProblem) -> bool:
-    """Whether every agent shares one whole vector (the thesis's setting): one key and no private variables."""
-    return len(problem.keys) == 1 and all(layout.shared_local.size == layout.dim for layout in problem.layouts)
-
-
-def key_holders(problem: DistributedProblem) -> dict[Any, list[str]]:
-    """The agents holding each shared key, by key (public: the layout of w)."""
-    return {key: [layout.name for layout in problem.layouts if problem.key_offsets[key] in layout.shared_global]
-            for key in problem.keys}
-
-
-def sharing_graph(problem: DistributedProblem) -> nx.Graph:
-    """The graph of the agents with an edge between every two that share a key (for power-flow zones: adjacent
-    zones); the default communication graph of the general-form decentralized ADMM."""
-    graph = nx.Graph()
-    graph.add_nodes_from(problem.names)
-    for holders in key_holders(problem).values():
-        graph.add_edges_from(itertools.combinations(holders, 2))
-    return graph
-
-
-def check_key_connectivity(problem: DistributedProblem, topology: Topology) -> None:
-    """Every key's holders must be connected by edges between holders, or consensus on it cannot be reached."""
-    graph = topology.graph(1)
-    for key, holders in key_holders(problem).items():
-        if len(holders) > 1 and not nx.is_connected(graph.subgraph(holders)):
-            raise ParameterError(f"the agents holding the shared key {key!r} ({holders}) are not connected by edges "
-                                 "between them in the topology, so they cannot agree on it; use the default topology "
-                                 "(agents that share a key are neighbours) or add edges", argument="topology")
+    return declared_constant(agent, "a constant pc.Sensitivity bounding the change of grad f_i over neighbouring "
+                                    "datasets at every point (its l2, or l1 >= l2)").get("l2")
 
 
 class ConsensusADMM(Algorithm):
@@ -411,46 +382,3 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         self.edges = None if state["edges"] is None else dict(state["edges"])
         self.zcdp = ZCDPLedger.from_dict(state["zcdp"])
         self.broadcasts = int(state["broadcasts"])
-
-
-class ConsensusADMMMonitor(LatestReleases):
-    """Public metrics from the broadcasts: disagreement, the change of the average release, broadcasts per round."""
-
-    def __init__(self, problem: DistributedProblem) -> None:
-        super().__init__(problem, "x")
-
-    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        agreement = self.agreement(messages)
-        return {} if t == 0 else {**agreement, "broadcasts": float(len(messages))}
-
-
-
-class GeneralFormMonitor(LatestReleases):
-    """`ConsensusADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
-    disagreement the largest distance of two agents' latest releases on the entries they both hold."""
-
-    def __init__(self, problem: DistributedProblem) -> None:
-        super().__init__(problem, "x")
-        self.entries = {layout.name: layout.shared_global for layout in problem.layouts}
-        self.holders = np.zeros(problem.dim)
-        for entries in self.entries.values():
-            self.holders[entries] += 1.0
-        self.pairs = []
-        for (a, ea), (b, eb) in itertools.combinations(self.entries.items(), 2):
-            _, at_a, at_b = np.intersect1d(ea, eb, return_indices=True)
-            if at_a.size:
-                self.pairs.append((a, b, at_a, at_b))
-
-    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        previous = self.w
-        self.latest.update({m.sender: m["x"] for m in messages if "x" in m.payload})
-        total = np.zeros(self.w.size)
-        for name, x in self.latest.items():
-            total[self.entries[name]] += x
-        self.w = total / np.maximum(self.holders, 1.0)
-        if t == 0:
-            return {}
-        spread = [float(np.linalg.norm(self.latest[a][at_a] - self.latest[b][at_b]))
-                  for a, b, at_a, at_b in self.pairs if a in self.latest and b in self.latest]
-        return {"disagreement": max(spread, default=0.0), "average_change": float(np.linalg.norm(self.w - previous)),
-                "broadcasts": float(len(messages))}

@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext
-from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, GradientMonitor, check_rule, geometric_sum
-from privcvx.errors import ParameterError, PrivacyError, check_scalar, require_positive
+from privcvx.algorithms.gradient_agents import GradientAgent, GradientMethod, geometric_sum
+from privcvx.errors import ParameterError, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
@@ -122,15 +122,11 @@ class DiaDSP(GradientMethod):
             require_positive(alpha, argument="alpha")
         if strong_convexity is not None:
             require_positive(strong_convexity, argument="strong_convexity")
-        self.check_noise(epsilon, delta)
-        check_rule(weights)
-        check_scalar(trace, argument="trace", kind=bool)
+        self.check_common(weights, trace, epsilon, delta)
 
     def epsilon_bound(self, delta: float, dim: int, iterations: int) -> float:
         """eps_i(K) of this form (module docstring) for adjacency radius ``delta``, dimension d and K iterations."""
-        if not self.private:
-            raise PrivacyError("the algorithm adds no noise", argument="u_y")
-        return math.sqrt(dim) * delta / self.u_y * (1.0 + 2.0 * geometric_sum(iterations, self.r))
+        return math.sqrt(dim) * delta / self.noise_scale("u_y") * (1.0 + 2.0 * geometric_sum(iterations, self.r))
 
     def release_epsilons(self, agent: Agent, dim: int, rounds: int) -> list[float]:
         """yt^0 .. yt^{T-1}, sqrt(d) delta (1 for k = 0, else 2) / (u_y r^k): the terms of `epsilon_bound`."""
@@ -179,23 +175,15 @@ class DiaDSP(GradientMethod):
     def agent_program(self, agent: Agent, context: AgentContext) -> DiaDSPAgent:
         return DiaDSPAgent(agent, context, self)
 
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> GradientMonitor:
-        return GradientMonitor(problem)
-
 
 class DiaDSPAgent(GradientAgent):
     """Node i of DiaDSP: x_i, y_i, the last releases, and the gradient at x_i."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DiaDSP) -> None:
-        super().__init__(agent, context, weights=context.topology.weight_row(context.name, 1, settings.weights),
-                         trace=settings.trace,
-                         beyond_float=settings.beyond_float)
-        self.settings = settings
-        self.delta = settings.adjacency_radius(agent) if settings.private else 0.0
-        self.x = np.zeros(self.dim)
+        super().__init__(agent, context, settings,
+                         weights=context.topology.weight_row(context.name, 1, settings.weights))
         self.g = self.traced_gradient(self.x)
         self.y = self.g.copy()
-        self.k = 0
         self.xt, self.yt = self.x.copy(), self.y.copy()
 
     def _send(self) -> list[Message]:
@@ -220,17 +208,13 @@ class DiaDSPAgent(GradientAgent):
         self.k = t
         return self._send() if t < self.context.rounds else []
 
-    def state_x(self) -> np.ndarray:
-        return self.x
-
     def output(self, released_only: bool = False) -> np.ndarray:
         return self.xt.copy() if released_only else self.x.copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.base_state(), "x": self.x, "y": self.y, "g": self.g, "k": self.k, "xt": self.xt,
-                "yt": self.yt}
+        return {**self.base_state(), "x": self.x, "y": self.y, "g": self.g, "xt": self.xt, "yt": self.yt}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_base_state(state)
-        self.x, self.y, self.g, self.k = state["x"], state["y"], state["g"], state["k"]
+        self.x, self.y, self.g = state["x"], state["y"], state["g"]
         self.xt, self.yt = state["xt"], state["yt"]

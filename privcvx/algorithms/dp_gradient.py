@@ -50,14 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
+from privcvx.algorithms.base import AgentContext, Algorithm, StepMonitor
+from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon, laplace_release
-from privcvx.privacy.sensitivity import projected_sensitivity
+from privcvx.privacy.sensitivity import declared_constant, projected_sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -181,12 +181,8 @@ class DPDistributedGradient(Algorithm):
     @staticmethod
     def declared_sensitivity(agent: Agent) -> Sensitivity:
         """The agent's declared gradient sensitivity: a constant pc.Sensitivity (Lemma 4)."""
-        declared = agent.sensitivity
-        if not isinstance(declared, Sensitivity):
-            raise PrivacyError("privacy is on: declare a constant pc.Sensitivity bounding the change of the gradient "
-                               "over neighbouring datasets at every point (Lemma 4)", agent=agent.name,
-                               argument="sensitivity")
-        return declared
+        return declared_constant(agent, "a constant pc.Sensitivity bounding the change of the gradient over "
+                                        "neighbouring datasets at every point (Lemma 4)")
 
     def release_sensitivity(self, agent: Agent, kind: str, dim: int, step: float = 1.0,
                             solver_error: float = 0.0) -> float:
@@ -239,23 +235,20 @@ class DPDistributedGradient(Algorithm):
     def agent_program(self, agent: Agent, context: AgentContext) -> DPDGAgent:
         return DPDGAgent(agent, context, self)
 
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> DPDGMonitor:
-        return DPDGMonitor(problem, self.schedule())
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> StepMonitor:
+        return StepMonitor(problem, "y", self.schedule(), underflow=True)
 
 
-class DPDGAgent(AgentProgram):
-    """Agent i of paper 001: its estimate x_i, its last broadcast y_i, its noise stream and ledger."""
+class DPDGAgent(ProjectedGradientAgent):
+    """Agent i of paper 001: its estimate x_i (from the public x_i(0), data-independent: N3), its last broadcast y_i,
+    its noise stream and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPDistributedGradient) -> None:
-        self.agent, self.context, self.settings = agent, context, settings
-        self.layout = context.layout
-        self.projection = LocalProblem(agent, self.layout)
-        self.evaluator = GradientEvaluator(agent, self.layout)
+        super().__init__(agent, context, settings)
         self.ones = np.ones(self.layout.dim)
         self.step_size = settings.schedule()
         self.sensitivity = settings.release_sensitivity(agent, self.projection.kind, self.layout.dim) \
             if settings.private else 0.0
-        self.x = self.projection.project(np.zeros(self.layout.dim), self.ones)  # x_i(0): public, data-independent (N3)
         self.y = self.x.copy()
         self.noise_magnitude = 0.0
 
@@ -329,16 +322,3 @@ class DPDGAgent(AgentProgram):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.x, self.y = state["x"], state["y"]
 
-
-class DPDGMonitor(LatestReleases):
-    """Public metrics from the broadcasts: disagreement, the average release and its change, the step."""
-
-    def __init__(self, problem: DistributedProblem, step: Schedule) -> None:
-        super().__init__(problem, "y")
-        self.step = step
-
-    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        agreement = self.agreement(messages)
-        if t == 0:
-            return {}
-        return {**agreement, "step": checked_value(self.step, t, argument="step", underflow=True)}

@@ -47,12 +47,11 @@ from privcvx.algorithms.base import AgentContext, Monitor
 from privcvx.algorithms.gradient_agents import (
     GradientAgent,
     GradientMethod,
-    check_rule,
     laplacian,
     laplacian_row,
     largest_eigenvalue,
 )
-from privcvx.errors import ParameterError, check_scalar, require_positive
+from privcvx.errors import ParameterError, require_positive
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
@@ -142,11 +141,9 @@ class DPP2(GradientMethod):
                                         or mixing_seed < 0):
             raise ParameterError(f"must be an int >= 0 (the nodes' shared key) or None, got {mixing_seed!r}",
                                  argument="mixing_seed")
-        self.check_noise(epsilon, delta)
         if smoothness is not None:
             require_positive(smoothness, argument="smoothness", allow_zero=True)
-        check_rule(weights)
-        check_scalar(trace, argument="trace", kind=bool)
+        self.check_common(weights, trace, epsilon, delta)
 
     def __repr__(self) -> str:
         """The settings, with the mixing key masked: ``repr`` reaches ``result.info`` and checkpoint headers."""
@@ -208,14 +205,11 @@ class DPP2Agent(GradientAgent):
     """Node i of Algorithm 1: (x_i, d_i, q_i), the current eta^k, and the pieces of iteration k it needs later."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPP2, etas: MixingSequence) -> None:
-        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
-                         beyond_float=settings.beyond_float)
-        self.settings, self.etas = settings, etas
+        super().__init__(agent, context, settings, weights=laplacian_row(context, settings.weights))
+        self.etas = etas
         self.privacy = settings.privacy_of(agent, self.dim) if settings.private and not self.public else None
-        self.x = np.zeros(self.dim)  # x_i^0: public and data-independent
         self.d = np.zeros(self.dim)
         self.q = np.zeros(self.dim)
-        self.k = 0
         self.eta = 0.0
         self.y = np.zeros(self.dim)
         self.w = np.zeros(self.dim)
@@ -254,20 +248,17 @@ class DPP2Agent(GradientAgent):
         self.k = t
         return self._send_y() if t < self.context.rounds else []
 
-    def state_x(self) -> np.ndarray:
-        return self.x
-
     def output(self, released_only: bool = False) -> np.ndarray:
         """x_i^T; with ``released_only`` the last y_i (a release, mixed with the dual by eta)."""
         return self.y.copy() if released_only else self.x.copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.base_state(), "x": self.x, "d": self.d, "q": self.q, "k": self.k, "eta": self.eta,
+        return {**self.base_state(), "x": self.x, "d": self.d, "q": self.q, "eta": self.eta,
                 "y": self.y, "w": self.w, "z": self.z, "inner": self.inner, "etas": self.etas.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_base_state(state)
-        self.x, self.d, self.q, self.k, self.eta = state["x"], state["d"], state["q"], state["k"], state["eta"]
+        self.x, self.d, self.q, self.eta = state["x"], state["d"], state["q"], state["eta"]
         self.y, self.w, self.z, self.inner = state["y"], state["w"], state["z"], state["inner"]
         self.etas.set_state(state["etas"])
 

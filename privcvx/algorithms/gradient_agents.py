@@ -7,6 +7,7 @@ oracle (or the compiled expression), so they accept nonconvex agents (``needs_co
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, ClassVar
 
@@ -15,10 +16,11 @@ import numpy as np
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, LaplaceBeyondFloat, Mechanism, Sensitivity, check_delta, check_epsilon
-from privcvx.privacy.sensitivity import holds_no_private_data
+from privcvx.privacy.sensitivity import declared_constant, holds_no_private_data
 from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -81,6 +83,9 @@ class GradientMethod(Algorithm):
     _delta = DEFAULT_LAPLACE_DELTA  # the Laplace ledger reports its epsilon at this delta
     #: The constructor arguments of the two initial Laplace scales.
     noise_settings: tuple[str, str]
+    #: The graph weight rule and whether the agents keep their trace (every method's constructor arguments).
+    weights: str
+    trace: bool
     #: Whether releases beyond a float ledger are allowed. By default a release whose epsilon would exceed
     #: `MAX_RELEASE_EPSILON` is refused; a research subclass that reproduces such a regime (the DPP^2 paper's
     #: own) sets True: each such release is then charged as no privacy (``LaplaceBeyondFloat``, epsilon = inf).
@@ -105,6 +110,19 @@ class GradientMethod(Algorithm):
             if self.r is None:
                 raise PrivacyError("the noise needs its decay rate r in (0, 1)", argument="r")
         check_decay(self.r)
+
+    def check_common(self, weights: str, trace: bool, epsilon: float | None, delta: float) -> None:
+        """The settings every gradient method has: the noise and its total (`check_noise`), the weight rule and
+        ``trace``."""
+        self.check_noise(epsilon, delta)
+        check_rule(weights)
+        check_scalar(trace, argument="trace", kind=bool)
+
+    def noise_scale(self, name: str) -> float:
+        """The initial Laplace scale ``name`` of a run with noise; a PrivacyError naming it in a run without."""
+        if not self.private:
+            raise PrivacyError("the algorithm adds no noise", argument=name)
+        return getattr(self, name)
 
     @property
     def noisy(self) -> bool:
@@ -156,15 +174,15 @@ class GradientMethod(Algorithm):
                      if not holds_no_private_data(agent)]
         factor = laplace_multiplier(np.max(per_agent, axis=0) if per_agent else [0.0], self.epsilon, self._delta)
         return self.clone(epsilon=None, **{name: getattr(self, name) / factor for name in self.noise_settings})
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> LatestReleases:
+        """The public metrics of the released states, `GradientMonitor`."""
+        return GradientMonitor(problem)
 
     @staticmethod
     def adjacency_radius(agent: Agent) -> float:
         """delta_i of Definition 1: the agent's declared l2 gradient sensitivity (a constant pc.Sensitivity)."""
-        if not isinstance(agent.sensitivity, Sensitivity):
-            raise PrivacyError("privacy is on: declare a constant pc.Sensitivity(l2=delta) bounding "
-                               "sup_x ||grad f(x; D) - grad f(x; D')|| (delta-adjacency)", agent=agent.name,
-                               argument="sensitivity")
-        return agent.sensitivity.get("l2")
+        return declared_constant(agent, "a constant pc.Sensitivity(l2=delta) bounding sup_x ||grad f(x; D) - "
+                                        "grad f(x; D')|| (delta-adjacency)").get("l2")
 
     @staticmethod
     def declared_smoothness(problem: DistributedProblem) -> float:
@@ -185,13 +203,14 @@ class GradientAgent(AgentProgram):
     there (a PrivacyError) rather than drop it silently: the caller asked for values it cannot have.
     """
 
-    def __init__(self, agent: Agent, context: AgentContext, *, weights: dict[str, float], trace: bool,
-                 beyond_float: bool = False) -> None:
+    def __init__(self, agent: Agent, context: AgentContext, settings: GradientMethod, *,
+                 weights: dict[str, float]) -> None:
+        trace, beyond_float = settings.trace, settings.beyond_float
         if trace and not context.diagnostics:
             raise PrivacyError("trace=True keeps every x_i^k and grad f_i(x_i^k), computed from private data, and "
                                "a run with diagnostics=False sends nothing but releases: run with diagnostics=True "
                                "(a research run) or trace=False", agent=context.name, argument="trace")
-        self.agent, self.context, self.beyond_float = agent, context, beyond_float
+        self.agent, self.context, self.settings, self.beyond_float = agent, context, settings, beyond_float
         #: An agent without private data (pc.Sensitivity(l1=0, l2=0)): its releases carry no noise, charged nothing.
         self.public = holds_no_private_data(agent)
         self.evaluator = GradientEvaluator(agent, context.layout)
@@ -200,6 +219,16 @@ class GradientAgent(AgentProgram):
         self.trace = trace
         self.trace_x: list[np.ndarray] = []
         self.trace_gradient: list[np.ndarray] = []
+        #: The agent's primal state x_i (private; diagnostics and the report read it), from the public,
+        #: data-independent x_i^0 = 0.
+        self.x = np.zeros(self.dim)
+        #: The iteration k of the last update (0 before the first); the methods' noise decays as r^k.
+        self.k = 0
+
+    @functools.cached_property
+    def delta(self) -> float:
+        """delta_i of Definition 1 (`GradientMethod.adjacency_radius`) under privacy, else 0."""
+        return self.settings.adjacency_radius(self.agent) if self.settings.private else 0.0
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """The agent's gradient oracle at ``x``; a non-finite gradient raises a PrivcvxError naming the agent."""
@@ -258,14 +287,10 @@ class GradientAgent(AgentProgram):
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """f_i at x_i and at the public global vector, and ||grad f_i(x_i)||^2 (private data; research runs)."""
-        x = self.state_x()
+        x = self.x
         g = self.evaluator.gradient(x)
         return {"objective": self.evaluator.value(x), "average_objective": self.evaluator.value(w_p),
                 "gradient_sq": float(g @ g)}
-
-    def state_x(self) -> np.ndarray:
-        """The agent's current primal state x_i (private; diagnostics and outputs read it)."""
-        raise NotImplementedError
 
     def output(self, released_only: bool = False) -> np.ndarray:
         raise NotImplementedError
@@ -273,19 +298,32 @@ class GradientAgent(AgentProgram):
     def report(self) -> dict[str, Any]:
         if not self.trace:
             return {}
-        x = self.state_x()
+        x = self.x
         if not self.trace_x or not np.array_equal(self.trace_x[-1], x):  # the last iterate, once
             self.trace_x.append(x.copy())
             self.trace_gradient.append(self.gradient(x))
         return {"trace_x": np.array(self.trace_x), "trace_gradient": np.array(self.trace_gradient)}
 
     def base_state(self) -> dict[str, Any]:
-        """The state every gradient agent has (its traces), for a subclass's ``state_dict``."""
-        return {"trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient)}
+        """The state every gradient agent has (its traces and its iteration k), for a subclass's ``state_dict``."""
+        return {"trace_x": list(self.trace_x), "trace_gradient": list(self.trace_gradient), "k": self.k}
 
     def load_base_state(self, state: dict[str, Any]) -> None:
         """Restore what `base_state` wrote."""
         self.trace_x, self.trace_gradient = list(state["trace_x"]), list(state["trace_gradient"])
+        self.k = state["k"]
+
+
+class ProjectedGradientAgent(AgentProgram):
+    """An agent of a projected gradient method (`DPDistributedGradient`, `RandomizedDGD`): its projection onto W_i,
+    its gradient oracle, and its public start x_i(0), the point of W_i closest to 0 (data-independent)."""
+
+    def __init__(self, agent: Agent, context: AgentContext, settings: Algorithm) -> None:
+        self.agent, self.context, self.settings = agent, context, settings
+        self.layout = context.layout
+        self.projection = LocalProblem(agent, self.layout)
+        self.evaluator = GradientEvaluator(agent, self.layout)
+        self.x = self.projection.project(np.zeros(self.layout.dim), np.ones(self.layout.dim))
 
 
 class GradientMonitor(LatestReleases):

@@ -1,13 +1,8 @@
 """Algorithm 1 of Ryu & Kim: DP linearized ADMM with several local updates per round (paper 004).
 
-Server (lines 1-9, `ADMMServer`): keeps every agent's last released shared entries and
-dual lambda_p, computes the global vector w (line 5) and sends each agent its slice w_p with
-the round's rho; it updates the duals (line 8) when the releases arrive.
-
-Agent (lines 11-23, `ADMMAgent`): keeps its own dual, its last local iterate
-z_p^{t-1,E+1}, its noise stream and its ledger. Each round it runs E local updates Eq. (9) with
-ObjPert Eq. (10) or OutPert Eq. (12), each from the previous one (line 16), releases the average
-of the E iterates (line 20) and updates its dual (line 22) exactly as the server does.
+This module holds the method's settings (`LinearizedADMM`): the checks, and `prepare`, which resolves "auto" once.
+Server (lines 1-9): `privcvx.algorithms.admm_server.ADMMServer`, which asks a penalty rule
+(`privcvx.schedules.PenaltyRule`) for rho^t. Agent (lines 11-23): `privcvx.algorithms.admm_agent.ADMMAgent`.
 
 Messages: ``start`` sends the agent's initial shared entries (and, when rho="adaptive" needs a
 starting value, its L_p: see docs/privacy.md); each round the server sends ``{"w", "rho"}`` to
@@ -23,34 +18,31 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from privcvx.acceleration import Anderson, AndersonMixer, OverRelaxation, as_anderson, as_relaxation
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, Coordinator, Monitor
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
-from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve import LocalProblem
-from privcvx.messages import Message
+from privcvx.acceleration import Anderson, OverRelaxation, as_anderson, as_relaxation
+from privcvx.algorithms.admm_agent import ADMMAgent, ExactStepAgent
+from privcvx.algorithms.admm_server import ADMMMonitor, ADMMServer
+from privcvx.algorithms.base import AgentContext, Algorithm
+from privcvx.errors import ParameterError, PrivacyError, check_int
 from privcvx.privacy.accounting import default_accounting_delta
 from privcvx.privacy.mechanisms import Budget, Sensitivity
 from privcvx.privacy.perturbation import Perturbation
-from privcvx.problem import Agent, AgentLayout, DistributedProblem
+from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import (
+    PenaltyRule,
     PerKeyBalancing,
     ResidualBalancing,
     Schedule,
+    as_penalty,
     as_schedule,
-    checked_value,
-    inverse_sqrt,
     meets_tolerance,
 )
-from privcvx.topology import SERVER, Topology
-from privcvx.tuning import SmoothStep, is_smooth, smoothness_of, update_epsilon
+from privcvx.topology import Topology
+from privcvx.tuning import is_smooth
 
-#: step_rule's marker for an agent with L_p = 0 and no per-update epsilon (no proximal term).
-_NO_PROXIMAL_TERM = object()
 #: The history columns of Algorithm 1 (the API contract's, plus rho and eta), in order.
 HISTORY_COLUMNS = ("round", "objective", "consensus_residual", "primal_residual", "dual_residual",
                    "max_violation", "noise_magnitude", "epsilon", "rho", "eta", "time_s")
@@ -75,11 +67,6 @@ def check_tol(tol: Any) -> tuple[float, float] | None:
     if any(not math.isfinite(v) or v < 0 for v in values) or values == (0.0, 0.0):
         raise ParameterError(f"must be two finite numbers >= 0, not both 0, got {tol!r}", argument="tol")
     return values
-
-
-def rho_of(rho: float | np.ndarray, layout: AgentLayout) -> float | np.ndarray:
-    """rho on an agent's shared entries: the number itself, or the agent's slice of a per-key vector over w."""
-    return rho[layout.shared_global] if np.ndim(rho) else rho
 
 
 class LinearizedADMM(Algorithm):
@@ -128,17 +115,12 @@ class LinearizedADMM(Algorithm):
     diagnostic_columns = {"objective": sum, "max_violation": max, "noise_magnitude": sum, "eta": min}
     objective_columns = ("objective",)
 
-    def __init__(self, local_updates: int | str = "auto", rho: float | Schedule | str = "adaptive",
+    def __init__(self, local_updates: int | str = "auto", rho: float | Schedule | PenaltyRule | str = "adaptive",
                  eta: float | Schedule | str = "auto", privacy: Perturbation | None = None,
                  tol: tuple[float, float] | None = None, relaxation: float | OverRelaxation = 1.0,
                  anderson: int | Anderson | None = None) -> None:
-        self.local_updates = local_updates
-        self.rho = rho
-        self.eta = eta
-        self.privacy = privacy
-        self.tol = tol
-        self.relaxation = relaxation
-        self.anderson = anderson
+        self.local_updates, self.rho, self.eta, self.privacy = local_updates, rho, eta, privacy
+        self.tol, self.relaxation, self.anderson = tol, relaxation, anderson
         self._relaxation = as_relaxation(relaxation).alpha
         self._anderson = as_anderson(anderson)
         if isinstance(local_updates, str) and local_updates not in LOCAL_STEPS:
@@ -147,7 +129,7 @@ class LinearizedADMM(Algorithm):
         self._exact = local_updates == "exact"
         self._local_updates = 1 if isinstance(local_updates, str) else check_int(local_updates,
                                                                                  argument="local_updates")
-        self._rho = as_schedule(rho, argument="rho")
+        self._rho = as_penalty(rho)
         self._eta = None if isinstance(eta, str) and eta == "auto" else as_schedule(eta, argument="eta")
         if privacy is not None and not isinstance(privacy, Perturbation):
             raise PrivacyError("must be pc.ObjectivePerturbation(...) or pc.OutputPerturbation(...)",
@@ -174,7 +156,7 @@ class LinearizedADMM(Algorithm):
     @property
     def uses_smoothness(self) -> bool:
         """Whether L_p shapes the run: eta="auto" (the step) or rho="adaptive" without a start (rho^1 = max L_p)."""
-        return self._eta is None or (isinstance(self._rho, ResidualBalancing) and self._rho.value is None)
+        return self._eta is None or self._rho.needs_suggestion
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         """Star topology only; under privacy every agent declares its sensitivity, and L_p when it is used.
@@ -204,26 +186,28 @@ class LinearizedADMM(Algorithm):
                     agent=agent.name, argument="smoothness")
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> LinearizedADMM:
-        """Check the problem; ``local_updates="auto"`` becomes "exact" or 1 (`exact_step_applies`);
-        rho="adaptive" becomes `exact_step_penalty` with "auto"'s exact step, the absolute
+        """Resolve the settings once, then check the problem: ``local_updates="auto"`` becomes "exact" or 1
+        (`exact_step_applies`); rho="adaptive" becomes `exact_step_penalty` with "auto"'s exact step, the absolute
         [`ResidualBalancing`][privcvx.schedules.ResidualBalancing] under privacy and with ``local_updates="exact"``, and
-        [`adaptive`][privcvx.schedules.adaptive] otherwise; a Budget becomes the per-update mechanism of its T * E
-        updates."""
-        default_rho = isinstance(self.rho, str) and self.rho == "adaptive"
-        if self.local_updates == "auto":
-            if self._eta is not None or not exact_step_applies(problem, self.privacy):  # a given eta: Eq. (9)
-                return self.clone(local_updates=1).prepare(problem, topology, rounds)
-            return self.clone(local_updates="exact", **({"rho": exact_step_penalty(problem)} if default_rho
-                                                        else {})).prepare(problem, topology, rounds)
-        if default_rho and (self.privacy is not None or self._exact):
-            # Under privacy rho="adaptive" stays the absolute rule: under ObjPert the relative one of
-            # pc.schedules.adaptive() ended 1.1% worse on case118 in each of 5 seeds (docs/tuning.md). So does the
-            # yardstick, the explicit exact step (ExactADMM): Boyd et al.'s plain rule, its rounds comparable.
-            return self.clone(rho=ResidualBalancing()).prepare(problem, topology, rounds)
-        self.check(problem, topology)
+        stays [`adaptive`][privcvx.schedules.adaptive] otherwise; a Budget becomes the per-update mechanism of its
+        T * E updates."""
+        settings: dict[str, Any] = {}
+        auto_exact = self.local_updates == "auto" and self._eta is None and exact_step_applies(problem, self.privacy)
+        if self.local_updates == "auto":  # a given eta: Eq. (9)
+            settings["local_updates"] = "exact" if auto_exact else 1
+        if isinstance(self.rho, str) and self.rho == "adaptive":
+            if auto_exact:
+                settings["rho"] = exact_step_penalty(problem)
+            elif self.privacy is not None or self._exact:
+                # Under privacy rho="adaptive" stays the absolute rule: under ObjPert the relative one of
+                # pc.schedules.adaptive() ended 1.1% worse on case118 in each of 5 seeds (docs/tuning.md). So does the
+                # yardstick, the explicit exact step (ExactADMM): Boyd et al.'s plain rule, its rounds comparable.
+                settings["rho"] = ResidualBalancing()
+        prepared = self.clone(**settings) if settings else self
+        prepared.check(problem, topology)
         if self.privacy is not None and isinstance(self.privacy.mechanism, Budget):
-            return self.clone(privacy=self.privacy.resolve(rounds * self._local_updates))
-        return self
+            return prepared.clone(privacy=self.privacy.resolve(rounds * prepared._local_updates))
+        return prepared
 
     def agent_program(self, agent: Agent, context: AgentContext) -> ADMMAgent:
         return (ExactStepAgent if self._exact else ADMMAgent)(agent, context, self)
@@ -243,11 +227,6 @@ class LinearizedADMM(Algorithm):
         agents' solver counters are in ``info["local_solve"]`` (`privcvx.solver_warnings.local_solve_info`)."""
         return {"local_updates": "exact" if self._exact else self._local_updates}
 
-    @property
-    def per_key(self) -> bool:
-        """Whether rho is a vector over the shared entries (``rho="adaptive-per-key"``)."""
-        return isinstance(self._rho, PerKeyBalancing)
-
 
 def exact_step_applies(problem: DistributedProblem, privacy: Perturbation | None) -> bool:
     """Whether ``local_updates="auto"`` runs the exact step: no privacy, and every agent's objective is a convex DCP
@@ -265,11 +244,7 @@ def exact_step_applies(problem: DistributedProblem, privacy: Perturbation | None
 #: then missed f - f* <= 1e-3 within 600 rounds (docs/tuning.md, "Iceland").
 EXACT_STEP_SETTLE = (1e-4, 0.0)
 
-#: The key of ``problem.info`` where a builder names its exact-step penalty rule (`exact_step_penalty`).
-EXACT_STEP_PENALTY = "exact_step_penalty"
-
-
-def exact_step_penalty(problem: DistributedProblem | None = None) -> PerKeyBalancing:
+def exact_step_penalty(problem: DistributedProblem | None = None) -> PenaltyRule:
     """rho="adaptive" under ``local_updates="auto"`` when the step is exact: residual balancing per shared key
     (`PerKeyBalancing`, tau = 2, mu = 10, started at the largest L_p) that keeps adapting (``until=None``) until the
     first round whose residuals meet `EXACT_STEP_SETTLE` (``settle``), and is fixed from then on. Frozen after 100
@@ -278,526 +253,7 @@ def exact_step_penalty(problem: DistributedProblem | None = None) -> PerKeyBalan
     of the solver's accuracy, and iceland and case145 left the target they had met (docs/tuning.md, "Iceland").
     Computed from the residuals of released messages only, as every residual-balancing rule.
 
-    A builder whose problem needs another rule names a factory of it in ``problem.info["exact_step_penalty"]``
-    (a fresh rule per run; ``powerflow.zonal_problem(objective="cost")``'s: docs/powerflow.md, "Cost OPF")."""
-    factory = problem.info.get(EXACT_STEP_PENALTY) if problem is not None and isinstance(problem.info, Mapping) \
-        else None
-    return factory() if factory is not None else PerKeyBalancing(until=None, settle=EXACT_STEP_SETTLE)
-
-
-class RoundTerms(NamedTuple):
-    """The terms of Eq. (9) that stay the same over a round's E local updates."""
-
-    #: 1/eta^t (an array when eta = inf: `ADMMAgent.inverse_step`).
-    inverse: float | np.ndarray
-    #: The metric weights m: 1/eta^t, plus rho^t on shared coordinates.
-    weights: np.ndarray
-    #: rho^t w_p^{t+1} + lambda_p^t, added on the shared coordinates.
-    shift: np.ndarray
-    #: The release sensitivity, when it does not depend on the iterate (None otherwise, or without privacy).
-    sensitivity: Sensitivity | None
-
-
-class ADMMAgent(AgentProgram):
-    """Agent p of Algorithm 1 (lines 11-23), with its private data, noise stream and ledger."""
-
-    def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
-        self.agent = agent
-        self.context = context
-        self.layout: AgentLayout = context.layout
-        self.privacy = settings.privacy
-        self.local_updates = settings._local_updates
-        self.eta = settings._eta
-        self.needs_smoothness_hint = isinstance(settings._rho, ResidualBalancing) and settings._rho.value is None
-        self.private = settings.privacy is not None
-        self.projection = LocalProblem(agent, self.layout)
-        self.evaluator = GradientEvaluator(agent, self.layout)
-        self.mask = self.layout.shared_mask
-        self.all_shared = np.array_equal(self.layout.shared_local, np.arange(self.layout.dim))
-        declared = agent.sensitivity
-        self.sensitivity_at_z = callable(declared) and not isinstance(declared, Sensitivity)  # e.g. Eq. (31)
-        # Line 13: z_p^{0,E+1} = z_p^1, the feasible point of W_p closest to the origin.
-        self.z = self.projection.project(np.zeros(self.layout.dim), np.ones(self.layout.dim))
-        self.lam = np.zeros(self.layout.shared_local.size)
-        self.released = self.z.copy()
-        self.declared_smoothness = agent.smoothness
-        self._step: Schedule | None = None
-        self._terms: RoundTerms | None = None
-        self._metric: tuple[tuple[float, float], tuple[float | np.ndarray, np.ndarray]] | None = None
-        self._last = {"noise_magnitude": 0.0, "eta": math.nan}
-
-    @property
-    def smoothness(self) -> float:
-        """L_p: declared (``pc.Agent(smoothness=...)``), else [`smoothness_of`][privcvx.tuning.smoothness_of] at z_p^1
-        (nan for a nonsmooth f_p, 0 for an affine one)."""
-        if self.declared_smoothness is None:
-            if self.private and is_smooth(self.agent.objective):  # LinearizedADMM.check refuses this run
-                raise PrivacyError("L_p would be estimated from private data", agent=self.layout.name,
-                                   argument="smoothness")
-            self.declared_smoothness = smoothness_of(self.agent, self.evaluator, self.z)
-        return self.declared_smoothness
-
-    def step_rule(self) -> Schedule | None:
-        """eta="auto": 1/L_p (no privacy), Eq. (25a) under privacy, Eq. (26a) when f_p is nonsmooth.
-
-        ``None`` when L_p = 0 (an affine or constant f_p) and there is no per-update epsilon: the linearization
-        is exact, no proximal term is needed, and `inverse_step` weights the update by rho alone.
-        """
-        if self._step is None:
-            lipschitz = self.smoothness
-            epsilon = update_epsilon(self.privacy.mechanism if self.privacy is not None else None)
-            if not math.isfinite(lipschitz) or (lipschitz <= 0 and math.isinf(epsilon)):
-                self._step = inverse_sqrt() if not math.isfinite(lipschitz) else _NO_PROXIMAL_TERM
-            else:
-                self._step = SmoothStep(lipschitz, epsilon)
-        return None if self._step is _NO_PROXIMAL_TERM else self._step
-
-    def inverse_step(self, eta: float, rho: float) -> float | np.ndarray:
-        """1/eta in Eq. (9); for eta = inf (L_p = 0) it is 0 on shared coordinates, whose step the penalty rho
-        bounds, and rho on private ones (an affine f_p over an unbounded private set has no minimizer)."""
-        return rho * (1.0 - self.mask) if math.isinf(eta) else 1.0 / eta
-
-    def start(self) -> list[Message]:
-        payload: dict[str, Any] = {"z": self.z[self.layout.shared_local]}
-        if self.needs_smoothness_hint:  # rho="adaptive" starts at max_p L_p: public (declared) under privacy
-            payload["smoothness"] = self.smoothness
-        return [self.context.message(0, payload, receiver=SERVER)]
-
-    def penalties(self, rho: float | np.ndarray) -> tuple[float | np.ndarray, float]:
-        """rho on the local vector (0 on private coordinates) and a scalar rho for private coordinates (the
-        largest entry of a per-key rho)."""
-        if np.ndim(rho) == 0:
-            return rho * self.mask, rho
-        shared = np.zeros(self.layout.dim)
-        shared[self.layout.shared_local] = rho
-        return shared, float(np.max(rho))
-
-    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float | np.ndarray, eta: float,
-                     warm_start: bool = False) -> tuple[np.ndarray, float]:
-        """One local update, Eq. (9) with ObjPert Eq. (10) or OutPert Eq. (12); returns (z^{t,e+1}, sum|xi|).
-
-        ``rho`` is a number, or a vector over the shared entries (``rho="adaptive-per-key"``). Within
-        `step` the round's terms are computed once (`_round_terms`); a subclass may replace this
-        method (ExactADMM's exact step does)."""
-        terms = self._terms if self._terms is not None else self._round_terms(w_p, rho, eta)
-        return self._update(z, terms, warm_start)
-
-    def _round_terms(self, w_p: np.ndarray, rho: float | np.ndarray, eta: float) -> RoundTerms:
-        """The terms of Eq. (9) for w_p, rho and eta (computed once per round; 1/eta and the weights are kept while a
-        scalar rho and eta stay the same, as with a fixed rho and eta="auto" without privacy)."""
-        key = (rho, eta) if isinstance(rho, float) else None
-        if key is not None and self._metric is not None and self._metric[0] == key:
-            inverse, weights = self._metric[1]
-        else:
-            shared_rho, private_rho = self.penalties(rho)
-            inverse = self.inverse_step(eta, private_rho)
-            weights = inverse + shared_rho
-            weights.flags.writeable = False  # kept for the next rounds: read-only
-            self._metric = None if key is None else (key, (inverse, weights))
-        sensitivity = None
-        if self.privacy is not None and not self.sensitivity_at_z:
-            sensitivity = self._release_sensitivity(z=None, weights=weights)
-        return RoundTerms(inverse, weights, rho * w_p + self.lam, sensitivity)
-
-    def _release_sensitivity(self, z: np.ndarray | None, weights: np.ndarray) -> Sensitivity:
-        """The sensitivity of what a local update releases (a declared callable is evaluated at z)."""
-        needed = self.privacy.needs_gradient_sensitivity()
-        return self.privacy.release_sensitivity(
-            self.privacy.gradient_sensitivity(self.agent, None if z is None else self.layout.split(z))
-            if needed else None, weights, self.projection.kind != "conic", self.projection.error_bound,
-            agent=self.layout.name)
-
-    def _update(self, z: np.ndarray, terms: RoundTerms, warm_start: bool) -> tuple[np.ndarray, float]:
-        """`local_update` with the round's terms (`_round_terms`) computed once."""
-        inverse, weights, shift, sensitivity = terms
-        gradient = self.evaluator.gradient(z)
-        # a non-finite entry makes g.g non-finite; only then (or if g.g overflows) is every entry checked
-        if not math.isfinite(gradient @ gradient) and not np.isfinite(gradient).all():
-            raise PrivcvxError("the gradient is not finite at the current iterate (check the data, eta and rho)",
-                               agent=self.layout.name, argument="gradient")
-        magnitude = 0.0
-        if self.privacy is not None:
-            if sensitivity is None:
-                sensitivity = self._release_sensitivity(z, weights)
-            if self.privacy.kind == "objective":  # the noisy gradient is released; the projection post-processes it
-                gradient = self.context.release(gradient, self.privacy.mechanism, sensitivity, subtract=True,
-                                                tags={"release": "gradient"})
-                magnitude = self.context.last_release.magnitude
-        linear = z * inverse  # Eq. (9)'s point, computed in one array (in place: the same operations)
-        linear -= gradient
-        if self.all_shared:
-            linear += shift
-        else:
-            linear[self.layout.shared_local] += shift
-        linear /= weights
-        z_next = self.projection.project(linear, weights, warm_start)
-        if self.privacy is not None and self.privacy.kind == "output":
-            z_next = self.context.release(z_next, self.privacy.mechanism, sensitivity, tags={"release": "output"})
-            magnitude = self.context.last_release.magnitude
-        return z_next, magnitude
-
-    def step(self, t: int, inbox: list[Message]) -> list[Message]:
-        """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
-        (message,) = inbox
-        w_p, rho = message["w"], message["rho"]
-        rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
-        if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
-            self.lam = np.asarray(message["lam"], dtype=float)
-        rule = self.eta if self.eta is not None else self.step_rule()
-        eta = math.inf if rule is None else checked_value(rule, t, argument="eta")
-        z = self.z
-        total = np.zeros(self.layout.dim)
-        noise = 0.0
-        self._terms = self._round_terms(w_p, rho, eta)  # this round's w_p, rho and eta: read by local_update
-        try:
-            for e in range(self.local_updates):
-                z, magnitude = self.local_update(z, w_p, rho, eta, warm_start=e > 0)
-                total += z
-                noise += magnitude
-        finally:
-            self._terms = None
-        self.z = z
-        self.released = total / self.local_updates
-        shared = self.released[self.layout.shared_local]
-        self.lam = self.lam + rho * (w_p - shared)
-        self._last = {"noise_magnitude": noise, "eta": 1.0 / self.penalties(rho)[1] if math.isinf(eta) else eta}
-        return [self.context.message(t, {"z": shared}, receiver=SERVER)]
-
-    def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
-        """f_p and the W_p violation at the release, Eq. (29)'s sum |xi| and the step: from private data."""
-        return {"objective": self.evaluator.value(self.released),
-                "max_violation": self.evaluator.violation(self.released), **self._last}
-
-    def output(self, released_only: bool = False) -> np.ndarray:
-        """The last release z_p^{t+1}: the whole local vector, or only its shared entries (what was sent)."""
-        return self.released[self.layout.shared_local].copy() if released_only else self.released.copy()
-
-    def report(self) -> dict[str, Any]:
-        """The local solves' report (``result.info["local_solve"]``): the kind, strategy and number of solves; the
-        other counters depend on the private data and are kept only in runs that keep diagnostics."""
-        return {"local_solve": self.projection.report(self.context.diagnostics)}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"z": self.z, "lam": self.lam, "released": self.released}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.z, self.lam, self.released = state["z"], state["lam"], state["released"]
-
-
-class ConsensusDuals:
-    """The duals lambda_p of line 8 and the consensus-ADMM residuals (Boyd et al. Secs. 3.3, 7.1).
-
-    The server and the monitor both keep one: the server to run the method, the monitor to
-    compute the public metrics from the messages alone.
-    """
-
-    def __init__(self, layouts: list[AgentLayout]) -> None:
-        self.layouts = layouts
-        self.lam = [np.zeros(layout.shared_local.size) for layout in layouts]
-        #: Full consensus: every agent holds every entry of w, in w's order (A_p = I). The agents' vectors are then
-        #: stacked as the rows of one array, and each operation runs once instead of once per agent.
-        size = layouts[0].shared_global.size if layouts else 0
-        self.full = all(np.array_equal(layout.shared_global, np.arange(size)) for layout in layouts)
-        self._rows: tuple[list[np.ndarray], np.ndarray, list[np.ndarray], np.ndarray] | None = None
-
-    def stacked(self, released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Full consensus: the releases and the duals as rows. Those of the last line 8 if it saw these releases and
-        no dual was replaced since (``lam`` holds the rows of that array), else stacked anew."""
-        if self._rows is not None:
-            seen, stacked, rows, lam = self._rows
-            if len(rows) == len(self.lam) and all(a is b for a, b in zip(rows, self.lam, strict=True)):
-                return (stacked if seen is released else np.stack(released)), lam
-        return np.stack(released), np.stack(self.lam)
-
-    def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
-               used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
-        """Line 8 for every agent; returns the residuals of the round (``residuals=False``: line 8 alone, and {}).
-
-        ``rho`` is a number or a vector over the entries of w (``rho="adaptive-per-key"``). ``used``: the
-        vector each agent was sent in place of A_p w, if it differs (over-relaxation, Boyd et al.
-        Sec. 3.4.3); line 8 uses it. Primal: r = ||A w - z|| over every agent's shared entries. Dual:
-        s = ||rho A (w^{t+1} - w^t)||, the change of the global vector seen by every copy. Their relative
-        scales are max(||A w||, ||z||) and ||lambda|| (all duals stacked).
-        """
-        if self.full:  # the same numbers as the loop below, bitwise (_rows_total, _repeated)
-            stacked, lam = self.stacked(released)
-            gap = w - stacked
-            lam = lam + rho * (gap if used is None else np.stack(used) - stacked)
-            self.lam = list(lam)
-            self._rows = (released, stacked, list(self.lam), lam)
-            if not residuals:
-                return {}
-            dual_sq = self._repeated(self._change_sq(w, w_previous, rho))
-            return {**self._residuals(self._rows_total(gap), dual_sq, rho),
-                    **self._scales(self._rows_total(stacked), self._repeated(float((w * w).sum())),
-                                   self._rows_total(lam))}
-        primal_sq = z_sq = w_sq = dual_sq = lam_sq = 0.0
-        for p, (layout, z_new) in enumerate(zip(self.layouts, released, strict=True)):
-            w_p = w[layout.shared_global]
-            rho_p = rho_of(rho, layout)
-            gap = w_p - z_new
-            self.lam[p] = lam_p = self.lam[p] + rho_p * (gap if used is None else used[p] - z_new)
-            if residuals:
-                # (x * x).sum() is np.sum(x ** 2) (the same pairwise sum) without np.sum's wrapper
-                primal_sq += float((gap * gap).sum())
-                z_sq += float((z_new * z_new).sum())
-                w_sq += float((w_p * w_p).sum())
-                dual_sq += self._change_sq(w_p, w_previous[layout.shared_global], rho_p)
-                lam_sq += float((lam_p * lam_p).sum())
-        return {**self._residuals(primal_sq, dual_sq, rho), **self._scales(z_sq, w_sq, lam_sq)} if residuals else {}
-
-    @staticmethod
-    def _change_sq(w_p: np.ndarray, w_previous_p: np.ndarray, rho_p: float | np.ndarray) -> float:
-        """||A_p (w^{t+1} - w^t)||^2 for one agent (times rho_p entrywise for a vector rho)."""
-        change = w_p - w_previous_p
-        if np.ndim(rho_p):
-            change = rho_p * change
-        return float((change * change).sum())
-
-    def _rows_total(self, rows: np.ndarray) -> float:
-        """Under full consensus, the agents' sums of squares (one row each) added in agent order, as the loop over
-        the agents adds them; the sum of a row is the 1-d pairwise sum of that row, bitwise."""
-        return self._repeated(np.add.reduce(rows * rows, axis=1).tolist())
-
-    def _repeated(self, terms: float | list[float]) -> float:
-        """The terms added one by one from 0 (a number: once per agent, the same for every agent)."""
-        total = 0.0
-        for term in terms if isinstance(terms, list) else [terms] * len(self.layouts):
-            total += term
-        return total
-
-    def _residuals(self, primal_sq: float, dual_sq: float, rho: float | np.ndarray) -> dict[str, float]:
-        return {"primal_residual": math.sqrt(primal_sq),
-                "dual_residual": math.sqrt(dual_sq) if np.ndim(rho) else rho * math.sqrt(dual_sq)}
-
-    def _scales(self, z_sq: float, w_sq: float, lam_sq: float) -> dict[str, float]:
-        return {"scale_primal": math.sqrt(max(z_sq, w_sq)), "scale_dual": math.sqrt(lam_sq),
-                "entries": float(sum(layout.shared_local.size for layout in self.layouts))}
-
-    def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
-                        released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Per entry k of w: the squared primal residual sum_p (w_k - z_pk)^2 over its copies, and the squared
-        change of its copies, multiplicity_k (w_k^{t+1} - w_k^t)^2 (residual balancing per key)."""
-        primal_sq, change_sq = np.zeros(w.size), np.zeros(w.size)
-        for layout, z_new in zip(self.layouts, released, strict=True):
-            np.add.at(primal_sq, layout.shared_global, (w[layout.shared_global] - z_new) ** 2)
-            np.add.at(change_sq, layout.shared_global, (w - w_previous)[layout.shared_global] ** 2)
-        return primal_sq, change_sq
-
-
-def key_groups(problem: DistributedProblem) -> np.ndarray:
-    """The index of its shared key for every entry of w."""
-    index = np.zeros(problem.dim, dtype=int)
-    for number, key in enumerate(problem.keys):
-        offset = problem.key_offsets[key]
-        index[offset:offset + int(np.prod(problem.key_shapes[key], dtype=int))] = number
-    return index
-
-
-class ADMMServer(Coordinator):
-    """The server of Algorithm 1 (lines 1-9), generalized to shared keys, with optional server-side
-    acceleration (over-relaxation, Anderson, per-key rho; [`privcvx.acceleration`][privcvx.acceleration])."""
-
-    def __init__(self, problem: DistributedProblem, rho: Schedule, relaxation: float = 1.0,
-                 anderson: Anderson | None = None) -> None:
-        self.layouts = problem.layouts
-        self.names = problem.names
-        self.multiplicity = problem.multiplicity
-        self.dim = problem.dim
-        self.rho = copy.deepcopy(rho)  # residual balancing adapts the run's own copy
-        if isinstance(self.rho, PerKeyBalancing):
-            self.rho.index = key_groups(problem) if self.rho.groups == "key" else np.arange(self.dim)
-        self.relaxation = relaxation
-        self.mixer = None if anderson is None else AndersonMixer(anderson)
-        self.used: list[np.ndarray] | None = None  # the relaxed vectors the agents were sent, if relaxed
-        self.shared = [np.zeros(layout.shared_local.size) for layout in self.layouts]
-        self.duals = ConsensusDuals(self.layouts)
-        self.w = np.zeros(self.dim)
-        self.w_previous = self.w
-        self.rho_used: float | np.ndarray = math.nan
-
-    def start(self) -> list[Message]:
-        return []
-
-    def _released(self, inbox: list[Message]) -> tuple[list[np.ndarray], dict[str, Message]]:
-        by_sender = {message.sender: message for message in inbox}
-        missing = [name for name in self.names if name not in by_sender]
-        if missing:
-            raise PrivcvxError(f"the server received nothing from {missing}", agent=missing[0], argument="messages")
-        return [by_sender[name]["z"] for name in self.names], by_sender
-
-    def _penalty(self, t: int) -> float | np.ndarray:
-        """rho^t: a number, or a vector over the entries of w (per-key residual balancing)."""
-        if isinstance(self.rho, PerKeyBalancing):
-            return self.rho.entries()
-        return checked_value(self.rho, t, argument="rho")
-
-    def _average(self, released: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
-        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders."""
-        if self.duals.full:  # the agents' terms as rows, added in agent order (np.add.reduce over rows, from 0)
-            stacked, lam = self.duals.stacked(released)
-            return np.add.reduce(stacked - lam / rho, axis=0, initial=0.0) / self.multiplicity
-        total = np.zeros(self.dim)
-        for layout, z_p, lam_p in zip(self.layouts, released, self.duals.lam, strict=True):
-            # an agent holds each entry once, so += adds exactly as np.add.at would (at a fraction of its cost)
-            total[layout.shared_global] += z_p - lam_p / rho_of(rho, layout)
-        return total / self.multiplicity
-
-    def _scaled_duals(self, duals: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
-        return np.concatenate([lam / rho_of(rho, layout)
-                               for layout, lam in zip(self.layouts, duals, strict=True)])
-
-    def _accelerate(self, w: np.ndarray, sent: list[np.ndarray], rho: float | np.ndarray) -> np.ndarray:
-        """Anderson on x = (w, lambda/rho) -> G(x): the next w; the duals become the mixed ones."""
-        if not np.array_equal(rho, self.rho_used):  # the metric changed: the memory no longer applies
-            self.mixer.restart()
-        point = np.concatenate([self.w, self._scaled_duals(sent, rho)])
-        mixed = self.mixer.step(point, np.concatenate([w, self._scaled_duals(self.duals.lam, rho)]))
-        offset = self.dim
-        for p, layout in enumerate(self.layouts):
-            size = layout.shared_local.size
-            self.duals.lam[p] = mixed[offset:offset + size] * rho_of(rho, layout)
-            offset += size
-        return mixed[:self.dim]
-
-    def step(self, t: int, inbox: list[Message]) -> list[Message]:
-        """Line 8 on the releases of round t - 1 (or the initial points), then line 5 and the broadcast."""
-        released, by_sender = self._released(inbox)
-        first = np.ndim(self.rho_used) == 0 and math.isnan(self.rho_used)  # the inbox holds the initial points
-        sent = list(self.duals.lam)
-        if first:
-            if isinstance(self.rho, ResidualBalancing):
-                finite = [float(m["smoothness"]) for m in by_sender.values() if "smoothness" in m.payload]
-                self.rho.start(max((v for v in finite if math.isfinite(v) and v > 0), default=1.0))
-        else:
-            residuals = self.duals.update(self.w, self.w_previous, released, self.rho_used, self.used,
-                                          residuals=isinstance(self.rho, ResidualBalancing))  # read by rho alone
-            if isinstance(self.rho, PerKeyBalancing):
-                self.rho.observe_groups(*self.duals.entry_residuals(self.w, self.w_previous, released), residuals)
-            elif isinstance(self.rho, ResidualBalancing):
-                self.rho.observe(residuals)
-        self.shared = released
-        rho = self._penalty(t)
-        w = self._average(released, rho)
-        if self.mixer is not None and not first:
-            w = self._accelerate(w, sent, rho)
-        self.rho_used = rho
-        self.w_previous, self.w = self.w, w
-        if self.relaxation != 1.0:  # Boyd et al. Sec. 3.4.3: A_p w -> alpha A_p w + (1 - alpha) z_p, in the
-            # agent's step and in line 8 (w is ADMM's first block here: the server averages before the agents step)
-            self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
-                         for layout, z_p in zip(self.layouts, released, strict=True)]
-        messages = []
-        if self.duals.full:  # every agent's slice A_p w is all of w: the messages share it, read-only
-            self.w.flags.writeable = False
-        for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-            w_p = self.w if self.duals.full else self.w[layout.shared_global]
-            payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": rho_of(rho, layout)}
-            if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
-                payload["average"] = w_p
-            if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
-                payload["lam"] = self.duals.lam[p]
-            messages.append(Message(round=t, sender=SERVER, receiver=name, payload=payload))
-        return messages
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"shared": self.shared, "lam": self.duals.lam, "w": self.w, "w_previous": self.w_previous,
-                "rho_used": self.rho_used, "used": self.used,
-                "rho": self.rho.state_dict() if isinstance(self.rho, ResidualBalancing) else None,
-                "anderson": None if self.mixer is None else self.mixer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.shared, self.duals.lam = state["shared"], state["lam"]
-        self.w, self.w_previous, self.rho_used = state["w"], state["w_previous"], state["rho_used"]
-        self.used = state["used"]
-        if isinstance(self.rho, ResidualBalancing):
-            self.rho.load_state_dict(state["rho"])
-        if self.mixer is not None:
-            self.mixer.load_state_dict(state["anderson"])
-
-
-class ADMMMonitor(Monitor):
-    """The public metrics of Algorithm 1 from its messages: residuals, rho and the global vector w.
-
-    The server's messages carry w_p and rho^t, the agents' carry their released shared entries;
-    the monitor replays line 8 on them to get the duals, hence the residuals' scales. When the server
-    accelerates, its messages also carry the duals lambda_p^{t-1} the agents use, and the monitor starts
-    line 8 from those; when it over-relaxes, they carry the relaxed vector the agent uses (``"w"``, which
-    line 8 uses) and the slice of w itself (``"average"``). A per-key rho is reported by its mean over the
-    entries of w.
-    The scales are computed in every run: ``result.status`` reads them (`LinearizedADMM.converged`).
-    """
-
-    def __init__(self, problem: DistributedProblem) -> None:
-        self.released: list[np.ndarray] | None = None
-        self.layouts = problem.layouts
-        self.names = problem.names
-        self.duals = ConsensusDuals(self.layouts)
-        self.w = np.zeros(problem.dim)
-
-    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        if t == 0:  # the agents' initial points: no round yet
-            return {}
-        downlink = {m.receiver: m for m in messages if m.sender == SERVER}
-        uplink = {m.sender: m for m in messages if m.receiver == SERVER}
-        w_previous, w = self.w, self.w.copy()
-        vector = np.ndim(downlink[self.names[0]]["rho"]) > 0
-        rho = np.zeros(w.size) if vector else float(downlink[self.names[0]]["rho"])
-        relaxed = "average" in downlink[self.names[0]].payload
-        accelerated = "lam" in downlink[self.names[0]].payload
-        if self.duals.full and not accelerated:  # each agent's slice is all of w: the last one written is kept
-            w[:] = downlink[self.names[-1]]["average" if relaxed else "w"]
-            if vector:
-                rho[:] = downlink[self.names[-1]]["rho"]
-        else:
-            for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-                w[layout.shared_global] = downlink[name]["average" if relaxed else "w"]
-                if vector:
-                    rho[layout.shared_global] = downlink[name]["rho"]
-                if "lam" in downlink[name].payload:
-                    self.duals.lam[p] = downlink[name]["lam"]
-        self.w = w
-        released = self.released = [uplink[name]["z"] for name in self.names]
-        residuals = self.duals.update(w, w_previous, released, rho,
-                                      [downlink[name]["w"] for name in self.names] if relaxed else None)
-        return {**residuals, "consensus_residual": residuals["primal_residual"],
-                "rho": float(np.mean(rho)) if vector else rho}
-
-    def global_vector(self) -> np.ndarray:
-        return self.w.copy()
-
-    def releases(self) -> list[np.ndarray] | None:
-        return self.released
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"lam": self.duals.lam, "w": self.w}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.duals.lam, self.w = state["lam"], state["w"]
-
-
-class ExactStepAgent(ADMMAgent):
-    """Agent p of Algorithm 1 with the exact consensus-ADMM step in place of the E updates Eq. (9):
-    ``LinearizedADMM(local_updates="exact")`` and ``ExactADMM`` (non-private).
-
-    The step is argmin_{z in W_p} f_p(z) + <q, z_s> + (rho/2) ||z_s||^2 with q = -(lambda_p + rho w_p), the consensus
-    ADMM step of Boyd et al. (Foundations and Trends in ML, 2011), Eq. (7.6): Eq. (9) of Ryu & Kim with f_p in place
-    of its linearization and no proximal term, solved by the local-solve layer (a vector rho under ``per_key``)."""
-
-    def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
-        super().__init__(agent, context, settings)
-        self.exact = LocalProblem(agent, self.layout, objective=True, penalized=self.layout.shared_local)
-
-    def step_rule(self) -> None:
-        """No proximal term (eta = inf): the history's eta is 1/rho, as for an affine f_p (`ADMMAgent.step`);
-        L_p is not estimated for the step."""
-        return None
-
-    def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float | np.ndarray, eta: float,
-                     warm_start: bool = False) -> tuple[np.ndarray, float]:
-        """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used."""
-        return self.exact.step(-(self.lam + rho * w_p), rho), 0.0
-
-    def report(self) -> dict[str, Any]:
-        return {"local_solve": self.exact.report(self.context.diagnostics)}
+    A builder whose problem needs another rule names it: ``pc.DistributedProblem(..., penalty_rule=rule)``
+    (``powerflow.zonal_problem(objective="cost")``'s: docs/powerflow.md, "Cost OPF"); each run adapts its own copy."""
+    rule = problem.penalty_rule if problem is not None else None
+    return copy.deepcopy(rule) if rule is not None else PerKeyBalancing(until=None, settle=EXACT_STEP_SETTLE)

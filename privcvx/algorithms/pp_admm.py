@@ -213,7 +213,6 @@ class PPADMMAgent(ConsensusADMMAgent):
 
     def __init__(self, agent: Agent, context: AgentContext, settings: PPADMM) -> None:
         super().__init__(agent, context, settings)
-        self.beta = settings._beta
         self.certificates: list[float] = []
         self.newton = 0
         if settings.private:
@@ -245,10 +244,10 @@ class PPADMMAgent(ConsensusADMMAgent):
     def local_solve(self, t: int, linear: np.ndarray) -> np.ndarray:
         """O(L_per, beta): the local-solve layer's solution, certified ||grad L_per(x^)||_2 <= beta, Newton-polished
         if needed."""
-        x = super().local_solve(t, linear)
+        x, beta = super().local_solve(t, linear), self.settings._beta
         norm = float(np.linalg.norm(self._gradient(x, linear)))
         for _ in range(self.settings._newton_steps):
-            if norm <= self.beta:
+            if norm <= beta:
                 break
             gradient = self._gradient(x, linear)
             direction = np.linalg.solve(self._hessian(x), -gradient)
@@ -263,9 +262,9 @@ class PPADMMAgent(ConsensusADMMAgent):
             else:
                 break
             self.newton += 1
-        if not norm <= self.beta:
+        if not norm <= beta:
             raise SolverError(f"round {t}: the local solve is not certified: ||grad L_per|| = {norm:.3g} > beta = "
-                              f"{self.beta:.3g} after Newton polishing (PP-ADMM's privacy needs it)",
+                              f"{beta:.3g} after Newton polishing (PP-ADMM's privacy needs it)",
                               agent=self.context.name, argument="beta")
         self.certificates.append(norm)
         return x

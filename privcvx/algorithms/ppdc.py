@@ -32,16 +32,13 @@ from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.gradient_agents import (
     GradientAgent,
     GradientMethod,
-    GradientMonitor,
-    check_rule,
     geometric_sum,
     laplacian_row,
 )
-from privcvx.errors import PrivacyError, check_scalar, require_positive
+from privcvx.errors import require_positive
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
-from privcvx.problem import Agent, DistributedProblem
-from privcvx.topology import Topology
+from privcvx.problem import Agent
 
 
 class PPDC(GradientMethod):
@@ -63,15 +60,11 @@ class PPDC(GradientMethod):
         self.weights, self.trace, self.epsilon, self.delta = weights, trace, epsilon, delta
         for argument in ("gamma", "omega", "eta"):
             require_positive(getattr(self, argument), argument=argument)
-        self.check_noise(epsilon, delta)
-        check_rule(weights)
-        check_scalar(trace, argument="trace", kind=bool)
+        self.check_common(weights, trace, epsilon, delta)
 
     def epsilon_bound(self, delta: float, dim: int, iterations: int) -> float:
         """eps_i(K) of this form (module docstring) for adjacency radius ``delta``, dimension d and K iterations."""
-        if not self.private:
-            raise PrivacyError("the algorithm adds no noise", argument="u_x")
-        return math.sqrt(dim) * self.eta * delta / self.u_x * geometric_sum(iterations, self.r)
+        return math.sqrt(dim) * self.eta * delta / self.noise_scale("u_x") * geometric_sum(iterations, self.r)
 
     def release_epsilons(self, agent: Agent, dim: int, rounds: int) -> list[float]:
         """xt^1 .. xt^T, sqrt(d) eta delta / (u_x r^k) (xt^0 perturbs the public x^0): the terms of `epsilon_bound`."""
@@ -81,21 +74,13 @@ class PPDC(GradientMethod):
     def agent_program(self, agent: Agent, context: AgentContext) -> PPDCAgent:
         return PPDCAgent(agent, context, self)
 
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> GradientMonitor:
-        return GradientMonitor(problem)
-
 
 class PPDCAgent(GradientAgent):
     """Node i of PPDC: x_i, v_i and its last release."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: PPDC) -> None:
-        super().__init__(agent, context, weights=laplacian_row(context, settings.weights), trace=settings.trace,
-                         beyond_float=settings.beyond_float)
-        self.settings = settings
-        self.delta = settings.adjacency_radius(agent) if settings.private else 0.0
-        self.x = np.zeros(self.dim)
+        super().__init__(agent, context, settings, weights=laplacian_row(context, settings.weights))
         self.v = np.zeros(self.dim)
-        self.k = 0
         self.xt = self.x.copy()
 
     def _decay(self) -> float:
@@ -121,15 +106,12 @@ class PPDCAgent(GradientAgent):
         self.k = t
         return self._send()  # xt^t: after T rounds the releases k = 1..T are accounted
 
-    def state_x(self) -> np.ndarray:
-        return self.x
-
     def output(self, released_only: bool = False) -> np.ndarray:
         return self.xt.copy() if released_only else self.x.copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.base_state(), "x": self.x, "v": self.v, "k": self.k, "xt": self.xt}
+        return {**self.base_state(), "x": self.x, "v": self.v, "xt": self.xt}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_base_state(state)
-        self.x, self.v, self.k, self.xt = state["x"], state["v"], state["k"], state["xt"]
+        self.x, self.v, self.xt = state["x"], state["v"], state["xt"]

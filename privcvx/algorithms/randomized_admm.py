@@ -69,10 +69,17 @@ import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from privcvx.acceleration import as_relaxation
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
+from privcvx.algorithms.base import AgentContext, AgentProgram, LatestReleases
+from privcvx.algorithms.local_dp import (
+    ExPostMethod,
+    check_private_agents,
+    declared_smoothness,
+    linf_sensitivity,
+    neighbour_broadcasts,
+    total_epsilon,
+)
 from privcvx.errors import (
     ParameterError,
     PrivacyError,
@@ -82,18 +89,17 @@ from privcvx.errors import (
     require_positive,
 )
 from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve import LocalProblem, set_kind
+from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
-from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
-from privcvx.privacy.mechanisms import Sensitivity, check_epsilon
+from privcvx.privacy.ex_post import ExPostAccount, laplace_release
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
 from privcvx.privacy.secure_channel import KEY_BYTES, PairwiseChannels
-from privcvx.privacy.sensitivity import SEPARABLE_KINDS, holds_no_private_data
+from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Schedule, as_schedule, checked_value
 from privcvx.topology import Topology
-from privcvx.tuning import smoothness_of, warn_nonsmooth
+from privcvx.tuning import warn_nonsmooth
 
 AGGREGATORS = ("random", "fixed")
 DUAL_SIGNS = {"corrected": 1.0, "printed": -1.0}
@@ -103,67 +109,12 @@ EXCHANGES = ("plain", "secret_sharing")
 SEALED_SHARE = "sealed_share"
 
 
-def linf_sensitivity(agent: Agent, override: float | None) -> float:
-    """B_inf: the bound on |grad f_i(x)[l] - grad f^_i(x)[l]| (the digest's erratum 3: a gradient sensitivity).
-
-    ``override`` (the algorithm's ``b_inf``, one bound for every agent) wins; otherwise the agent's declared
-    ``coordinate_sensitivity`` (`pc.Declared`), else its declared ``pc.Sensitivity`` (its l2, else its l1 bound,
-    both >= the l_inf norm).
-    """
-    if override is not None:
-        return override
-    if agent.declared.coordinate_sensitivity is not None:
-        return agent.declared.coordinate_sensitivity
-    sensitivity = agent.sensitivity
-    if not isinstance(sensitivity, Sensitivity):
-        raise PrivacyError("privacy is on: declare pc.Declared(coordinate_sensitivity=B_inf), or a constant "
-                           "pc.Sensitivity bounding the change of the gradient over neighbouring datasets (or give "
-                           "b_inf for every agent)", agent=agent.name, argument="coordinate_sensitivity")
-    return sensitivity.get("l2")
-
-
-def total_epsilon(epsilon: float | None, noise_rate: float | Schedule | None) -> float | None:
-    """A random-aggregator method's total ``epsilon`` (None, or checked): it sets the noise rate, so not both."""
-    if epsilon is None:
-        return None
-    if noise_rate is not None:
-        raise PrivacyError("give a total epsilon or a noise_rate, not both: the epsilon sets the rate",
-                           argument="epsilon")
-    return check_epsilon(epsilon)
-
-
 def neighbour_sum(values: list[np.ndarray]) -> np.ndarray:
     """sum_j x_j per coordinate, correctly rounded (``math.fsum``): the same bits as the secret-shared sum."""
     return np.array([math.fsum(column) for column in zip(*values, strict=True)])
 
 
-def declared_smoothness(agent: Agent, layout: Any, private: bool) -> float:
-    """The agent's declared L_i; estimated at the origin without privacy (refused under privacy)."""
-    if agent.smoothness is not None:
-        return agent.smoothness
-    if private:
-        raise PrivacyError("a setting that shapes the releases must be public: declare pc.Agent(smoothness=L) "
-                           "or give the step explicitly", agent=agent.name, argument="smoothness")
-    estimate = smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim))
-    return estimate if math.isfinite(estimate) and estimate > 0 else 1.0
-
-
-def check_private_agents(algorithm: Algorithm, problem: DistributedProblem, b_inf: float | None,
-                         needs_smoothness: bool, sensitivity: str) -> None:
-    """Under privacy, for each agent: a gradient sensitivity B_inf, a declared L_i where the step needs one, and a
-    box (or free) local set, since the per-coordinate ``sensitivity`` survives a box projection only."""
-    for agent, layout in zip(problem.agents, problem.layouts, strict=True):
-        if holds_no_private_data(agent):
-            continue  # its releases carry no noise: no bound, step or set shape to declare for them
-        linf_sensitivity(agent, b_inf)
-        if needs_smoothness:
-            declared_smoothness(agent, layout, True)
-        if set_kind(agent, layout) not in SEPARABLE_KINDS:
-            raise algorithm.unsupported("non-box constraints under privacy", f"the per-coordinate sensitivity "
-                                        f"{sensitivity} survives a box projection only", agent=agent.name,
-                                        argument="constraints")
-
-class RandomizedADMM(Algorithm):
+class RandomizedADMM(ExPostMethod):
     """Linearized ADMM with random local aggregators (Algorithm 1 of Xiao, Ye & Devadas).
 
     Parameters
@@ -236,10 +187,6 @@ class RandomizedADMM(Algorithm):
         self.phases = 3 if exchange == "secret_sharing" else 1
 
     # ---- run set-up -----------------------------------------------------------------------------------
-    @property
-    def private(self) -> bool:
-        return self._rate is not None or self._epsilon is not None
-
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
         self.require_consensus(problem)
@@ -314,13 +261,6 @@ class RandomizedADMM(Algorithm):
         sharing = self.sharing(len(problem.agents)) if self.exchange == "secret_sharing" else None
         return RandomizedADMMMonitor(problem, sharing)
 
-    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """``info["ex_post"]`` under privacy (from the agents' private intervals: see the module docstring)."""
-        return ex_post_summary(reports) if self.private else {}
-
-    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
-        return with_ex_post(table, reports, self._delta)
-
 
 class RandomizedADMMAgent(AgentProgram):
     """Agent i of Algorithm 1: its secret D_i and penalties, its estimate, dual, noise stream and ledger."""
@@ -362,13 +302,8 @@ class RandomizedADMMAgent(AgentProgram):
 
     def step(self, t: int, inbox: list[Message], phase: int = 0) -> list[Message]:
         if self.sharing is None or self.channels is None:
-            received = {m.sender: m["x"] for m in inbox if m.round == t}
-            neighbours = self.context.neighbours(t)
-            missing = sorted(set(neighbours) - set(received))
-            if missing:
-                raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.name,
-                                   argument="messages")
-            self._update(t, neighbour_sum([received[j] for j in sorted(neighbours)]), len(neighbours))
+            received = neighbour_broadcasts(self.context, t, inbox)
+            self._update(t, neighbour_sum([received[j] for j in sorted(received)]), len(received))
             return [self.context.message(t + 1, {"x": self.x})]
         if phase == 0:  # round 1 of Algorithm 3: a sealed share of x_i^{t-1} to every other agent
             if t == 1:

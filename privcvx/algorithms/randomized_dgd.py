@@ -31,21 +31,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy.spatial.distance import pdist
 
-from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm, LatestReleases
-from privcvx.algorithms.randomized_admm import (
+from privcvx.algorithms.base import AgentContext, StepMonitor
+from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
+from privcvx.algorithms.local_dp import (
+    ExPostMethod,
     check_private_agents,
     declared_smoothness,
     linf_sensitivity,
+    neighbour_broadcasts,
     total_epsilon,
 )
 from privcvx.errors import PrivcvxError, check_scalar, require_positive
-from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
-from privcvx.privacy.ex_post import ExPostAccount, ex_post_summary, laplace_release, with_ex_post
+from privcvx.privacy.ex_post import ExPostAccount, laplace_release
 from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
@@ -58,7 +58,7 @@ INTERVALS = ("centred", "range")
 STEP_POWER = 0.75
 
 
-class RandomizedDGD(Algorithm):
+class RandomizedDGD(ExPostMethod):
     """Decentralized gradient descent with random local aggregators (Algorithms 2 and 2*).
 
     Parameters
@@ -100,10 +100,6 @@ class RandomizedDGD(Algorithm):
         self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")
         self._delta = require_positive(delta, argument="delta")
 
-    @property
-    def private(self) -> bool:
-        return self._rate is not None or self._epsilon is not None
-
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
         self.require_consensus(problem)
@@ -140,27 +136,18 @@ class RandomizedDGD(Algorithm):
     def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedDGDAgent:
         return RandomizedDGDAgent(agent, context, self)
 
-    def monitor(self, problem: DistributedProblem, topology: Topology) -> RandomizedDGDMonitor:
-        return RandomizedDGDMonitor(problem, self._step or Power(1.0, STEP_POWER))
-
-    def summarize(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        """``info["ex_post"]`` under privacy, as for RandomizedADMM."""
-        return ex_post_summary(reports) if self.private else {}
-
-    def privacy_report(self, table: pd.DataFrame, reports: list[dict[str, Any]]) -> pd.DataFrame:
-        return with_ex_post(table, reports, self._delta)
+    def monitor(self, problem: DistributedProblem, topology: Topology) -> StepMonitor:
+        return StepMonitor(problem, "x", self._step or Power(1.0, STEP_POWER))
 
 
-class RandomizedDGDAgent(AgentProgram):
-    """Agent i of Algorithm 2 / 2*: its estimate, its private aggregator draws, noise stream and ledger."""
+class RandomizedDGDAgent(ProjectedGradientAgent):
+    """Agent i of Algorithm 2 / 2*: its estimate (from the public x_i^0), its private aggregator draws, noise stream
+    and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedDGD) -> None:
-        self.agent, self.context, self.settings = agent, context, settings
+        super().__init__(agent, context, settings)
         self.name = context.name
-        self.projection = LocalProblem(agent, context.layout)
-        self.evaluator = GradientEvaluator(agent, context.layout)
         self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
-        self.x = self.projection.project(np.zeros(context.layout.dim), np.ones(context.layout.dim))  # public x_i^0
         self.account = ExPostAccount()
 
     def start(self) -> list[Message]:
@@ -194,13 +181,7 @@ class RandomizedDGDAgent(AgentProgram):
         return w * low + (1.0 - w) * high, (low, high), self.x
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
-        received = {m.sender: m["x"] for m in inbox if m.round == t}
-        neighbours = self.context.neighbours(t)
-        missing = sorted(set(neighbours) - set(received))
-        if missing:
-            raise PrivcvxError(f"round {t}: no broadcast from the neighbours {missing}", agent=self.name,
-                               argument="messages")
-        received = {j: received[j] for j in neighbours}
+        received = neighbour_broadcasts(self.context, t, inbox)
         received[self.name] = self.x
         term_a, (low, high), point = self._aggregate(t, received)
         gradient = self.evaluator.gradient(point)
@@ -243,15 +224,4 @@ def _pair_index(k: int, n: int) -> tuple[int, int]:
     rows, columns = np.triu_indices(n, 1)
     return int(rows[k]), int(columns[k])
 
-
-class RandomizedDGDMonitor(LatestReleases):
-    """Disagreement (largest pairwise distance), the average release and its change, the step."""
-
-    def __init__(self, problem: DistributedProblem, step: Schedule) -> None:
-        super().__init__(problem, "x")
-        self.step = step
-
-    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
-        agreement = self.agreement(messages)
-        return {} if t == 0 else {**agreement, "step": checked_value(self.step, t, argument="step")}
 

@@ -317,6 +317,8 @@ class Mechanism(_SignatureEquality):
     #: The noise a release of this mechanism draws: "laplace" or "gaussian" (on the float path or the grid) or
     #: "discrete_gaussian" (integer noise on integer codes); None for a mechanism that is only a ledger entry.
     draws: ClassVar[str | None] = None
+    #: The names of a subclass's own settings, after the common ones in `signature` and `to_dict`.
+    settings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, epsilon: float, delta: float, noise_multiplier: float,
                  budget: Budget | None = None) -> None:
@@ -349,13 +351,15 @@ class Mechanism(_SignatureEquality):
 
     def signature(self) -> tuple:
         return (self.kind, self.calibration, _none_if_nan(self.epsilon), _none_if_nan(self.delta),
-                self.noise_multiplier, None if self.budget is None else self.budget.signature())
+                self.noise_multiplier, None if self.budget is None else self.budget.signature(),
+                *(getattr(self, name) for name in self.settings))
 
     def to_dict(self) -> dict:
         """A JSON-serializable description that `mechanism_from_dict` restores exactly."""
         return {"kind": self.kind, "calibration": self.calibration, "epsilon": _none_if_nan(self.epsilon),
                 "delta": _none_if_nan(self.delta), "noise_multiplier": self.noise_multiplier,
-                "budget": None if self.budget is None else self.budget.to_dict()}
+                "budget": None if self.budget is None else self.budget.to_dict(),
+                **{name: getattr(self, name) for name in self.settings}}
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(epsilon={self.epsilon!r}, delta={self.delta!r}, "
@@ -475,15 +479,11 @@ class _GridMechanism(Mechanism):
         noise_multiplier = self.grid_scale / _number(grid_sensitivity, argument="grid_sensitivity", allow_zero=False)
         super().__init__(epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier)
 
+    settings = ("grid_scale", "grid_sensitivity")
+
     @property
     def calibration(self) -> str:
         return "grid"
-
-    def signature(self) -> tuple:
-        return (*super().signature(), self.grid_scale, self.grid_sensitivity)
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "grid_scale": self.grid_scale, "grid_sensitivity": self.grid_sensitivity}
 
 
 class DiscreteLaplace(_GridMechanism):
@@ -559,15 +559,11 @@ class PoissonSampledGaussian(Mechanism):
         super().__init__(epsilon=math.nan, delta=math.nan,
                          noise_multiplier=_number(noise_multiplier, argument="noise_multiplier", allow_zero=False))
 
+    settings = ("sampling_rate",)
+
     @property
     def calibration(self) -> str:
         return "subsampled"
-
-    def signature(self) -> tuple:
-        return (*super().signature(), self.sampling_rate)
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "sampling_rate": self.sampling_rate}
 
     def dp_event(self) -> dp_accounting.DpEvent:
         return dp_accounting.PoissonSampledDpEvent(
@@ -597,11 +593,7 @@ class PoissonSampledDiscreteGaussian(_GridMechanism):
         self.dimension = check_int(dimension, argument="dimension")
         super().__init__(grid_scale, float(grid_sensitivity), epsilon=math.nan, delta=math.nan)
 
-    def signature(self) -> tuple:
-        return (*super().signature(), self.sampling_rate, self.dimension)
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "sampling_rate": self.sampling_rate, "dimension": self.dimension}
+    settings = (*_GridMechanism.settings, "sampling_rate", "dimension")
 
     def dp_event(self) -> dp_accounting.DpEvent:
         rho = 0.5 * (self.grid_sensitivity / self.grid_scale) ** 2
@@ -696,15 +688,11 @@ class ZCDPRelease(Mechanism):
         self.xi = _number(xi, argument="xi", allow_zero=True)
         super().__init__(epsilon=epsilon, delta=delta, noise_multiplier=1.0 / math.sqrt(2.0 * self.rho))
 
+    settings = ("rho", "xi")
+
     @property
     def calibration(self) -> str:
         return "zcdp"
-
-    def signature(self) -> tuple:
-        return (*super().signature(), self.rho, self.xi)
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "rho": self.rho, "xi": self.xi}
 
     def dp_event(self) -> dp_accounting.DpEvent:
         return dp_accounting.ZCDpEvent(rho=self.rho, xi=self.xi)

@@ -29,6 +29,7 @@ sensitivity, e.g. a declared gradient sensitivity), `projected_sensitivity` boun
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,15 @@ SET_KINDS = {"free": "R^n", "box": "a box (constant bounds on whole variables)",
              "conic": "a convex set that is not a box"}
 #: The kinds whose projection is coordinate-separable: an l1 sensitivity survives it.
 SEPARABLE_KINDS = ("free", "box")
+
+
+def declared_constant(agent: Any, requirement: str) -> Sensitivity:
+    """The agent's declared constant ``pc.Sensitivity``; else a `PrivacyError` that names the agent and asks for
+    ``requirement`` (what the method's calibration needs declared)."""
+    declared = agent.sensitivity
+    if not isinstance(declared, Sensitivity):
+        raise PrivacyError(f"privacy is on: declare {requirement}", agent=agent.name, argument="sensitivity")
+    return declared
 
 
 def holds_no_private_data(agent: object) -> bool:

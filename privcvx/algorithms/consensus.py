@@ -1,0 +1,210 @@
+"""Consensus bookkeeping the ADMM methods share: who holds which shared key, the duals and public metrics.
+
+`ConsensusDuals` keeps the duals lambda_p of line 8 of Algorithm 1 (paper 004), computes the residuals and the
+average of line 5 (Boyd et al. Secs. 3.3, 7.1), for its server and its public monitor; `key_groups` and `rho_of` map a
+penalty over the entries of w to shared keys and to agents. `key_holders`, `sharing_graph` and
+`check_key_connectivity` say which agents must agree on each key, and `ConsensusADMMMonitor` and `GeneralFormMonitor`
+are the public metrics of the decentralized ADMMs (`privcvx.algorithms.decentralized_admm`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from privcvx.algorithms.base import LatestReleases
+from privcvx.errors import ParameterError
+from privcvx.messages import Message
+from privcvx.problem import AgentLayout, DistributedProblem
+from privcvx.topology import Topology
+
+
+def rho_of(rho: float | np.ndarray, layout: AgentLayout) -> float | np.ndarray:
+    """rho on an agent's shared entries: the number itself, or the agent's slice of a per-key vector over w."""
+    return rho[layout.shared_global] if np.ndim(rho) else rho
+
+
+def key_groups(problem: DistributedProblem) -> np.ndarray:
+    """The index of its shared key for every entry of w."""
+    index = np.zeros(problem.dim, dtype=int)
+    for number, key in enumerate(problem.keys):
+        offset = problem.key_offsets[key]
+        index[offset:offset + int(np.prod(problem.key_shapes[key], dtype=int))] = number
+    return index
+
+
+def full_consensus(problem: DistributedProblem) -> bool:
+    """Whether every agent shares one whole vector (the thesis's setting): one key and no private variables."""
+    return len(problem.keys) == 1 and all(layout.shared_local.size == layout.dim for layout in problem.layouts)
+
+
+def key_holders(problem: DistributedProblem) -> dict[Any, list[str]]:
+    """The agents holding each shared key, by key (public: the layout of w)."""
+    return {key: [layout.name for layout in problem.layouts if problem.key_offsets[key] in layout.shared_global]
+            for key in problem.keys}
+
+
+def sharing_graph(problem: DistributedProblem) -> nx.Graph:
+    """The graph of the agents with an edge between every two that share a key (for power-flow zones: adjacent
+    zones); the default communication graph of the general-form decentralized ADMM."""
+    graph = nx.Graph()
+    graph.add_nodes_from(problem.names)
+    for holders in key_holders(problem).values():
+        graph.add_edges_from(itertools.combinations(holders, 2))
+    return graph
+
+
+def check_key_connectivity(problem: DistributedProblem, topology: Topology) -> None:
+    """Every key's holders must be connected by edges between holders, or consensus on it cannot be reached."""
+    graph = topology.graph(1)
+    for key, holders in key_holders(problem).items():
+        if len(holders) > 1 and not nx.is_connected(graph.subgraph(holders)):
+            raise ParameterError(f"the agents holding the shared key {key!r} ({holders}) are not connected by edges "
+                                 "between them in the topology, so they cannot agree on it; use the default topology "
+                                 "(agents that share a key are neighbours) or add edges", argument="topology")
+
+
+class ConsensusDuals:
+    """The duals lambda_p of line 8, the consensus-ADMM residuals and the average of line 5.
+
+    The copies A_p w of all agents stand one after the other in one vector (``index``: the entry of w of each copy),
+    and the duals are the agents' slices of one such vector (``lam``), so each operation runs once over all agents.
+    A sum over an agent's entries is numpy's pairwise sum of that agent's slice; sums over agents add them in agent
+    order from 0, as a loop over the agents would, bitwise.
+    """
+
+    def __init__(self, layouts: list[AgentLayout], dim: int) -> None:
+        self.dim = dim
+        self.sizes = [layout.shared_local.size for layout in layouts]
+        self.index = np.concatenate([layout.shared_global for layout in layouts]).astype(int)
+        ends = np.cumsum(self.sizes).tolist()
+        self._slices = [slice(end - size, end) for size, end in zip(self.sizes, ends, strict=True)]
+        #: Equal slices are the rows of one array: an agent's sum is then its row's (the same pairwise sum).
+        self._rows = len(self.sizes) if len(set(self.sizes)) == 1 else None
+        #: Every agent holds every entry of w, in w's order (A_p = I): the server's messages may share one w.
+        self.full = all(np.array_equal(layout.shared_global, np.arange(dim)) for layout in layouts)
+        self.flat = np.zeros(self.index.size)
+        self.lam = self._split(self.flat)
+        self._released: tuple[list[np.ndarray], np.ndarray] | None = None
+
+    def _split(self, flat: np.ndarray) -> list[np.ndarray]:
+        return [flat[part] for part in self._slices]
+
+    def assign(self, lam: list[np.ndarray]) -> None:
+        """Replace the duals (a checkpoint's, or those the server sent)."""
+        self.flat = np.concatenate(lam) if lam else np.zeros(0)
+        self.lam = self._split(self.flat)
+
+    def assign_scaled(self, scaled: np.ndarray, rho: float | np.ndarray) -> None:
+        """Replace the duals by ``scaled`` (all of them, stacked, divided by rho) times rho."""
+        self.assign(self._split(scaled * self.copies(rho)))
+
+    def copies(self, rho: float | np.ndarray) -> float | np.ndarray:
+        """rho on every copy: the number itself, or the vector over w at ``index``."""
+        return rho[self.index] if np.ndim(rho) else rho
+
+    def stacked(self, released: list[np.ndarray]) -> np.ndarray:
+        """The agents' releases in one vector (those of the last line 8, if it saw this list)."""
+        if self._released is not None and self._released[0] is released:
+            return self._released[1]
+        return np.concatenate(released)
+
+    def average(self, released: list[np.ndarray], rho: float | np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
+        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0)."""
+        terms = self.stacked(released) - self.flat / self.copies(rho)
+        return np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity
+
+    def _total(self, values: np.ndarray) -> float:
+        """sum_p ||values_p||^2 over the agents' slices: each a pairwise sum, added in agent order from 0."""
+        squares = values * values
+        if self._rows is not None:  # a row's reduce is the 1-d pairwise sum of that row, bitwise
+            sums = np.add.reduce(squares.reshape(self._rows, -1), axis=1).tolist()
+        else:
+            sums = [float(part.sum()) for part in self._split(squares)]
+        total = 0.0
+        for term in sums:
+            total += term
+        return total
+
+    def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
+               used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
+        """Line 8 for every agent; returns the residuals of the round (``residuals=False``: line 8 alone, and {}).
+
+        ``rho`` is a number or a vector over the entries of w (``rho="adaptive-per-key"``). ``used``: the
+        vector each agent was sent in place of A_p w, if it differs (over-relaxation, Boyd et al.
+        Sec. 3.4.3); line 8 uses it. Primal: r = ||A w - z|| over every agent's shared entries. Dual:
+        s = ||rho A (w^{t+1} - w^t)||, the change of the global vector seen by every copy. Their relative
+        scales are max(||A w||, ||z||) and ||lambda|| (all duals stacked).
+        """
+        stacked = self.stacked(released)
+        copies = w[self.index]
+        gap = copies - stacked
+        rho_copies = self.copies(rho)
+        self.flat = self.flat + rho_copies * (gap if used is None else np.concatenate(used) - stacked)
+        self.lam = self._split(self.flat)
+        self._released = (released, stacked)
+        if not residuals:
+            return {}
+        change = (w - w_previous)[self.index]
+        if np.ndim(rho):
+            change = rho_copies * change
+        dual = math.sqrt(self._total(change))
+        return {"primal_residual": math.sqrt(self._total(gap)),
+                "dual_residual": dual if np.ndim(rho) else rho * dual,
+                "scale_primal": math.sqrt(max(self._total(stacked), self._total(copies))),
+                "scale_dual": math.sqrt(self._total(self.flat)), "entries": float(self.index.size)}
+
+    def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
+                        released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry k of w: the squared primal residual sum_p (w_k - z_pk)^2 over its copies, and the squared
+        change of its copies, multiplicity_k (w_k^{t+1} - w_k^t)^2 (residual balancing per key)."""
+        primal_sq = np.bincount(self.index, weights=(w[self.index] - self.stacked(released)) ** 2, minlength=self.dim)
+        change_sq = np.bincount(self.index, weights=(w - w_previous)[self.index] ** 2, minlength=self.dim)
+        return primal_sq, change_sq
+
+
+class ConsensusADMMMonitor(LatestReleases):
+    """Public metrics from the broadcasts: disagreement, the change of the average release, broadcasts per round."""
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        super().__init__(problem, "x")
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        agreement = self.agreement(messages)
+        return {} if t == 0 else {**agreement, "broadcasts": float(len(messages))}
+
+
+
+class GeneralFormMonitor(LatestReleases):
+    """`ConsensusADMMMonitor` for general form: w is each entry's average over the agents holding it, and the
+    disagreement the largest distance of two agents' latest releases on the entries they both hold."""
+
+    def __init__(self, problem: DistributedProblem) -> None:
+        super().__init__(problem, "x")
+        self.entries = {layout.name: layout.shared_global for layout in problem.layouts}
+        self.holders = np.zeros(problem.dim)
+        for entries in self.entries.values():
+            self.holders[entries] += 1.0
+        self.pairs = []
+        for (a, ea), (b, eb) in itertools.combinations(self.entries.items(), 2):
+            _, at_a, at_b = np.intersect1d(ea, eb, return_indices=True)
+            if at_a.size:
+                self.pairs.append((a, b, at_a, at_b))
+
+    def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
+        previous = self.w
+        self.latest.update({m.sender: m["x"] for m in messages if "x" in m.payload})
+        total = np.zeros(self.w.size)
+        for name, x in self.latest.items():
+            total[self.entries[name]] += x
+        self.w = total / np.maximum(self.holders, 1.0)
+        if t == 0:
+            return {}
+        spread = [float(np.linalg.norm(self.latest[a][at_a] - self.latest[b][at_b]))
+                  for a, b, at_a, at_b in self.pairs if a in self.latest and b in self.latest]
+        return {"disagreement": max(spread, default=0.0), "average_change": float(np.linalg.norm(self.w - previous)),
+                "broadcasts": float(len(messages))}
