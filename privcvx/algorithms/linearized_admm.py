@@ -567,6 +567,12 @@ class ConsensusDuals:
                         released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per entry k of w: the squared primal residual sum_p (w_k - z_pk)^2 over its copies, and the squared
         change of its copies, multiplicity_k (w_k^{t+1} - w_k^t)^2 (residual balancing per key)."""
+        if self.full and w.size > 1:  # the loop below with the agents as rows, added in agent order from 0 (bitwise
+            # the same; a reduction over one column would be numpy's pairwise sum)
+            gap = w - self.stacked(released)[0]
+            change = w - w_previous
+            return (np.add.reduce(gap ** 2, axis=0, initial=0.0),
+                    np.add.reduce(np.broadcast_to(change ** 2, gap.shape), axis=0, initial=0.0))
         primal_sq, change_sq = np.zeros(w.size), np.zeros(w.size)
         for layout, z_new in zip(self.layouts, released, strict=True):
             np.add.at(primal_sq, layout.shared_global, (w[layout.shared_global] - z_new) ** 2)
@@ -659,9 +665,10 @@ class ADMMServer(Coordinator):
                 finite = [float(m["smoothness"]) for m in by_sender.values() if "smoothness" in m.payload]
                 self.rho.start(max((v for v in finite if math.isfinite(v) and v > 0), default=1.0))
         else:
+            per_key = isinstance(self.rho, PerKeyBalancing)  # reads entry_residuals
             residuals = self.duals.update(self.w, self.w_previous, released, self.rho_used, self.used,
-                                          residuals=isinstance(self.rho, ResidualBalancing))  # read by rho alone
-            if isinstance(self.rho, PerKeyBalancing):
+                                          residuals=isinstance(self.rho, ResidualBalancing) and not per_key)
+            if per_key:
                 self.rho.observe_groups(*self.duals.entry_residuals(self.w, self.w_previous, released))
             elif isinstance(self.rho, ResidualBalancing):
                 self.rho.observe(residuals)
@@ -787,6 +794,22 @@ class ExactStepAgent(ADMMAgent):
                      warm_start: bool = False) -> tuple[np.ndarray, float]:
         """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used."""
         return self.exact.step(-(self.lam + rho * w_p), rho), 0.0
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """`ADMMAgent.step` with its one update the exact step: no terms of Eq. (9) (`_round_terms`), no average of
+        E iterates; the release, the dual (line 22) and the history's eta (1/rho, or a given eta) are the same."""
+        (message,) = inbox
+        w_p, rho = message["w"], message["rho"]
+        rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
+        if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
+            self.lam = np.asarray(message["lam"], dtype=float)
+        eta = math.inf if self.eta is None else checked_value(self.eta, t, argument="eta")
+        self.z = self.released = self.local_update(self.z, w_p, rho, eta)[0]
+        shared = self.released[self.layout.shared_local]
+        self.lam = self.lam + rho * (w_p - shared)
+        self._last = {"noise_magnitude": 0.0, "eta": 1.0 / (rho if isinstance(rho, float) else float(rho.max()))
+                      if math.isinf(eta) else eta}
+        return [self.context.message(t, {"z": shared}, receiver=SERVER)]
 
     def report(self) -> dict[str, Any]:
         return {"local_solve": self.exact.report(self.context.diagnostics)}
