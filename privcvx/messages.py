@@ -54,10 +54,10 @@ class Message:
         payload = {}
         for key, value in dict(self.payload).items():
             array = value if type(value) is np.ndarray else np.asarray(value)
-            if array.dtype == object:
+            if array.dtype.hasobject:
                 raise ParameterError(f"payload {key!r} must be numeric, got {type(value).__name__}",
                                      agent=self.sender, argument="payload")
-            payload[str(key)] = array
+            payload[key if type(key) is str else str(key)] = array
         object.__setattr__(self, "payload", payload)
 
     def __getitem__(self, key: str) -> np.ndarray:

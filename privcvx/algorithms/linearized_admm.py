@@ -495,8 +495,8 @@ class ConsensusDuals:
         if self._rows is not None:
             seen, stacked, rows, lam = self._rows
             if len(rows) == len(self.lam) and all(a is b for a, b in zip(rows, self.lam, strict=True)):
-                return (stacked if seen is released else np.stack(released)), lam
-        return np.stack(released), np.stack(self.lam)
+                return (stacked if seen is released else np.array(released)), lam
+        return np.array(released), np.array(self.lam)  # np.stack's rows (equal shapes), without its wrapper
 
     def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
                used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
@@ -572,7 +572,7 @@ class ConsensusDuals:
             gap = w - self.stacked(released)[0]
             change = w - w_previous
             return (np.add.reduce(gap ** 2, axis=0, initial=0.0),
-                    np.add.reduce(np.broadcast_to(change ** 2, gap.shape), axis=0, initial=0.0))
+                    np.add.reduce(np.repeat((change ** 2)[np.newaxis], len(gap), axis=0), axis=0, initial=0.0))
         primal_sq, change_sq = np.zeros(w.size), np.zeros(w.size)
         for layout, z_new in zip(self.layouts, released, strict=True):
             np.add.at(primal_sq, layout.shared_global, (w[layout.shared_global] - z_new) ** 2)
@@ -684,12 +684,15 @@ class ADMMServer(Coordinator):
             self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
                          for layout, z_p in zip(self.layouts, released, strict=True)]
         messages = []
-        if self.duals.full:  # every agent's slice A_p w is all of w: the messages share it, read-only
+        if self.duals.full:  # every agent's slice A_p w (and of a per-key rho) is all of it: the messages share it,
+            # read-only
             self.w.flags.writeable = False
+            if np.ndim(rho):
+                rho.flags.writeable = False
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
             w_p = self.w if self.duals.full else self.w[layout.shared_global]
             payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": rho_of(rho, layout)}
+                       "rho": rho if self.duals.full else rho_of(rho, layout)}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
@@ -807,8 +810,9 @@ class ExactStepAgent(ADMMAgent):
         self.z = self.released = self.local_update(self.z, w_p, rho, eta)[0]
         shared = self.released[self.layout.shared_local]
         self.lam = self.lam + rho * (w_p - shared)
-        self._last = {"noise_magnitude": 0.0, "eta": 1.0 / (rho if isinstance(rho, float) else float(rho.max()))
-                      if math.isinf(eta) else eta}
+        if self.context.diagnostics:  # read by `diagnostics` alone
+            self._last = {"noise_magnitude": 0.0, "eta": 1.0 / (rho if isinstance(rho, float) else float(rho.max()))
+                          if math.isinf(eta) else eta}
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
 
     def report(self) -> dict[str, Any]:

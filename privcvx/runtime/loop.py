@@ -261,6 +261,7 @@ class Run:
         dropped = set() if self.keep_diagnostics else set(TIMING_COLUMNS)
         self.columns = [c for c in algorithm.columns
                         if (c in diagnostic or c not in algorithm.diagnostic_columns) and c not in dropped]
+        self.kept = frozenset(self.columns)
 
     # ---- one exchange ---------------------------------------------------------------------------------
     def _accounts(self) -> list[RunningEpsilon] | None:
@@ -315,7 +316,7 @@ class Run:
         row: dict[str, Any] = {"round": t, "epsilon": self.epsilon()}
         if "time_s" in self.columns:
             row["time_s"] = elapsed
-        row.update({c: float(v) for c, v in metrics.items() if c in self.columns})
+        row.update({c: float(v) for c, v in metrics.items() if c in self.kept})
         for column in self.columns:
             if column in row and not math.isfinite(row[column]):
                 raise PrivcvxError(f"the public metric {column!r} is {row[column]} in round {t}: the iterates "
