@@ -794,9 +794,11 @@ class ExactStepAgent(ADMMAgent):
         return None
 
     def local_update(self, z: np.ndarray, w_p: np.ndarray, rho: float | np.ndarray, eta: float,
-                     warm_start: bool = False) -> tuple[np.ndarray, float]:
-        """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used."""
-        return self.exact.step(-(self.lam + rho * w_p), rho), 0.0
+                     warm_start: bool = True) -> tuple[np.ndarray, float]:
+        """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used. A QP step
+        on OSQP starts from the last round's answer (non-private: the exact step has no privacy analysis, so nothing
+        relies on it being a function of this round's data alone; `state_dict` keeps the point)."""
+        return self.exact.step(-(self.lam + rho * w_p), rho, warm_start), 0.0
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """`ADMMAgent.step` with its one update the exact step: no terms of Eq. (9) (`_round_terms`), no average of
@@ -817,3 +819,10 @@ class ExactStepAgent(ADMMAgent):
 
     def report(self) -> dict[str, Any]:
         return {"local_solve": self.exact.report(self.context.diagnostics)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "local_solve": self.exact.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.exact.load_state_dict(state["local_solve"])

@@ -177,9 +177,19 @@ class LocalProblem:
 
     def step(self, linear: np.ndarray, weight: float | np.ndarray, warm_start: bool = False) -> np.ndarray:
         """argmin over W_p of f_p(z) + <linear, z_pen> + 1/2 sum weight_i z_pen,i^2 (``weight``: a number or a
-        vector over the penalized coordinates)."""
-        weights = float(weight) if np.ndim(weight) == 0 else np.asarray(weight, dtype=float)
+        vector over the penalized coordinates). ``warm_start``: OSQP starts from its last answer, which
+        `state_dict` keeps (every other strategy answers from the weights and the linear term alone)."""
+        weights = weight if type(weight) is float else float(weight) if np.ndim(weight) == 0 \
+            else np.asarray(weight, dtype=float)
         return self._solve(weights, -np.asarray(linear, dtype=float), None, warm_start)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the next warm-started solve starts from (`Strategy.warm_state`), for checkpoints."""
+        return {"warm": self.chain[0].warm_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict`."""
+        self.chain[0].load_warm_state(state["warm"])
 
     def _solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None,
                warm_start: bool) -> np.ndarray:
