@@ -802,17 +802,18 @@ class ExactStepAgent(ADMMAgent):
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """`ADMMAgent.step` with its one update the exact step: no terms of Eq. (9) (`_round_terms`), no average of
-        E iterates; the release, the dual (line 22) and the history's eta (1/rho, or a given eta) are the same."""
+        E iterates; the release, the dual (line 22) and the history's eta (1/rho, or a given eta, computed only when
+        the run keeps diagnostics) are the same."""
         (message,) = inbox
         w_p, rho = message["w"], message["rho"]
         rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
         if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
             self.lam = np.asarray(message["lam"], dtype=float)
-        eta = math.inf if self.eta is None else checked_value(self.eta, t, argument="eta")
-        self.z = self.released = self.local_update(self.z, w_p, rho, eta)[0]
+        self.z = self.released = self.local_update(self.z, w_p, rho, math.inf)[0]
         shared = self.released[self.layout.shared_local]
         self.lam = self.lam + rho * (w_p - shared)
-        if self.context.diagnostics:  # read by `diagnostics` alone
+        if self.context.diagnostics:  # the history's eta (the step does not use it), read by `diagnostics` alone
+            eta = math.inf if self.eta is None else checked_value(self.eta, t, argument="eta")
             self._last = {"noise_magnitude": 0.0, "eta": 1.0 / (rho if isinstance(rho, float) else float(rho.max()))
                           if math.isinf(eta) else eta}
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]

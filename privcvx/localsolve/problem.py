@@ -194,27 +194,30 @@ class LocalProblem:
     def _solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None,
                warm_start: bool) -> np.ndarray:
         """The error policy (module docstring): the chain in order, the same (w, b) for every strategy."""
-        failures = []
+        stats, failures, position = self.stats, [], 0
         start = time.perf_counter()
         try:
-            for position in range(len(self._candidates)):
-                if position == len(self.chain):
-                    self.chain.append(self._candidates[position](self))
+            while True:
                 strategy = self.chain[position]
                 try:
-                    z, inaccurate = strategy.solve(weights, linear, point, warm_start, self.stats)
+                    z, inaccurate = strategy.solve(weights, linear, point, warm_start, stats)
+                    break
                 except StrategyFailure as exc:
                     failures.append(f"{strategy.name}: {exc}")
-                    continue
-                self.stats.solves += 1
-                self.stats.fallbacks += position > 0
-                self.stats.inaccurate += inaccurate
-                self.stats.strategies[strategy.name] = self.stats.strategies.get(strategy.name, 0) + 1
-                return z
+                position += 1
+                if position == len(self._candidates):
+                    raise SolverError("every local-solve strategy failed: " + "; ".join(failures),
+                                      agent=self.agent_name,
+                                      argument="objective" if self.has_objective else "constraints")
+                if position == len(self.chain):
+                    self.chain.append(self._candidates[position](self))
         finally:
-            self.stats.seconds += time.perf_counter() - start
-        raise SolverError("every local-solve strategy failed: " + "; ".join(failures), agent=self.agent_name,
-                          argument="objective" if self.has_objective else "constraints")
+            stats.seconds += time.perf_counter() - start
+        stats.solves += 1
+        stats.fallbacks += position > 0
+        stats.inaccurate += inaccurate
+        stats.strategies[strategy.name] = stats.strategies.get(strategy.name, 0) + 1
+        return z
 
     # ---- what the privacy analysis and the reports read ----------------------------------------------------
     @property
