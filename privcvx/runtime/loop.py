@@ -107,9 +107,9 @@ class Divergence:
         keep = 2 * self.WINDOW + 1
         w = np.array(w, dtype=float)
         if self.points:
-            self.moves = [*self.moves[-(keep - 2):], float(np.linalg.norm(w - self.points[-1]))]
+            self.moves = [*self.moves[-(keep - 2):], _norm(w - self.points[-1])]
         self.points = [*self.points[-(keep - 1):], w]
-        self.norms = [*self.norms[-(keep - 1):], float(np.linalg.norm(w))]
+        self.norms = [*self.norms[-(keep - 1):], _norm(w)]
         self.steps = [*self.steps[-(keep - 1):], 1.0 if step is None else float(step)]
         self.residuals = [*self.residuals[-(keep - 1):], float(residual)]
         self.streak = self.streak + 1 if len(self.points) == keep and self._signs() else 0
@@ -146,8 +146,13 @@ class Divergence:
         """Restore `state_dict` (the norms are computed again from the points)."""
         self.points, self.steps = list(state["points"]), [float(v) for v in state["steps"]]
         self.residuals, self.streak = [float(v) for v in state["residuals"]], int(state["streak"])
-        self.norms = [float(np.linalg.norm(w)) for w in self.points]
-        self.moves = [float(np.linalg.norm(b - a)) for a, b in zip(self.points[:-1], self.points[1:], strict=True)]
+        self.norms = [_norm(w) for w in self.points]
+        self.moves = [_norm(b - a) for a, b in zip(self.points[:-1], self.points[1:], strict=True)]
+
+
+def _norm(v: np.ndarray) -> float:
+    """``np.linalg.norm`` of a real vector, bitwise (its definition: sqrt(v . v)), without its wrapper."""
+    return math.sqrt(float(v.dot(v)))
 
 
 class Ergodic:
