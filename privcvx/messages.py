@@ -53,11 +53,11 @@ class Message:
     def __post_init__(self) -> None:
         payload = {}
         for key, value in dict(self.payload).items():
-            array = np.asarray(value)
-            if array.dtype == object:
+            array = value if type(value) is np.ndarray else np.asarray(value)
+            if array.dtype.hasobject:
                 raise ParameterError(f"payload {key!r} must be numeric, got {type(value).__name__}",
                                      agent=self.sender, argument="payload")
-            payload[str(key)] = array
+            payload[key if type(key) is str else str(key)] = array
         object.__setattr__(self, "payload", payload)
 
     def __getitem__(self, key: str) -> np.ndarray:
@@ -318,16 +318,19 @@ class Router:
         self.topology = topology
         self.names = names
         self.inboxes: dict[str, list[Message]] = {name: [] for name in [*names, SERVER]}
-        self._round: int | None = None  # the round whose neighbour lists are cached
-        self._neighbours: dict[str, list[str]] = {}
+        self._round: int | None = None  # the round whose neighbour lists are cached (0 for every round: static)
+        self._neighbours: dict[str, tuple[list[str], frozenset[str]]] = {}
 
-    def neighbours(self, name: str, t: int) -> list[str]:
-        """``topology.neighbours(name, t)``, asked once per sender and round (a server sends to every agent)."""
-        if t != self._round:
-            self._round, self._neighbours = t, {}
+    def neighbours(self, name: str, t: int) -> tuple[list[str], frozenset[str]]:
+        """``topology.neighbours(name, t)`` and the same names as a set (a receiver is checked in O(1): the server
+        sends to every agent), asked once per sender and round, or once per sender for a static graph."""
+        key = t if self.topology.time_varying else 0
+        if key != self._round:
+            self._round, self._neighbours = key, {}
         found = self._neighbours.get(name)
         if found is None:
-            found = self._neighbours[name] = self.topology.neighbours(name, t)
+            names = self.topology.neighbours(name, t)
+            found = self._neighbours[name] = (names, frozenset(names))
         return found
 
     def post(self, messages: list[Message], t: int) -> None:
@@ -337,16 +340,15 @@ class Router:
             if message.round < t:
                 raise PrivcvxError(f"a message sent in round {t} is stamped with round {message.round}",
                                    agent=message.sender, argument="messages")
-            neighbours = self.neighbours(message.sender, message.round)
+            neighbours, known = self.neighbours(message.sender, message.round)
             if message.receiver is None:
-                receivers = neighbours
-            elif message.receiver in neighbours:
-                receivers = [message.receiver]
+                for receiver in neighbours:
+                    self.inboxes[receiver].append(message)
+            elif message.receiver in known:
+                self.inboxes[message.receiver].append(message)
             else:
                 raise PrivcvxError(f"{message.receiver!r} is not a neighbour in round {message.round}'s graph",
                                    agent=message.sender, argument="messages")
-            for receiver in receivers:
-                self.inboxes[receiver].append(message)
 
     def take(self, name: str) -> list[Message]:
         """Empty and return ``name``'s inbox."""

@@ -14,7 +14,7 @@ import pytest
 import privcvx as pc
 from privcvx.algorithms import PRADMM, ExactADMM, LinearizedADMM, RandomizedADMM
 from privcvx.errors import RunFailed, UnsupportedError
-from privcvx.localsolve import PROJECTION_ERROR, STRATEGIES, LocalProblem, StrategyFailure, cvxpy_adapter
+from privcvx.localsolve import PROJECTION_ERROR, STRATEGIES, LocalProblem, StrategyFailure, cvxpy_adapter, strategies
 
 RNG = np.random.default_rng(28)
 #: The reference: SCS (another algorithm than any strategy's) at 1e-12, from scratch.
@@ -119,6 +119,43 @@ def test_a_failing_strategy_falls_back_with_the_same_data_and_is_counted():
     assert local.report(diagnostics=False) == {"kind": "exact", "strategy": "osqp", "solves": 2}
     assert set(local.report(diagnostics=True)) == {"kind", "strategy", "solves", "fallbacks", "retries", "inaccurate",
                                                    "refactors", "seconds", "strategies"}
+
+
+def _box_agents(count: int = 3) -> pc.DistributedProblem:
+    """Agents with box-constrained least squares in R^4 (their exact step is a QP on OSQP)."""
+    rng = np.random.default_rng(7)
+    agents = []
+    for p in range(count):
+        x = cp.Variable(4)
+        features, labels = rng.normal(size=(10, 4)), rng.normal(size=10)
+        agents.append(pc.Agent(cp.sum_squares(features @ x - labels) / 10, [x >= -0.3, x <= 0.3], shared=x,
+                               name=f"box-{p}"))
+    return pc.DistributedProblem(agents)
+
+
+def test_a_warm_started_qp_step_resumes_bitwise_and_moves_answers_only_at_the_solvers_tolerance(tmp_path, monkeypatch):
+    """ExactADMM's QP steps start from OSQP's last answer, which the checkpoint keeps: a run stopped after round 4 and
+    resumed repeats the uninterrupted run bitwise, and a resumed run that lost the point does not. The warm starts
+    move the answers only within OSQP's tolerances: the run's steps stay within 1e-8 of steps started cold."""
+    clean = _box_agents().solve(ExactADMM(rho=1.0), rounds=8)
+    assert clean.info["local_solve"]["box-0"]["strategy"] == "osqp"
+    columns = [c for c in clean.history.columns if c != "time_s"]
+
+    def resumed() -> pc.Result:
+        path = tmp_path / f"run-{len(list(tmp_path.iterdir()))}.ckpt"
+        _box_agents().solve(ExactADMM(rho=1.0), rounds=8, checkpoint=path, callback=lambda row: row["round"] < 4)
+        return _box_agents().solve(ExactADMM(rho=1.0), rounds=8, resume=path)
+
+    assert resumed().history[columns].equals(clean.history[columns])
+    with monkeypatch.context() as patch:
+        patch.setattr(strategies.OSQPStep, "load_warm_state", lambda self, state: None)
+        assert not resumed().history[columns].equals(clean.history[columns])
+    with monkeypatch.context() as patch:  # every step from OSQP's fresh state
+        original = strategies.OSQPStep.solve
+        patch.setattr(strategies.OSQPStep, "solve", lambda self, w, b, point, warm, stats: original(
+            self, w, b, point, False, stats))
+        cold = _box_agents().solve(ExactADMM(rho=1.0), rounds=8)
+    assert 0.0 < np.max(np.abs(np.asarray(cold.w) - np.asarray(clean.w))) <= 1e-8
 
 
 def test_an_unsupported_cvxpy_version_takes_cvxpys_public_path(monkeypatch):

@@ -226,3 +226,47 @@ def test_running_epsilon_past_sixteen_mechanisms_matches_the_whole_ledger() -> N
     for k in range(3):
         running.record(pc.Laplace(0.1 + 0.01 * k))
     assert running.epsilon() == pytest.approx(epsilon_report(running.ledger, delta)["epsilon_rdp"], rel=1e-6)
+
+
+def _ridge(agents: int, dim: int) -> pc.DistributedProblem:
+    rng = np.random.default_rng(agents + dim)
+    members = []
+    for p in range(agents):
+        x = cp.Variable(dim)
+        features = rng.normal(size=(8, dim))
+        members.append(pc.Agent(cp.sum_squares(features @ x - rng.normal(size=8)), shared=x, name=f"ridge-{p}"))
+    return pc.DistributedProblem(members)
+
+
+def test_the_exact_steps_own_round_is_the_generic_round_bitwise(monkeypatch):
+    """ExactStepAgent.step (no terms of Eq. (9), no average of E iterates) against ADMMAgent.step with the exact
+    step as its one local update: the same history and releases, bit for bit."""
+    from privcvx.algorithms.linearized_admm import ADMMAgent, ExactStepAgent
+
+    problem = _ridge(4, 3)
+    ours = problem.solve(rounds=30)
+    monkeypatch.setattr(ExactStepAgent, "step", ADMMAgent.step)
+    generic = problem.solve(rounds=30)
+    columns = [c for c in ours.history.columns if c != "time_s"]
+    assert ours.info["local_updates"] == "exact" and ours.history[columns].equals(generic.history[columns])
+    assert ours.transcript.same_as(generic.transcript)
+
+
+def test_the_rounds_run_with_the_heap_of_before_them_frozen_and_leave_the_collector_as_they_found_it():
+    """The run loop's `frozen_heap`: during the rounds the collector's permanent generation holds the objects of
+    before the run; after the run nothing is frozen; a caller's own freeze is left alone."""
+    import gc
+
+    problem = _ridge(3, 2)
+    assert gc.get_freeze_count() == 0
+    during: list[int] = []
+    problem.solve(rounds=3, callback=lambda row: during.append(gc.get_freeze_count()))
+    assert min(during) > 0 and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        problem.solve(rounds=3, callback=lambda row: during.append(gc.get_freeze_count()))
+        # nothing more frozen during the run (its set-up objects stay collectable), nothing unfrozen after it
+        assert 0 < during[-1] <= frozen and 0 < gc.get_freeze_count() <= frozen
+    finally:
+        gc.unfreeze()

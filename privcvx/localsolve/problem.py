@@ -177,34 +177,47 @@ class LocalProblem:
 
     def step(self, linear: np.ndarray, weight: float | np.ndarray, warm_start: bool = False) -> np.ndarray:
         """argmin over W_p of f_p(z) + <linear, z_pen> + 1/2 sum weight_i z_pen,i^2 (``weight``: a number or a
-        vector over the penalized coordinates)."""
-        weights = float(weight) if np.ndim(weight) == 0 else np.asarray(weight, dtype=float)
+        vector over the penalized coordinates). ``warm_start``: OSQP starts from its last answer, which
+        `state_dict` keeps (every other strategy answers from the weights and the linear term alone)."""
+        weights = weight if type(weight) is float else float(weight) if np.ndim(weight) == 0 \
+            else np.asarray(weight, dtype=float)
         return self._solve(weights, -np.asarray(linear, dtype=float), None, warm_start)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the next warm-started solve starts from (`Strategy.warm_state`), for checkpoints."""
+        return {"warm": self.chain[0].warm_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict`."""
+        self.chain[0].load_warm_state(state["warm"])
 
     def _solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None,
                warm_start: bool) -> np.ndarray:
         """The error policy (module docstring): the chain in order, the same (w, b) for every strategy."""
-        failures = []
+        stats, failures, position = self.stats, [], 0
         start = time.perf_counter()
         try:
-            for position in range(len(self._candidates)):
-                if position == len(self.chain):
-                    self.chain.append(self._candidates[position](self))
+            while True:
                 strategy = self.chain[position]
                 try:
-                    z, inaccurate = strategy.solve(weights, linear, point, warm_start, self.stats)
+                    z, inaccurate = strategy.solve(weights, linear, point, warm_start, stats)
+                    break
                 except StrategyFailure as exc:
                     failures.append(f"{strategy.name}: {exc}")
-                    continue
-                self.stats.solves += 1
-                self.stats.fallbacks += position > 0
-                self.stats.inaccurate += inaccurate
-                self.stats.strategies[strategy.name] = self.stats.strategies.get(strategy.name, 0) + 1
-                return z
+                position += 1
+                if position == len(self._candidates):
+                    raise SolverError("every local-solve strategy failed: " + "; ".join(failures),
+                                      agent=self.agent_name,
+                                      argument="objective" if self.has_objective else "constraints")
+                if position == len(self.chain):
+                    self.chain.append(self._candidates[position](self))
         finally:
-            self.stats.seconds += time.perf_counter() - start
-        raise SolverError("every local-solve strategy failed: " + "; ".join(failures), agent=self.agent_name,
-                          argument="objective" if self.has_objective else "constraints")
+            stats.seconds += time.perf_counter() - start
+        stats.solves += 1
+        stats.fallbacks += position > 0
+        stats.inaccurate += inaccurate
+        stats.strategies[strategy.name] = stats.strategies.get(strategy.name, 0) + 1
+        return z
 
     # ---- what the privacy analysis and the reports read ----------------------------------------------------
     @property

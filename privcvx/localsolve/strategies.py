@@ -108,6 +108,15 @@ class Strategy(ABC):
         """z minimizing (LS) (``point = linear / weights`` for a projection), and whether it is inaccurate. ``weights``
         is one float for all the penalized coordinates, or an array over them."""
 
+    def warm_state(self) -> list[np.ndarray] | None:
+        """What a warm-started solve starts from (None: the strategy's answers depend on (w, b) alone)."""
+        return None
+
+    def load_warm_state(self, state: list[np.ndarray] | None) -> None:
+        """Restore `warm_state` (a checkpoint): a strategy that keeps none takes only None."""
+        if state is not None:
+            raise ValueError(f"the {self.name} strategy keeps no warm start")
+
 
 class ClosedForm(Strategy):
     """Projection onto R^n (the point) or onto a box (np.clip's definition, without its wrapper's overhead)."""
@@ -215,10 +224,14 @@ class Factorization(_Weighted):
 
 
 class OSQPStep(_Weighted):
-    """A QP with inequalities on OSQP: set up (factored) once per weight vector, then ``update(q=...)`` and solve,
-    warm-started from the last answer when asked; else from the state of a fresh setup (x = y = 0, OSQP's initial
-    rho, refactored only if the last solves adapted it), so that a cold answer depends on (P, A, l, u, q) alone and a
-    run resumed from a checkpoint repeats it bitwise."""
+    """A QP with inequalities on OSQP: set up (factored) once per weight vector, then ``update(q=...)`` and solve.
+
+    Every solve starts from OSQP's initial rho (refactored only if the last solve adapted it) and from a stated
+    point: x = y = 0, the state of a fresh setup (``warm_start=False``), or the primal and dual of this strategy's
+    last answer (``warm_start=True``, `warm_state`). An answer is thus a function of (P, A, l, u, q) and that point
+    alone, so a run resumed from a checkpoint that kept the point (`LocalProblem.state_dict`) repeats it bitwise.
+    A warm start changes an answer only within OSQP's tolerances (``SOLVER_SETTINGS``), which
+    `Strategy.error_bound` covers either way."""
 
     name = "osqp"
 
@@ -230,13 +243,18 @@ class OSQPStep(_Weighted):
         # (bench/bench_localsolve.py, (b)).
         return data is not None and data.qp and data.nonneg > 0 and local.has_objective
 
+    def __init__(self, local: LocalProblem) -> None:
+        super().__init__(local)
+        self.size = (self.data.P.shape[0], self.data.A.shape[0])
+        self.cold = [np.zeros(self.size[0]), np.zeros(self.size[1])]
+        self.last: list[np.ndarray] | None = None  # the primal x and dual y of the last answer
+
     def refactor(self, weights: float | np.ndarray) -> None:
         data = self.data
         lower = np.concatenate([data.b[:data.zero], np.full(data.nonneg, -np.inf)])
         self.solver = osqp.OSQP()
         self.solver.setup(sp.triu(self.hessian(weights), format="csc"), data.q, data.A, lower, data.b,
                           verbose=False, adaptive_rho_interval=25, **SOLVER_SETTINGS[cp.OSQP])
-        self.size = (data.P.shape[0], data.A.shape[0])
         self.initial_rho = self.solver.settings.rho
         self.rho_adapted = False
 
@@ -244,19 +262,28 @@ class OSQPStep(_Weighted):
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         self.prepare(weights, stats)
         self.solver.update(q=self.linear_term(linear))
-        if not warm_start:  # the state of a fresh setup: x = y = 0 and the initial rho (refactored if it adapted)
-            if self.rho_adapted:
-                self.solver.update_settings(rho=self.initial_rho)
-                self.rho_adapted = False
-            self.solver.warm_start(x=np.zeros(self.size[0]), y=np.zeros(self.size[1]))
+        if self.rho_adapted:  # back to the initial rho of a fresh setup (a refactorization)
+            self.solver.update_settings(rho=self.initial_rho)
+            self.rho_adapted = False
+        x, y = self.last if warm_start and self.last is not None else self.cold
+        self.solver.warm_start(x=x, y=y)
         result = self.solver.solve(raise_error=False)
         info = result.info
-        self.rho_adapted |= info.rho_updates > 0
+        self.rho_adapted = info.rho_updates > 0
         residual = max(info.prim_res, info.dual_res)
         if info.status not in ("solved", "solved inaccurate") or not residual <= ACCEPTABLE_RESIDUAL:
             raise StrategyFailure(f"OSQP status {info.status!r} (residual {residual:.2e})")
+        self.last = [np.array(result.x, dtype=float), np.array(result.y, dtype=float)]
         accurate = info.status == "solved" and residual <= STANDARD_TOLERANCE
-        return np.asarray(result.x)[self.data.columns], not accurate
+        return self.last[0][self.data.columns], not accurate
+
+    def warm_state(self) -> list[np.ndarray] | None:
+        return None if self.last is None else [vector.copy() for vector in self.last]
+
+    def load_warm_state(self, state: list[np.ndarray] | None) -> None:
+        if state is not None and [np.shape(vector) for vector in state] != [(size,) for size in self.size]:
+            raise ValueError(f"a warm start of shapes {[np.shape(vector) for vector in state]}, not {self.size}")
+        self.last = None if state is None else [np.array(vector, dtype=float) for vector in state]
 
 
 class ClarabelStep(_Weighted):
@@ -388,7 +415,10 @@ class CvxpyStep(Strategy):
             stats.retries += attempt > 0
             try:
                 with quiet_inaccurate():  # counted in the statistics, reported once per run
-                    self.problem.solve(solver=solver, warm_start=warm_start, **SOLVER_SETTINGS[solver])
+                    # a step's warm start would carry over rounds, from solver state no checkpoint holds (only
+                    # OSQPStep's is kept, `warm_state`): a step starts cold
+                    self.problem.solve(solver=solver, warm_start=warm_start and not local.has_objective,
+                                       **SOLVER_SETTINGS[solver])
             except cp.error.SolverError as exc:
                 failures.append(f"{solver}: {exc}")
                 continue

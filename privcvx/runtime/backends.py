@@ -138,6 +138,7 @@ class AgentHost:
         reserve_cvxpy_ids(agents)
         self.contexts = list(contexts)
         self.phases = algorithm.phases
+        self.timed = any(context.diagnostics for context in self.contexts)  # usage() reports busy_s only then
         self.busy = [0.0] * len(self.contexts)  # the seconds each program spent in its rounds' steps
         self.cpu = [0.0] * len(self.contexts)  # and the CPU seconds of this thread in them
         self.programs = self._each(lambda agent, context: algorithm.agent_program(agent, context), self.contexts,
@@ -157,7 +158,7 @@ class AgentHost:
         as ``__cause__``. ``timed``: add each call's duration to its agent's busy time (in runs that keep
         diagnostics, the only ones whose `usage` reports it)."""
         targets = self.programs if targets is None else targets
-        timed = timed and any(context.diagnostics for context in self.contexts)  # usage() reports them only then
+        timed = timed and self.timed
         answers = []
         start = cpu = 0.0
         for i, (context, program, item) in enumerate(zip(self.contexts, targets, items or [None] * len(self.contexts),

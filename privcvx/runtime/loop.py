@@ -18,11 +18,12 @@ appended; then the checkpoint is written and the stopping rules are checked. A f
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,28 +98,35 @@ class Divergence:
         self.steps: list[float] = []
         self.residuals: list[float] = []
         self.streak = 0
+        self.norms: list[float] = []  # ||w|| of every kept point
+        self.moves: list[float] = []  # ||w_i - w_{i-1}|| between consecutive kept points
 
     def diverging(self, w: np.ndarray, step: float | None, residual: float = 0.0) -> bool:
         """Record round t's w, its step and its public residual (the disagreement of the releases, or the
         primal residual); whether the last `PERSIST` rounds each showed divergence over their 2K rounds."""
-        k = self.WINDOW
-        self.points = [*self.points[-2 * k:], np.asarray(w, dtype=float).copy()]
-        self.steps = [*self.steps[-2 * k:], 1.0 if step is None else float(step)]
-        self.residuals = [*self.residuals[-2 * k:], float(residual)]
-        self.streak = self.streak + 1 if len(self.points) > 2 * k and self._signs() else 0
+        keep = 2 * self.WINDOW + 1
+        w = np.array(w, dtype=float)
+        if self.points:
+            self.moves = [*self.moves[-(keep - 2):], _norm(w - self.points[-1])]
+        self.points = [*self.points[-(keep - 1):], w]
+        self.norms = [*self.norms[-(keep - 1):], _norm(w)]
+        self.steps = [*self.steps[-(keep - 1):], 1.0 if step is None else float(step)]
+        self.residuals = [*self.residuals[-(keep - 1):], float(residual)]
+        self.streak = self.streak + 1 if len(self.points) == keep and self._signs() else 0
         return self.streak >= self.PERSIST
 
     def _signs(self) -> bool:
-        """Whether the last 2K + 1 rounds show divergence (class docstring)."""
+        """Whether the last 2K + 1 rounds show divergence (class docstring); the norms of the points and of their
+        differences are kept from round to round (`diverging`)."""
         k = self.WINDOW
         first, middle, last = self.points[0], self.points[k], self.points[2 * k]
-        norms = [float(np.linalg.norm(v)) for v in (first, middle, last)]
+        norms = [self.norms[0], self.norms[k], self.norms[2 * k]]
         residuals = self.residuals[0], self.residuals[k], self.residuals[2 * k]
         # a geometric blow-up, which the directions below miss when it oscillates
         for sizes, growth, floor in ((norms, self.GROWTH, 0.0), (residuals, self.RESIDUAL_GROWTH, max(1.0, norms[2]))):
             if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
                 return True
-        moves = [float(np.linalg.norm(b - a)) for a, b in zip(self.points[:-1], self.points[1:], strict=True)]
+        moves = self.moves
         if float(np.linalg.norm(middle - first)) < self.STRAIGHT * sum(moves[:k]) \
                 or float(np.linalg.norm(last - middle)) < self.STRAIGHT * sum(moves[k:]):
             return False  # not a straight path: noise, or a method circling its optimum
@@ -135,9 +143,16 @@ class Divergence:
         return {"points": self.points, "steps": self.steps, "residuals": self.residuals, "streak": self.streak}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore `state_dict`."""
+        """Restore `state_dict` (the norms are computed again from the points)."""
         self.points, self.steps = list(state["points"]), [float(v) for v in state["steps"]]
         self.residuals, self.streak = [float(v) for v in state["residuals"]], int(state["streak"])
+        self.norms = [_norm(w) for w in self.points]
+        self.moves = [_norm(b - a) for a, b in zip(self.points[:-1], self.points[1:], strict=True)]
+
+
+def _norm(v: np.ndarray) -> float:
+    """``np.linalg.norm`` of a real vector, bitwise (its definition: sqrt(v . v)), without its wrapper."""
+    return math.sqrt(float(v.dot(v)))
 
 
 class Ergodic:
@@ -251,6 +266,7 @@ class Run:
         dropped = set() if self.keep_diagnostics else set(TIMING_COLUMNS)
         self.columns = [c for c in algorithm.columns
                         if (c in diagnostic or c not in algorithm.diagnostic_columns) and c not in dropped]
+        self.kept = frozenset(self.columns)
 
     # ---- one exchange ---------------------------------------------------------------------------------
     def _accounts(self) -> list[RunningEpsilon] | None:
@@ -305,7 +321,7 @@ class Run:
         row: dict[str, Any] = {"round": t, "epsilon": self.epsilon()}
         if "time_s" in self.columns:
             row["time_s"] = elapsed
-        row.update({c: float(v) for c, v in metrics.items() if c in self.columns})
+        row.update({c: float(v) for c, v in metrics.items() if c in self.kept})
         for column in self.columns:
             if column in row and not math.isfinite(row[column]):
                 raise PrivcvxError(f"the public metric {column!r} is {row[column]} in round {t}: the iterates "
@@ -577,6 +593,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
         bar = _progress(progress, rounds, start_round)
         t0 = time.perf_counter() - elapsed
         try:
+            shield.enter_context(frozen_heap())  # until the result is built
             for t in range(start_round, rounds + 1):
                 sent = run_.round(hosts, t)
                 elapsed = time.perf_counter() - t0
@@ -605,6 +622,28 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
             if bar is not None:
                 bar.close()
         return _partial_result(run_, hosts, stop) if stop == "interrupted" else run_.result(hosts, stop)
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """The rounds with every object alive before them in the garbage collector's permanent generation
+    (``gc.freeze``), moved back to the oldest generation when they end (``gc.unfreeze``).
+
+    A round allocates a few objects per agent that outlive it (its messages, kept by the transcript), so the
+    collector's full collections come every so many rounds, at a rate that grows with the number of agents; each
+    scanned the whole heap, which the agents' compiled problems make grow with it too: seconds per round grew with
+    the square of the number of agents (docs/performance.md, "Scale"). Frozen, the heap of before the run is not
+    scanned, and a full collection costs what the run allocated. Nothing is collected less: an object of before the
+    run that becomes cyclic garbage is collected after the run. A caller that froze objects itself, or disabled the
+    collector, is left as it is."""
+    if gc.get_freeze_count() or not gc.isenabled():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _partial_result(run_: Run, hosts: Any, stop: str) -> Result:
