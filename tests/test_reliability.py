@@ -180,7 +180,7 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
     with pytest.raises(CheckpointError, match="damaged"):  # the zip CRC catches it
         _resume(damaged)
     state = json.loads(bytes(arrays["__state__"]))
-    state["__dict__"]["next_round"] = 2  # re-saved with valid CRCs: only the digest can tell
+    state["next_round"] = 2  # re-saved with valid CRCs: only the digest can tell
     resaved = tmp_path / "resaved.ckpt"
     np.savez(resaved, **{**arrays, "__state__": _utf8(json.dumps(state))})
     os.replace(str(resaved) + ".npz", resaved)
