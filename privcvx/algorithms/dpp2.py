@@ -131,12 +131,10 @@ class DPP2(GradientMethod):
         self.u_w, self.u_e, self.r, self.smoothness, self.weights, self.trace = u_w, u_e, r, smoothness, weights, trace
         for argument in ("rho", "alpha", "beta"):
             require_positive(getattr(self, argument), argument=argument)
-        if eta is not None and not (isinstance(eta, (int, float)) and 0.0 < eta < 1.0):
-            raise ParameterError(f"must be None (random) or a number in (0, 1), got {eta!r}", argument="eta")
-        if mixing_seed is not None and (isinstance(mixing_seed, bool) or not isinstance(mixing_seed, int)
-                                        or mixing_seed < 0):
-            raise ParameterError(f"must be an int >= 0 (the nodes' shared key) or None, got {mixing_seed!r}",
-                                 argument="mixing_seed")
+        if eta is not None:  # None: random
+            check_scalar(eta, argument="eta", kind=float, low=0.0, high=1.0, closed="neither")
+        if mixing_seed is not None:  # the nodes' shared key
+            check_scalar(mixing_seed, argument="mixing_seed", kind=int, low=0)
         self.check_noise()
         if smoothness is not None:
             require_positive(smoothness, argument="smoothness", allow_zero=True)

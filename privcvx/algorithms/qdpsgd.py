@@ -146,15 +146,14 @@ class SampledAgent(Agent):
         if not isinstance(samples, SampleLoss):
             raise DeclarationError(f"must provide count and gradients(x, indices), got {samples!r}",
                                    agent=kwargs.get("name"), argument="samples")
-        count = samples.count
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise DeclarationError(f"count must be an int >= 1, got {count!r}", agent=kwargs.get("name"),
-                                   argument="samples")
-        if record_count is not None and (isinstance(record_count, bool) or record_count != count):
+        count = check_scalar(samples.count, argument="samples.count", kind=int, low=1, agent=kwargs.get("name"),
+                             error=DeclarationError)
+        if record_count is not None and check_scalar(record_count, argument="record_count", kind=int, low=1,
+                                                     agent=kwargs.get("name"), error=DeclarationError) != count:
             raise DeclarationError(f"must be None or the agent's number of records, {count}, got {record_count!r}",
                                    agent=kwargs.get("name"), argument="record_count")
         self.samples = samples
-        self.record_count = record_count
+        self.record_count = None if record_count is None else count
 
 
 class _WholeObjective:
