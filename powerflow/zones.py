@@ -8,7 +8,7 @@ import networkx as nx
 import numpy as np
 import pandapower as pp
 
-from privcvx.errors import DeclarationError, check_scalar
+from privcvx.errors import DeclarationError
 
 from .data import NetworkData, branch_ends, network_data
 from .model import as_net
@@ -35,10 +35,13 @@ def bus_graph(data: NetworkData) -> nx.Graph:
 
 
 def _number_of_zones(zones: object, nb: int) -> int:
-    if isinstance(zones, bool | np.bool_) or not isinstance(zones, int | np.integer):
+    if isinstance(zones, bool) or not isinstance(zones, (int, np.integer)):
         raise DeclarationError(f'expected a number of zones, "area" or a bus-to-zone mapping, got {zones!r}',
                                argument="zones")
-    return check_scalar(zones, argument="zones", kind=int, low=1, high=nb, error=DeclarationError)
+    if not 1 <= zones <= nb:
+        raise DeclarationError(f"the network has {nb} buses, so zones must be in 1..{nb}, got {zones}",
+                               argument="zones")
+    return int(zones)
 
 
 def _merge_smallest(graph: nx.Graph, communities: list[set[int]], target: int) -> list[set[int]]:
