@@ -68,11 +68,13 @@ def sites(tmp_path_factory) -> tuple[str, pc.Result]:
 
 
 # Kill points: the N-th file operation of the checkpoint code in the driver (resumable_run.py --kill-at), before
-# it (N even) or after it (N odd). Serial: 4 shards, their deletions, 2 log appends and the state file a round,
-# so these land in a shard write and a deletion. Process: the shards are
-# written in the workers; the driver's appends and its state file (N = 8: after round 2's shards, before the
-# driver's commit, the kill of the issue). bench/bench_kill_resume.py runs 30 random N per backend.
-@pytest.mark.parametrize("backend, kill_at", [("serial", 16), ("serial", 41), ("process", 8)])
+# it (N even) or after it (N odd). Serial, from round 3's commit on (N = 32): 2 log appends, then each agent's shard
+# (written to a temporary file, renamed) and the deletion of its shard of two rounds back, then the state file
+# (written; flushed and renamed in the background): N = 38 lands in a shard write, 45 after a deletion, 46 after
+# all the shards and before the driver's state file (the kill of the issue). Process: the shards are written in
+# the workers; N = 10 is after round 2's shards, before the driver's state file. bench/bench_kill_resume.py runs
+# 30 random N per backend.
+@pytest.mark.parametrize("backend, kill_at", [("serial", 38), ("serial", 45), ("serial", 46), ("process", 10)])
 def test_per_host_checkpoints_resume_bitwise_after_a_kill_in_their_writes(tmp_path, sites, backend, kill_at):
     case, full = sites
     killed, resumed, checkpoint = tmp_path / "killed.npz", tmp_path / "resumed.npz", tmp_path / "run.ckpt"

@@ -113,19 +113,42 @@ def _temporary_prefix(path: str | os.PathLike) -> tuple[str, str]:
 def write_atomically(path: str | os.PathLike, data: bytes, argument: str) -> None:
     """Write ``data`` to ``path`` owner-only, through a temporary file in its folder renamed over it (a kill leaves
     the old file or the new one). An existing ``path`` that is not a regular file (a symlink, FIFO) is refused."""
+    replace_temporary(*write_temporary(path, data, argument), path)
+
+
+def write_temporary(path: str | os.PathLike, data: bytes, argument: str) -> tuple[int, str]:
+    """The first half of `write_atomically`: ``data`` written (not yet flushed) to a new owner-only temporary file
+    beside ``path``; its open descriptor and name, for `replace_temporary`."""
     refuse_special(path, argument)
     directory, prefix = _temporary_prefix(path)
     descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")  # 0600, O_EXCL
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        written = 0
+        while written < len(data):
+            written += os.write(descriptor, data[written:])
+    except BaseException:
+        _discard(descriptor, temporary)
+        raise
+    return descriptor, temporary
+
+
+def replace_temporary(descriptor: int, temporary: str, path: str | os.PathLike) -> None:
+    """The second half of `write_atomically`: flush the temporary file to disk, close it, rename it over ``path``."""
+    try:
+        os.fsync(descriptor)
+        os.close(descriptor)
+        descriptor = -1
         os.replace(temporary, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        _discard(descriptor, temporary)
         raise
+
+
+def _discard(descriptor: int, temporary: str) -> None:
+    with contextlib.suppress(OSError):
+        if descriptor >= 0:
+            os.close(descriptor)
+        os.unlink(temporary)
 
 
 def refuse_special(path: str | os.PathLike, argument: str) -> None:
@@ -397,9 +420,11 @@ class Committer:
         self._pending: Future | None = None
 
     def submit(self, logs: Iterable[Log], path: str | os.PathLike, data: bytes) -> None:
-        """Commit a state file's bytes ``data`` at ``path`` after flushing ``logs``, in the background."""
+        """Commit a state file's bytes ``data`` at ``path`` after flushing ``logs``: the file is written here, and
+        flushed and renamed in the background."""
         self.wait()
-        self._pending = self._executor.submit(_commit, list(logs), path, data)
+        descriptor, temporary = write_temporary(path, data, "checkpoint")
+        self._pending = self._executor.submit(_commit, list(logs), descriptor, temporary, path)
 
     def wait(self) -> None:
         """Return when the commit in flight (if any) is on disk; raise its failure."""
@@ -415,10 +440,10 @@ class Committer:
             self._executor.shutdown()
 
 
-def _commit(logs: list[Log], path: str | os.PathLike, data: bytes) -> None:
+def _commit(logs: list[Log], descriptor: int, temporary: str, path: str | os.PathLike) -> None:
     for log in logs:
         log.sync()
-    write_atomically(path, data, "checkpoint")
+    replace_temporary(descriptor, temporary, path)
 
 
 def _digest(members: Mapping[str, np.ndarray]) -> str:
