@@ -378,3 +378,49 @@ def test_results_are_written_back_to_the_users_variables():
     released = problem.solve(rounds=2, rho=rho, eta=eta, diagnostics=False)
     with pytest.raises(pc.errors.ParameterError, match="diagnostics=False"):
         released.value_of("agent-0", y)
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_the_background_commit_keeps_the_order_and_the_last_round(tmp_path, monkeypatch, coalesce):
+    """Rounds submitted faster than the disk flushes (a 20 ms fsync): the state file on disk is always a whole
+    round whose log records are flushed; at the end it is the last round, with no temporary file left; with
+    ``coalesce`` some rounds are skipped, without, none. A failure of the background write is raised by the next
+    call."""
+    from privcvx.runtime import checkpoint as checkpoints
+
+    flushed: list[tuple[int, int]] = []  # (descriptor, size) of every flush
+    fsync = os.fsync
+
+    def slow_fsync(descriptor: int) -> None:
+        time.sleep(0.02)
+        flushed.append((descriptor, os.fstat(descriptor).st_size))
+        fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    path, log = tmp_path / "run.ckpt", checkpoints.Log(tmp_path / "run.ckpt.log")
+    committer = checkpoints.Committer(coalesce=coalesce)
+    renamed = []
+    replace = checkpoints.replace_temporary
+
+    def recorded(descriptor: int, temporary: str, target: Path) -> None:
+        if Path(target).name == "full.ckpt":
+            raise OSError(28, "No space left on device")
+        replace(descriptor, temporary, target)
+        renamed.append(checkpoints.read_state(target, {}))
+        assert max(size for d, size in flushed if d == log.descriptor) >= renamed[-1]["logs"][0]  # flushed first
+
+    monkeypatch.setattr(checkpoints, "replace_temporary", recorded)
+    for t in range(1, 21):
+        log.append([f"round {t}".encode()])
+        committer.submit([log], path, checkpoints.encode_state({}, {"next_round": t + 1, "logs": log.position}))
+    committer.wait()
+    assert [state["next_round"] for state in renamed] == sorted({state["next_round"] for state in renamed})
+    assert renamed[-1]["next_round"] == 21 and (len(renamed) < 20) == coalesce
+    for state in renamed:
+        assert len(checkpoints.read_log(tmp_path / "run.ckpt.log", state["logs"])) == state["next_round"] - 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt", "run.ckpt.log"]
+    committer.submit([log], tmp_path / "full.ckpt", b"x")  # its flush and rename fail in the background
+    with pytest.raises(OSError, match="No space"):
+        committer.wait()
+    committer.close()
+    log.close()

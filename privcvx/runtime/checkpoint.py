@@ -32,9 +32,9 @@ import re
 import stat
 import struct
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -407,43 +407,85 @@ def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str
 
 
 class Committer:
-    """Commits a checkpoint's rounds in a background thread, so that the disk's flushes overlap the next round.
+    """Commits a checkpoint's rounds in a background thread, so that the disk's flushes overlap the next rounds.
 
-    A round's commit (`submit`) flushes the logs' new records to disk (`Log.sync`), then writes the state file
-    (`write_atomically`: written, flushed, renamed). The rename is the commit point, so a state file on disk never
-    names log records that are not. One commit is in flight at a time: `wait` (which `submit` calls first) returns
-    when it is on disk, and raises its failure.
+    A round's commit (`submit`): the state file is written to a temporary file (here, to the page cache); the
+    thread then flushes the logs' records and that file to disk (``os.fsync``) and renames it over the state file.
+    The rename is the commit point, so a state file on disk never names log records that are not (the logs only
+    grow, so a later round's records do not change an earlier round's). The thread commits one round at a time.
+
+    ``coalesce=False``: `submit` first waits for the round in flight, so every round is committed in turn (per-host
+    shards need this: a host deletes a shard once the state file naming a newer one is on disk). ``coalesce=True``:
+    `submit` never waits; a round submitted while another is in flight replaces any round still waiting, whose
+    temporary file is discarded, so when the disk is slower than the rounds, the state file on disk lags by a round
+    or two instead of the run waiting for it. `wait` returns when every submitted round is committed or replaced,
+    and raises the thread's first failure.
     """
 
-    def __init__(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="privcvx-checkpoint")
-        self._pending: Future | None = None
+    def __init__(self, *, coalesce: bool) -> None:
+        self.coalesce = coalesce
+        self._condition = threading.Condition()
+        self._waiting: tuple[list[Log], int, str, str | os.PathLike] | None = None  # the next round to commit
+        self._busy = False
+        self._closed = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="privcvx-checkpoint", daemon=True)
+        self._thread.start()
 
     def submit(self, logs: Iterable[Log], path: str | os.PathLike, data: bytes) -> None:
-        """Commit a state file's bytes ``data`` at ``path`` after flushing ``logs``: the file is written here, and
-        flushed and renamed in the background."""
-        self.wait()
+        """Commit the state file's bytes ``data`` at ``path``, after flushing ``logs``, in the background."""
+        if not self.coalesce:
+            self.wait()
         descriptor, temporary = write_temporary(path, data, "checkpoint")
-        self._pending = self._executor.submit(_commit, list(logs), descriptor, temporary, path)
+        with self._condition:
+            replaced, self._waiting = self._waiting, (list(logs), descriptor, temporary, path)
+            self._condition.notify_all()
+        if replaced is not None:
+            _discard(replaced[1], replaced[2])
+        self._raise()
 
     def wait(self) -> None:
-        """Return when the commit in flight (if any) is on disk; raise its failure."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        """Return when every submitted round is on disk (or replaced by a later one that is); raise a failure."""
+        with self._condition:
+            while self._busy or self._waiting is not None:
+                self._condition.wait()
+        self._raise()
 
     def close(self) -> None:
-        """Wait for the commit in flight, then stop the thread."""
+        """`wait`, then stop the thread."""
         try:
             self.wait()
         finally:
-            self._executor.shutdown()
+            with self._condition:
+                self._closed = True
+                self._condition.notify_all()
+            self._thread.join()
 
+    def _raise(self) -> None:
+        with self._condition:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
 
-def _commit(logs: list[Log], descriptor: int, temporary: str, path: str | os.PathLike) -> None:
-    for log in logs:
-        log.sync()
-    replace_temporary(descriptor, temporary, path)
+    def _work(self) -> None:
+        while True:
+            with self._condition:
+                while self._waiting is None and not self._closed:
+                    self._condition.wait()
+                if self._waiting is None:
+                    return
+                (logs, descriptor, temporary, path), self._waiting, self._busy = self._waiting, None, True
+            error = None
+            try:
+                for log in logs:
+                    log.sync()
+                replace_temporary(descriptor, temporary, path)
+            except BaseException as exc:  # noqa: BLE001 - raised in the run's thread by the next submit or wait
+                error = exc
+            with self._condition:
+                self._busy = False
+                self._error = self._error or error
+                self._condition.notify_all()
 
 
 def _digest(members: Mapping[str, np.ndarray]) -> str:

@@ -373,7 +373,7 @@ class Run:
             if saved is not None:
                 self.logs[0].append(saved.transcript)
                 self.logs[1].append(saved.history)
-        self.committer = checkpoints.Committer()
+        self.committer = checkpoints.Committer(coalesce=not self.problem.data_local)
         self.committed = None if saved is None else saved.next_round
 
     def end_checkpoint(self) -> None:
@@ -406,11 +406,14 @@ class Run:
     def commit(self, backend: Any, path: str | os.PathLike, header: dict[str, Any], t: int,
                sent: list[Message], elapsed: float) -> None:
         """Checkpoint round ``t``: the logs' new records, the hosts' shards (of factory-built agents), then the
-        state file, whose rename commits the round (`checkpoints.Committer`: in the background, while the next
-        round runs; it waits first for the previous round's, so shards of older rounds are deleted only once the
-        state file naming newer ones is on disk)."""
+        state file, whose rename commits the round (`checkpoints.Committer`: flushed and renamed in the background
+        while the next rounds run). With shards, each round waits for the previous round's commit, so that shards
+        of older rounds are deleted only once the state file naming newer ones is on disk; without, a round whose
+        commit finds the disk still busy replaces the round waiting for it (the file on disk lags by a round or
+        two, never by more than the disk's delay)."""
         assert self.logs is not None and self.committer is not None
-        self.committer.wait()  # the state file of self.committed is on disk
+        if self.problem.data_local:
+            self.committer.wait()  # the state file of self.committed is on disk
         self.log(t, self.rows[-1], sent)
         agents = backend.call("write_shards", t + 1, self.committed) if self.problem.data_local \
             else backend.call("states")
