@@ -6,8 +6,9 @@
 ``DPDistributedGradient(epsilon=1, q=0.9)`` on ``problems.rendezvous`` with ``--agents`` agents in R^2 on a ring,
 seed 1, ``diagnostics=False``, serial backend: without a checkpoint and with ``checkpoint=`` (written after every
 round), alternately, ``--repeats`` times each (the machine is shared: the medians are reported). Each run reports
-its total time and the mean ms per round over its first and last 100 rounds (from a callback's time stamps); the
-checkpointed runs also report the checkpoint's own cost per round: the time the run loop spends in
+its total time, its CPU time (``time.process_time``: every thread of the process, less sensitive to the machine's
+load than the wall time), and the mean ms per round over its first and last 100 rounds (from a callback's time
+stamps); the checkpointed runs also report the checkpoint's own cost per round: the time the run loop spends in
 ``Run.commit`` (the logs' records, the state's encoding, and the wait for the previous round's commit, whose
 flushes and rename run in a background thread), as the mean over rounds 1-11 (about round 6) and over the last 11
 rounds (about round 600), and the size of the files at the end. Both runs include the accounting's own cost per
@@ -48,15 +49,16 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             problem.solve(DPDistributedGradient(epsilon=1.0, q=0.9), pc.Topology.ring(), rounds=rounds, seed=1,
                           diagnostics=False, checkpoint=checkpoint,
                           callback=lambda row: stamps.append(time.perf_counter()))
-            total = time.perf_counter() - start
+            total, cpu = time.perf_counter() - start, time.process_time() - cpu
     finally:
         loop.Run.commit = commit
     per_round = np.diff([start, *stamps]) * 1e3
-    out = {"total_s": total, "first_ms": float(per_round[:100].mean()), "last_ms": float(per_round[-100:].mean())}
+    out = {"total_s": total, "cpu_s": cpu, "first_ms": float(per_round[:100].mean()),
+           "last_ms": float(per_round[-100:].mean())}
     if commits:
         out.update(commit_first_ms=float(np.mean(commits[:11])) * 1e3,
                    commit_last_ms=float(np.mean(commits[-11:])) * 1e3)
@@ -85,14 +87,18 @@ def main() -> None:
               for label, runs in (("no checkpoint", plain), ("checkpoint every round", saved))}
     print(f"DPDG, {args.agents} agents, {args.rounds} rounds, serial{', no fsync' if args.no_fsync else ''}, "
           f"median of {args.repeats} alternating runs (load average {min(loads):.1f}-{max(loads):.1f})\n")
-    print("| run | total | first 100 rounds | last 100 rounds | checkpoint, rounds 1-11 | checkpoint, last 11 rounds |")
-    print("|---|---|---|---|---|---|")
+    print("| run | total | CPU time | first 100 rounds | last 100 rounds | checkpoint, rounds 1-11 | "
+          "checkpoint, last 11 rounds |")
+    print("|---|---|---|---|---|---|---|")
     for label, r in median.items():
         own = (f"{r['commit_first_ms']:.2f} ms | {r['commit_last_ms']:.2f} ms" if "commit_first_ms" in r else "- | -")
-        print(f"| {label} | {r['total_s']:.2f} s | {r['first_ms']:.2f} ms | {r['last_ms']:.2f} ms | {own} |")
+        print(f"| {label} | {r['total_s']:.2f} s | {r['cpu_s']:.2f} s | {r['first_ms']:.2f} ms | "
+              f"{r['last_ms']:.2f} ms | {own} |")
     ratios = [s["total_s"] / p["total_s"] for p, s in zip(plain, saved, strict=True)]
     print(f"\nwith / without: {median['checkpoint every round']['total_s'] / median['no checkpoint']['total_s']:.2f}x "
-          f"(medians; per pair {', '.join(f'{r:.2f}' for r in ratios)}); checkpoint files at the end: "
+          f"(medians; per pair {', '.join(f'{r:.2f}' for r in ratios)}), in CPU time "
+          f"{median['checkpoint every round']['cpu_s'] / median['no checkpoint']['cpu_s']:.2f}x; checkpoint files at "
+          "the end: "
           + ", ".join(f"{name} {size / 1e3:.0f} kB" for name, size in sorted(sizes.items())))
 
 

@@ -2,7 +2,7 @@
 
     python ray_watchdog.py DRIVER_PID RAY_PACKAGE_DIR
 
-Started by [`RayBackend`][privcvx.runtime.backends.RayBackend] (`start`) only for a local instance it started
+Started by [`RayBackend`][privcvx.runtime.backends.RayBackend] (`start_watchdog`) only for a local instance it started
 itself (never for a cluster given by address, nor for an instance the user had started). Killed with SIGKILL, a
 driver cannot shut Ray down: its direct children (GCS, raylet, dashboard, log monitor) fate-share with it and end
 within seconds, but the raylet's agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) then block on a call to
