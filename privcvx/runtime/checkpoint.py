@@ -54,7 +54,7 @@ from privcvx.messages import (
 from privcvx.problem import AgentSpec, data_leaves
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 #: The largest ``.npy`` header read (numpy's own default limit).
 MAX_NPY_HEADER = 10_000
