@@ -1,15 +1,20 @@
 """The cost of checkpointing every round (issue 29, point 2): a long private DPDG run with and without checkpoints.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_checkpoint_cost.py [--rounds 600] [--agents 50] [--no-fsync]
+    PYTHONPATH=. .venv/bin/python bench/bench_checkpoint_cost.py [--rounds 600] [--agents 50] [--repeats 3]
+                                                                  [--no-fsync]
 
 ``DPDistributedGradient(epsilon=1, q=0.9)`` on ``problems.rendezvous`` with ``--agents`` agents in R^2 on a ring,
-seed 1, ``diagnostics=False``, serial backend: once without a checkpoint, once with ``checkpoint=`` (written after
-every round). Each run reports its total time, the mean ms per round over its first and last 100 rounds (from a
-callback's time stamps), and, with the checkpoint, the size of its files at the end. Both runs include the
-accounting's own cost per round (whatever the tree's `RunningEpsilon` costs). A checkpoint flushes three files to
-disk each round (the two logs' new records, then the state file: ``os.fsync``), whose cost depends on the disk;
-``--no-fsync`` replaces ``os.fsync`` by a no-op in this process to show the rest (what a process kill needs: the
-page cache survives it; a power loss needs the flushes).
+seed 1, ``diagnostics=False``, serial backend: without a checkpoint and with ``checkpoint=`` (written after every
+round), alternately, ``--repeats`` times each (the machine is shared: the medians are reported). Each run reports
+its total time, its CPU time (``time.process_time``: every thread of the process, less sensitive to the machine's
+load than the wall time), and the mean ms per round over its first and last 100 rounds (from a callback's time
+stamps); the checkpointed runs also report the checkpoint's own cost per round: the time the run loop spends in
+``Run.commit`` (the logs' records, the state's encoding, and the wait for the previous round's commit, whose
+flushes and rename run in a background thread), as the mean over rounds 1-11 (about round 6) and over the last 11
+rounds (about round 600), and the size of the files at the end. Both runs include the accounting's own cost per
+round. A checkpoint flushes three files to disk each round (the two logs' new records, then the state file:
+``os.fsync``), whose cost depends on the disk; ``--no-fsync`` replaces ``os.fsync`` by a no-op in this process to
+show the rest (what a process kill needs: the page cache survives it; a power loss needs the flushes).
 """
 
 from __future__ import annotations
@@ -27,40 +32,73 @@ import numpy as np
 def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     import privcvx as pc
     from privcvx.algorithms import DPDistributedGradient
+    from privcvx.runtime import loop
     from problems.rendezvous import rendezvous
 
     problem = rendezvous(np.random.default_rng(3).uniform(-1, 1, (agents, 2)), meeting=(-1.0, 0.2))
     stamps: list[float] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        start = time.perf_counter()
-        problem.solve(DPDistributedGradient(epsilon=1.0, q=0.9), pc.Topology.ring(), rounds=rounds, seed=1,
-                      diagnostics=False, checkpoint=checkpoint, callback=lambda row: stamps.append(time.perf_counter()))
-        total = time.perf_counter() - start
+    commits: list[float] = []
+    commit = loop.Run.commit
+
+    def timed(*args: object, **kwargs: object) -> None:
+        begin = time.perf_counter()
+        commit(*args, **kwargs)
+        commits.append(time.perf_counter() - begin)
+
+    loop.Run.commit = timed
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            start, cpu = time.perf_counter(), time.process_time()
+            problem.solve(DPDistributedGradient(epsilon=1.0, q=0.9), pc.Topology.ring(), rounds=rounds, seed=1,
+                          diagnostics=False, checkpoint=checkpoint,
+                          callback=lambda row: stamps.append(time.perf_counter()))
+            total, cpu = time.perf_counter() - start, time.process_time() - cpu
+    finally:
+        loop.Run.commit = commit
     per_round = np.diff([start, *stamps]) * 1e3
-    return {"total_s": total, "first_ms": float(per_round[:100].mean()), "last_ms": float(per_round[-100:].mean())}
+    out = {"total_s": total, "cpu_s": cpu, "first_ms": float(per_round[:100].mean()),
+           "last_ms": float(per_round[-100:].mean())}
+    if commits:
+        out.update(commit_first_ms=float(np.mean(commits[:11])) * 1e3,
+                   commit_last_ms=float(np.mean(commits[-11:])) * 1e3)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=600)
     parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-fsync", action="store_true")
     args = parser.parse_args()
     if args.no_fsync:
         os.fsync = lambda descriptor: None
-    plain = run(args.rounds, args.agents, None)
+    plain, saved, loads = [], [], [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "run.ckpt"
-        saved = run(args.rounds, args.agents, path)
-        sizes = {p.name: p.stat().st_size for p in Path(folder).iterdir()}
-    print(f"DPDG, {args.agents} agents, {args.rounds} rounds, serial{', no fsync' if args.no_fsync else ''} "
-          f"(load average {os.getloadavg()[0]:.1f})\n")
-    print("| run | total | first 100 rounds | last 100 rounds |")
-    print("|---|---|---|---|")
-    for label, r in (("no checkpoint", plain), ("checkpoint every round", saved)):
-        print(f"| {label} | {r['total_s']:.1f} s | {r['first_ms']:.2f} ms | {r['last_ms']:.2f} ms |")
-    print(f"\nwith / without: {saved['total_s'] / plain['total_s']:.2f}x in total; checkpoint files at the end: "
+        for repeat in range(args.repeats):
+            plain.append(run(args.rounds, args.agents, None))
+            path = Path(folder) / f"run{repeat}.ckpt"
+            saved.append(run(args.rounds, args.agents, path))
+            sizes = {p.name.replace(f"run{repeat}", "run"): p.stat().st_size
+                     for p in Path(folder).glob(f"run{repeat}.*")}
+            loads.append(os.getloadavg()[0])
+    median = {label: {key: float(np.median([r[key] for r in runs])) for key in runs[0]}
+              for label, runs in (("no checkpoint", plain), ("checkpoint every round", saved))}
+    print(f"DPDG, {args.agents} agents, {args.rounds} rounds, serial{', no fsync' if args.no_fsync else ''}, "
+          f"median of {args.repeats} alternating runs (load average {min(loads):.1f}-{max(loads):.1f})\n")
+    print("| run | total | CPU time | first 100 rounds | last 100 rounds | checkpoint, rounds 1-11 | "
+          "checkpoint, last 11 rounds |")
+    print("|---|---|---|---|---|---|---|")
+    for label, r in median.items():
+        own = (f"{r['commit_first_ms']:.2f} ms | {r['commit_last_ms']:.2f} ms" if "commit_first_ms" in r else "- | -")
+        print(f"| {label} | {r['total_s']:.2f} s | {r['cpu_s']:.2f} s | {r['first_ms']:.2f} ms | "
+              f"{r['last_ms']:.2f} ms | {own} |")
+    ratios = [s["total_s"] / p["total_s"] for p, s in zip(plain, saved, strict=True)]
+    print(f"\nwith / without: {median['checkpoint every round']['total_s'] / median['no checkpoint']['total_s']:.2f}x "
+          f"(medians; per pair {', '.join(f'{r:.2f}' for r in ratios)}), in CPU time "
+          f"{median['checkpoint every round']['cpu_s'] / median['no checkpoint']['cpu_s']:.2f}x; checkpoint files at "
+          "the end: "
           + ", ".join(f"{name} {size / 1e3:.0f} kB" for name, size in sorted(sizes.items())))
 
 

@@ -15,7 +15,7 @@ import pandapower as pp
 
 import privcvx as pc
 from privcvx.algorithms.privacy_audit import NeighbouringPair
-from privcvx.errors import DeclarationError, PrivacyError, require_positive
+from privcvx.errors import DeclarationError, PrivacyError, check_scalar, require_positive
 from privcvx.schedules import PerKeyBalancing
 
 from .data import NetworkData, network_data
@@ -154,12 +154,10 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
     and for a zone with neither a generator nor a tie line (naming the zone): it could only shed its loads.
     """
     beta = require_positive(beta, argument="beta", error=PrivacyError)
-    if objective not in OBJECTIVES:
-        raise DeclarationError(f"expected one of {OBJECTIVES}, got {objective!r}", argument="objective")
+    objective = check_scalar(objective, argument="objective", choices=OBJECTIVES, error=DeclarationError)
     weight = {"load_shedding": 1.0, "cost": None,
               "cost+shedding": require_positive(penalty, argument="penalty", error=PrivacyError)}[objective]
-    if sensitivity not in SENSITIVITIES:
-        raise PrivacyError(f"expected one of {SENSITIVITIES}, got {sensitivity!r}", argument="sensitivity")
+    sensitivity = check_scalar(sensitivity, argument="sensitivity", choices=SENSITIVITIES, error=PrivacyError)
     if sensitivity == "paper":
         if objective != "load_shedding":
             raise PrivacyError('Sec. 6.1.1\'s nominal 2 beta is for Eq. (28) only; use sensitivity="exact"',

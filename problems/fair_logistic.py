@@ -60,7 +60,7 @@ import cvxpy as cp
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext
-from privcvx.errors import ParameterError, SolverError, require_positive
+from privcvx.errors import ParameterError, SolverError, check_int, check_scalar, require_positive
 from privcvx.privacy.accounting import PrivacyLedger
 from privcvx.privacy.mechanisms import Gaussian, Laplace, Mechanism, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.noise import NoiseSource, agent_noise_sources
@@ -168,10 +168,7 @@ def worst_case_coefficients(d: int, tuples: int = 3) -> list[tuple[np.ndarray, n
     1/sqrt(d)} (the orthogonal unit vectors at distance sqrt(2) of c's bound, the vector of the largest l1 norm of
     Lemmas 21-22), y and z in {0, 1}.
     """
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
-        raise ParameterError(f"must be an integer >= 2, got {d!r}", argument="d")
-    if isinstance(tuples, bool) or not isinstance(tuples, (int, np.integer)) or tuples < 2:
-        raise ParameterError(f"must be an integer >= 2, got {tuples!r}", argument="tuples")
+    d, tuples = check_int(d, argument="d", minimum=2), check_int(tuples, argument="tuples", minimum=2)
     vectors = [np.zeros(d), np.eye(d)[0], np.eye(d)[1], np.full(d, 1.0 / math.sqrt(d))]
     extreme = [(x, y, z) for x in vectors for y in (0.0, 1.0) for z in (0.0, 1.0)]
     pairs = []
@@ -346,13 +343,10 @@ def fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, method: Method = "
     tau = math.inf if tau == math.inf else require_positive(tau, argument="tau", allow_zero=True)
     alpha = require_positive(alpha, argument="alpha")
     lam = require_positive(lam, argument="lam", allow_zero=True)
-    if method not in METHODS:
-        raise ParameterError(f"must be one of {METHODS}, got {method!r}", argument="method")
-    if form not in FORMS:
-        raise ParameterError(f"must be one of {FORMS}, got {form!r}", argument="form")
-    if attribute is not None and (isinstance(attribute, bool) or not isinstance(attribute, (int, np.integer))
-                                  or not 0 <= attribute < d):
-        raise ParameterError(f"must be a column index in [0, {d}), got {attribute!r}", argument="attribute")
+    method = check_scalar(method, argument="method", choices=METHODS)
+    form = check_scalar(form, argument="form", choices=FORMS)
+    if attribute is not None:  # a column index in [0, d)
+        attribute = check_scalar(attribute, argument="attribute", kind=int, low=0, high=d, closed="left")
     ratio = require_positive(ratio, argument="ratio")
     if ratio > 1.0:
         raise ParameterError(f"must lie in (0, 1] (x_s gets at most the whole budget), got {ratio!r}",

@@ -30,7 +30,7 @@ from scipy.special import expit, logsumexp
 
 import privcvx as pc
 from privcvx.algorithms.privacy_audit import NeighbouringPair
-from privcvx.errors import DeclarationError, ParameterError, require_positive
+from privcvx.errors import DeclarationError, ParameterError, check_int, require_positive
 
 Split = Literal["iid", "dirichlet"]
 SensitivityKind = Literal["paper", "worst_case"]
@@ -69,8 +69,7 @@ def split_indices(codes: np.ndarray, agents: int, split: Split = "iid", alpha: f
     """
     codes = np.asarray(codes)
     n = codes.shape[0]
-    if isinstance(agents, bool) or not isinstance(agents, int | np.integer) or agents < 1:
-        raise ParameterError(f"must be a positive integer, got {agents!r}", argument="agents")
+    agents = check_int(agents, argument="agents")
     if agents > n:
         raise ParameterError(f"{agents} agents but only {n} samples: every agent needs at least one sample",
                              argument="agents")

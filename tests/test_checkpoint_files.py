@@ -89,7 +89,8 @@ def _with_transcript(path: Path, records: list[bytes]) -> None:
     log = checkpoints.Log(checkpoints.transcript_path(path))
     log.append(records)
     state = _state(path)
-    state["__dict__"]["logs"]["__dict__"]["transcript"] = log.position
+    state["logs"]["transcript"] = log.position
+    log.close()
     _forged(path, __state__=_text(state))
 
 
@@ -233,11 +234,11 @@ def test_a_header_that_is_not_an_object_is_refused(checkpoint, header):
 
 
 @pytest.mark.parametrize("change", [{"next_round": 10**9}, {"next_round": 0}, {"next_round": True},
-                                    {"agents": "x"}, {"monitor": [1]}, {"logs": {"__dict__": {}}}],
+                                    {"agents": "x"}, {"monitor": [1]}, {"logs": {}}],
                          ids=["far-future", "zero", "bool", "agents", "monitor", "logs"])
 def test_a_forged_state_is_refused(checkpoint, change):
     state = _state(checkpoint)
-    state["__dict__"].update(change)
+    state.update(change)
     _forged(checkpoint, __state__=_text(state))
     _refused_fast(lambda: _solve(resume=checkpoint), match="round|damaged|edited")
 

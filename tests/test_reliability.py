@@ -68,11 +68,13 @@ def sites(tmp_path_factory) -> tuple[str, pc.Result]:
 
 
 # Kill points: the N-th file operation of the checkpoint code in the driver (resumable_run.py --kill-at), before
-# it (N even) or after it (N odd). Serial: 4 shards, their deletions, 2 log appends and the state file a round,
-# so these land in a shard write and a deletion. Process: the shards are
-# written in the workers; the driver's appends and its state file (N = 8: after round 2's shards, before the
-# driver's commit, the kill of the issue). bench/bench_kill_resume.py runs 30 random N per backend.
-@pytest.mark.parametrize("backend, kill_at", [("serial", 16), ("serial", 41), ("process", 8)])
+# it (N even) or after it (N odd). Serial, from round 3's commit on (N = 32): 2 log appends, then each agent's shard
+# (written to a temporary file, renamed) and the deletion of its shard of two rounds back, then the state file
+# (written; flushed and renamed in the background): N = 38 lands in a shard write, 45 after a deletion, 46 after
+# all the shards and before the driver's state file (the kill of the issue). Process: the shards are written in
+# the workers; N = 10 is after round 2's shards, before the driver's state file. bench/bench_kill_resume.py runs
+# 30 random N per backend.
+@pytest.mark.parametrize("backend, kill_at", [("serial", 38), ("serial", 45), ("serial", 46), ("process", 10)])
 def test_per_host_checkpoints_resume_bitwise_after_a_kill_in_their_writes(tmp_path, sites, backend, kill_at):
     case, full = sites
     killed, resumed, checkpoint = tmp_path / "killed.npz", tmp_path / "resumed.npz", tmp_path / "run.ckpt"
@@ -180,7 +182,7 @@ def test_tampered_foreign_and_pickled_checkpoints_are_refused_and_never_executed
     with pytest.raises(CheckpointError, match="damaged"):  # the zip CRC catches it
         _resume(damaged)
     state = json.loads(bytes(arrays["__state__"]))
-    state["__dict__"]["next_round"] = 2  # re-saved with valid CRCs: only the digest can tell
+    state["next_round"] = 2  # re-saved with valid CRCs: only the digest can tell
     resaved = tmp_path / "resaved.ckpt"
     np.savez(resaved, **{**arrays, "__state__": _utf8(json.dumps(state))})
     os.replace(str(resaved) + ".npz", resaved)
@@ -376,3 +378,49 @@ def test_results_are_written_back_to_the_users_variables():
     released = problem.solve(rounds=2, rho=rho, eta=eta, diagnostics=False)
     with pytest.raises(pc.errors.ParameterError, match="diagnostics=False"):
         released.value_of("agent-0", y)
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_the_background_commit_keeps_the_order_and_the_last_round(tmp_path, monkeypatch, coalesce):
+    """Rounds submitted faster than the disk flushes (a 20 ms fsync): the state file on disk is always a whole
+    round whose log records are flushed; at the end it is the last round, with no temporary file left; with
+    ``coalesce`` some rounds are skipped, without, none. A failure of the background write is raised by the next
+    call."""
+    from privcvx.runtime import checkpoint as checkpoints
+
+    flushed: list[tuple[int, int]] = []  # (descriptor, size) of every flush
+    fsync = os.fsync
+
+    def slow_fsync(descriptor: int) -> None:
+        time.sleep(0.02)
+        flushed.append((descriptor, os.fstat(descriptor).st_size))
+        fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    path, log = tmp_path / "run.ckpt", checkpoints.Log(tmp_path / "run.ckpt.log")
+    committer = checkpoints.Committer(coalesce=coalesce)
+    renamed = []
+    replace = checkpoints.replace_temporary
+
+    def recorded(descriptor: int, temporary: str, target: Path) -> None:
+        if Path(target).name == "full.ckpt":
+            raise OSError(28, "No space left on device")
+        replace(descriptor, temporary, target)
+        renamed.append(checkpoints.read_state(target, {}))
+        assert max(size for d, size in flushed if d == log.descriptor) >= renamed[-1]["logs"][0]  # flushed first
+
+    monkeypatch.setattr(checkpoints, "replace_temporary", recorded)
+    for t in range(1, 21):
+        log.append([f"round {t}".encode()])
+        committer.submit([log], path, checkpoints.encode_state({}, {"next_round": t + 1, "logs": log.position}))
+    committer.wait()
+    assert [state["next_round"] for state in renamed] == sorted({state["next_round"] for state in renamed})
+    assert renamed[-1]["next_round"] == 21 and (len(renamed) < 20) == coalesce
+    for state in renamed:
+        assert len(checkpoints.read_log(tmp_path / "run.ckpt.log", state["logs"])) == state["next_round"] - 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt", "run.ckpt.log"]
+    committer.submit([log], tmp_path / "full.ckpt", b"x")  # its flush and rename fail in the background
+    with pytest.raises(OSError, match="No space"):
+        committer.wait()
+    committer.close()
+    log.close()

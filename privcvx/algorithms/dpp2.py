@@ -51,7 +51,7 @@ from privcvx.algorithms.gradient_agents import (
     laplacian_row,
     largest_eigenvalue,
 )
-from privcvx.errors import ParameterError, require_positive
+from privcvx.errors import ParameterError, check_scalar, require_positive
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
@@ -135,12 +135,10 @@ class DPP2(GradientMethod):
         self.epsilon, self.delta = epsilon, delta
         for argument in ("rho", "alpha", "beta"):
             require_positive(getattr(self, argument), argument=argument)
-        if eta is not None and not (isinstance(eta, (int, float)) and 0.0 < eta < 1.0):
-            raise ParameterError(f"must be None (random) or a number in (0, 1), got {eta!r}", argument="eta")
-        if mixing_seed is not None and (isinstance(mixing_seed, bool) or not isinstance(mixing_seed, int)
-                                        or mixing_seed < 0):
-            raise ParameterError(f"must be an int >= 0 (the nodes' shared key) or None, got {mixing_seed!r}",
-                                 argument="mixing_seed")
+        if eta is not None:  # None: random
+            check_scalar(eta, argument="eta", kind=float, low=0.0, high=1.0, closed="neither")
+        if mixing_seed is not None:  # the nodes' shared key
+            check_scalar(mixing_seed, argument="mixing_seed", kind=int, low=0)
         if smoothness is not None:
             require_positive(smoothness, argument="smoothness", allow_zero=True)
         self.check_common(weights, trace, epsilon, delta)

@@ -58,7 +58,7 @@ from dp_accounting import pld
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-from privcvx.errors import PrivacyError
+from privcvx.errors import PrivacyError, check_scalar
 from privcvx.privacy.mechanisms import (
     NEIGHBOURING_RELATION,
     PLD_DISCRETIZATION,
@@ -112,8 +112,7 @@ class PrivacyLedger:
         if not isinstance(mechanism, Mechanism):
             raise PrivacyError(f"must be a pc.Laplace, pc.Gaussian or a grid release's mechanism, got {mechanism!r}",
                                agent=self.agent, argument="mechanism")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise PrivacyError(f"must be an int >= 1, got {count!r}", agent=self.agent, argument="count")
+        count = check_scalar(count, argument="count", kind=int, low=1, agent=self.agent, error=PrivacyError)
         self._counts[mechanism] = self._counts.get(mechanism, 0) + count
         self._steps += count
         if self.reports:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import logsumexp
 
-from privcvx.errors import PrivacyError
+from privcvx.errors import PrivacyError, require_positive
 from privcvx.privacy.grid import integer_noise
 from privcvx.privacy.mechanisms import check_size
 from privcvx.privacy.noise import NoiseSource, SecureNoise, SeededNoise
@@ -38,10 +38,7 @@ TAIL_SIGMAS = 40.0
 
 
 def _check_sigma(sigma: float) -> float:
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating)) or not (
-            math.isfinite(sigma) and sigma > 0):
-        raise PrivacyError(f"must be a finite number > 0, got {sigma!r}", argument="sigma")
-    return float(sigma)
+    return require_positive(sigma, argument="sigma", error=PrivacyError)
 
 
 def _seeded(source: SeededNoise, sigma: float, size: int) -> np.ndarray:

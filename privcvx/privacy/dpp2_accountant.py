@@ -23,13 +23,11 @@ from dataclasses import dataclass
 
 from scipy.optimize import brentq
 
-from privcvx.errors import PrivacyError, check_int
+from privcvx.errors import PrivacyError, check_int, require_positive
 
 
 def _positive(value: float, argument: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise PrivacyError(f"must be a finite number > 0, got {value!r}", argument=argument)
-    return float(value)
+    return require_positive(value, argument=argument, error=PrivacyError)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from dp_accounting import pld, rdp
 from dp_accounting.dp_event import DiscreteLaplaceDpEvent
 from scipy.special import gammaln, logsumexp
 
-from privcvx.errors import ParameterError, PrivacyError, check_int, check_scalar, require_positive
+from privcvx.errors import PrivacyError, check_int, check_scalar, require_positive
 
 if TYPE_CHECKING:
     from privcvx.privacy.noise import SeededNoise
@@ -222,9 +222,7 @@ def check_delta(value: Any, argument: str = "delta") -> float:
 
 def check_size(value: Any, argument: str = "size") -> int:
     """A number of draws: an int >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise PrivacyError(f"must be an int >= 0, got {value!r}", argument=argument)
-    return int(value)
+    return check_scalar(value, argument=argument, kind=int, low=0, error=PrivacyError)
 
 
 @dataclass(frozen=True)
@@ -499,9 +497,8 @@ class DiscreteLaplace(_GridMechanism):
     pure = True
 
     def __init__(self, grid_scale: float, grid_sensitivity: int) -> None:
-        if isinstance(grid_sensitivity, bool) or not isinstance(grid_sensitivity, (int, np.integer)):
-            raise PrivacyError(f"must be an int >= 1, got {grid_sensitivity!r}", argument="grid_sensitivity")
-        grid_sensitivity = int(grid_sensitivity)
+        grid_sensitivity = check_scalar(grid_sensitivity, argument="grid_sensitivity", kind=int, low=1,
+                                        error=PrivacyError)
         super().__init__(grid_scale, grid_sensitivity, epsilon=grid_sensitivity / float(grid_scale), delta=0.0)
 
     def dp_event(self) -> dp_accounting.DpEvent:
@@ -776,10 +773,7 @@ class Budget(_SignatureEquality):
         Laplace's as D grows: measured, the RDP excess is O(1/D^2); the release's epsilon D/t is at most
         the multiplier's 1/s).
         """
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-            raise ParameterError(f"must be an int >= 1 (rounds * local_updates), got {steps!r}",
-                                 argument="steps")
-        key = (int(steps), bool(grid))
+        key = (check_int(steps, argument="steps"), bool(grid))
         if key not in self._calibrated:
             multiplier = self._calibrate(*key)
             if self.mechanism == "gaussian":

@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from privcvx.errors import ParameterError, PrivacyError
+from privcvx.errors import ParameterError, PrivacyError, check_scalar
 from privcvx.privacy.grid import GridCalibration, calibrate, from_grid, integer_noise, to_grid
 from privcvx.privacy.mechanisms import Mechanism, PoissonSampledDiscreteGaussian, PoissonSampledGaussian, check_size
 
@@ -259,15 +259,12 @@ class SecureNoise(NoiseSource):
 
 
 def _check_modulus(modulus: Any) -> int:
-    if isinstance(modulus, bool) or not isinstance(modulus, (int, np.integer)) or modulus < 1:
-        raise ParameterError(f"must be an int >= 1, got {modulus!r}", argument="modulus")
-    return int(modulus)
+    return check_scalar(modulus, argument="modulus", kind=int, low=1)
 
 
 def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParameterError(f'must be an int >= 0, None or "secure", got {seed!r}', argument="seed")
-    return int(seed)
+    """An integer seed >= 0 (the other seeds, None and "secure", are handled by the callers)."""
+    return check_scalar(seed, argument="seed", kind=int, low=0)
 
 
 def agent_noise_sources(seed: int | None | str, count: int) -> list[NoiseSource]:
@@ -278,11 +275,10 @@ def agent_noise_sources(seed: int | None | str, count: int) -> list[NoiseSource]
     ``SeedSequence`` (reproducible only through `SeededNoise.get_state`).
     ``"secure"``: one `SecureNoise` each (the floating-point-safe grid path).
     """
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
-        raise ParameterError(f"must be an int >= 0, got {count!r}", argument="count")
+    count = check_scalar(count, argument="count", kind=int, low=0)
     if isinstance(seed, str):
         if seed != "secure":
             raise ParameterError(f'must be an int >= 0, None or "secure", got {seed!r}', argument="seed")
         return [SecureNoise() for _ in range(count)]
     root = np.random.SeedSequence() if seed is None else np.random.SeedSequence(_check_seed(seed))
-    return [SeededNoise(child) for child in root.spawn(int(count))]
+    return [SeededNoise(child) for child in root.spawn(count)]

@@ -32,10 +32,13 @@ import pickle
 import resource
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -620,6 +623,22 @@ class _HostActor:
         return getattr(self.host, method)(*args)
 
 
+#: The `ray_watchdog` processes this driver started (kept, so that they are reaped, and never collected running).
+_WATCHDOGS: list[subprocess.Popen] = []
+
+
+def start_watchdog(ray: Any) -> None:
+    """Start a `privcvx.runtime.ray_watchdog` for the local Ray instance this driver has just started: if the driver
+    is killed (SIGKILL, where it cannot shut Ray down), the watchdog kills the instance's processes. Linux only."""
+    _WATCHDOGS[:] = [watchdog for watchdog in _WATCHDOGS if watchdog.poll() is None]
+    if not sys.platform.startswith("linux"):
+        return
+    package = os.path.join(os.path.dirname(os.path.abspath(ray.__file__)), "")
+    _WATCHDOGS.append(subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_watchdog.py")),
+                                        str(os.getpid()), package], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+
+
 def _ray() -> Any:
     try:
         import ray
@@ -633,7 +652,9 @@ class RayBackend:
 
     Every wait for an actor lasts at most ``timeout`` seconds (then [`WorkerTimeout`][privcvx.errors.WorkerTimeout]
     naming the actor's node and agents; the backend is lost). After a Ctrl-C (``interrupted``), `close` also shuts
-    down the local Ray instance this backend started, so that none of Ray's processes outlives the interrupted run.
+    down the local Ray instance this backend started, so that none of Ray's processes outlives the interrupted run;
+    and a local instance it starts is watched by a `privcvx.runtime.ray_watchdog`, which kills its processes within
+    seconds if the driver is killed.
     """
 
     interrupted = False  # set by the run loop on Ctrl-C
@@ -651,6 +672,8 @@ class RayBackend:
             if options.address is None:  # a local instance, whose actors run at the driver's priority
                 settings.update(num_cpus=os.cpu_count() or 1, _system_config=LOCAL_RAY_CONFIG)
             ray.init(address=options.address, **settings)
+            if options.address is None:
+                start_watchdog(ray)
         size = len(problem.agents)
         names = [agent.name for agent in problem.agents]
         cpus = float(ray.cluster_resources().get("CPU", 1.0))

@@ -27,12 +27,12 @@ import errno
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import stat
 import struct
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -54,7 +54,7 @@ from privcvx.messages import (
 from privcvx.problem import AgentSpec, data_leaves
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 #: The largest ``.npy`` header read (numpy's own default limit).
 MAX_NPY_HEADER = 10_000
@@ -113,19 +113,42 @@ def _temporary_prefix(path: str | os.PathLike) -> tuple[str, str]:
 def write_atomically(path: str | os.PathLike, data: bytes, argument: str) -> None:
     """Write ``data`` to ``path`` owner-only, through a temporary file in its folder renamed over it (a kill leaves
     the old file or the new one). An existing ``path`` that is not a regular file (a symlink, FIFO) is refused."""
+    replace_temporary(*write_temporary(path, data, argument), path)
+
+
+def write_temporary(path: str | os.PathLike, data: bytes, argument: str) -> tuple[int, str]:
+    """The first half of `write_atomically`: ``data`` written (not yet flushed) to a new owner-only temporary file
+    beside ``path``; its open descriptor and name, for `replace_temporary`."""
     refuse_special(path, argument)
     directory, prefix = _temporary_prefix(path)
     descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")  # 0600, O_EXCL
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        written = 0
+        while written < len(data):
+            written += os.write(descriptor, data[written:])
+    except BaseException:
+        _discard(descriptor, temporary)
+        raise
+    return descriptor, temporary
+
+
+def replace_temporary(descriptor: int, temporary: str, path: str | os.PathLike) -> None:
+    """The second half of `write_atomically`: flush the temporary file to disk, close it, rename it over ``path``."""
+    try:
+        os.fsync(descriptor)
+        os.close(descriptor)
+        descriptor = -1
         os.replace(temporary, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        _discard(descriptor, temporary)
         raise
+
+
+def _discard(descriptor: int, temporary: str) -> None:
+    with contextlib.suppress(OSError):
+        if descriptor >= 0:
+            os.close(descriptor)
+        os.unlink(temporary)
 
 
 def refuse_special(path: str | os.PathLike, argument: str) -> None:
@@ -155,32 +178,39 @@ def _remove_regular(path: str) -> None:
 class Log:
     """An append-only file of length-prefixed records with a running SHA-256 chain c_k = H(c_{k-1} || record_k).
 
+    It stays open for the run (opened once, never following a symlink); `append` writes, `sync` flushes to disk.
     ``position`` (the size and the chain) goes into the state file; `read_log` checks a file against it.
     """
 
     def __init__(self, path: str | os.PathLike, position: tuple[int, str] | None = None) -> None:
         self.path = Path(path)
-        descriptor = open_regular(self.path, "checkpoint", append=True)
+        self.descriptor = open_regular(self.path, "checkpoint", append=True)
         try:
-            os.ftruncate(descriptor, 0 if position is None else position[0])
-        finally:
-            os.close(descriptor)
+            os.ftruncate(self.descriptor, 0 if position is None else position[0])
+        except BaseException:
+            os.close(self.descriptor)
+            raise
         self.size, self.chain = (0, _GENESIS) if position is None else (position[0], bytes.fromhex(position[1]))
 
     def append(self, records: Iterable[bytes]) -> None:
-        """Append records (a round's), then flush them to disk."""
+        """Append records (a round's); `sync` flushes them to disk."""
         parts = []
         for record in records:
             self.chain = hashlib.sha256(self.chain + record).digest()
             parts += [_LENGTH.pack(len(record)), record]
         data = b"".join(parts)
-        descriptor = open_regular(self.path, "checkpoint", append=True)
-        try:
-            os.write(descriptor, data)
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+        written = 0
+        while written < len(data):
+            written += os.write(self.descriptor, data[written:])
         self.size += len(data)
+
+    def sync(self) -> None:
+        """Flush the records appended so far to disk."""
+        os.fsync(self.descriptor)
+
+    def close(self) -> None:
+        """Close the file (the records stay)."""
+        os.close(self.descriptor)
 
     @property
     def position(self) -> list[Any]:
@@ -256,53 +286,65 @@ def read_json_record(record: bytes) -> Any:
 
 # ---- the state file ----------------------------------------------------------------------------------------
 
+#: The keys that mark an array and a Message in a state's JSON; a dict of the state may not use them.
+_ARRAY, _MESSAGE = "\0array", "\0message"
+_RESERVED = frozenset({_ARRAY, _MESSAGE})
+_PLAIN = frozenset({float, int, str, bool, type(None)})  # JSON as they are (a non-finite float as NaN, Infinity)
+
+
 class _Encoder:
-    """Turns nested dicts, lists, arrays, floats and Messages into JSON, the arrays' bytes laid end to end in one
-    blob (an array is ``{"__array__": [dtype, shape, offset]}``)."""
+    """Turns nested dicts, lists, arrays, numbers, strings and Messages into JSON, the arrays' bytes laid end to end
+    in one blob, in the order the JSON names them (an array is ``{"\\0array": [dtype, shape]}``)."""
 
     def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 0
+        self.arrays: list[np.ndarray] = []
 
     def _array(self, value: np.ndarray) -> dict[str, list[Any]]:
         if value.dtype.kind not in ARRAY_KINDS:
             raise CheckpointError(f"cannot store an array of dtype {value.dtype} in a checkpoint",
                                   argument="checkpoint")
-        reference = [value.dtype.str, list(value.shape), self.size]
-        self.chunks.append(value.tobytes(order="C"))
-        self.size += len(self.chunks[-1])
-        return {"__array__": reference}
+        self.arrays.append(value)
+        return {_ARRAY: [value.dtype.str, list(value.shape)]}
+
+    def _mapping(self, value: Mapping) -> dict[str, Any]:
+        if not set(map(type, value)) <= {str} and not all(isinstance(k, str) for k in value) \
+                or not _RESERVED.isdisjoint(value):
+            raise CheckpointError(f"checkpoint dictionaries need string keys (not {sorted(_RESERVED)}), got "
+                                  f"{list(value)[:5]}", argument="checkpoint")
+        return {k: v if type(v) in _PLAIN else self.encode(v) for k, v in value.items()}
 
     def encode(self, value: Any) -> Any:
         kind = type(value)  # the common types first, by identity (a state has hundreds of values)
-        if kind is float:
-            return value if math.isfinite(value) else {"__float__": repr(value)}
-        if kind is int or kind is str or kind is bool or value is None:
+        if kind in _PLAIN:
             return value
-        if kind is list:
-            return [self.encode(v) for v in value]
-        if isinstance(value, np.ndarray):
+        if kind is np.ndarray:
             return self._array(value)
-        if isinstance(value, Message):
-            return {"__message__": [value.round, value.phase, value.sender, value.receiver,
-                                    {k: self._array(np.asarray(v)) for k, v in value.payload.items()}]}
+        if kind is dict:
+            return self._mapping(value)
+        if kind is list or kind is tuple:
+            return [v if type(v) in _PLAIN else self.encode(v) for v in value]
+        if kind is Message:
+            return {_MESSAGE: [value.round, value.phase, value.sender, value.receiver,
+                               {k: self._array(np.asarray(v)) for k, v in value.payload.items()}]}
         if isinstance(value, Mapping):
-            if not all(isinstance(k, str) for k in value):
-                raise CheckpointError(f"checkpoint dictionaries need string keys, got {list(value)[:5]}",
-                                      argument="checkpoint")
-            return {"__dict__": {k: self.encode(v) for k, v in value.items()}}
+            return self._mapping(value)
         if isinstance(value, (list, tuple)):
             return [self.encode(v) for v in value]
-        if isinstance(value, (bool, np.bool_)):
+        if isinstance(value, np.bool_):
             return bool(value)
         if isinstance(value, (int, np.integer)):
             return int(value)
         if isinstance(value, (float, np.floating)):
-            value = float(value)
-            return value if math.isfinite(value) else {"__float__": repr(value)}
-        if value is None or isinstance(value, str):
-            return value
+            return float(value)
+        if isinstance(value, str):
+            return str(value)
+        if isinstance(value, np.ndarray):
+            return self._array(np.asarray(value))
         raise CheckpointError(f"cannot store a {type(value).__name__} in a checkpoint", argument="checkpoint")
+
+    def blob(self) -> bytes:
+        """The arrays' bytes, end to end in C order."""
+        return b"".join([array.tobytes(order="C") for array in self.arrays])
 
 
 class _Decoder:
@@ -312,25 +354,26 @@ class _Decoder:
     def __init__(self, blob: bytes) -> None:
         self.blob, self.position = blob, 0
 
+    def _array(self, spec: Any) -> np.ndarray:
+        kind, shape = spec
+        array = array_from_bytes(self.blob[self.position:], kind, shape)
+        self.position += array.nbytes
+        return array
+
     def decode(self, value: Any) -> Any:
         if isinstance(value, list):
             return [self.decode(v) for v in value]
         if not isinstance(value, dict):
             return value
-        if "__array__" in value:
-            kind, shape, offset = value["__array__"]
-            if offset != self.position:
-                raise ValueError(f"an array at byte {offset!r} where {self.position} was expected")
-            array = array_from_bytes(self.blob[offset:], kind, shape)
-            self.position += array.nbytes
-            return array
-        if "__float__" in value:
-            return float(value["__float__"])
-        if "__message__" in value:
-            round_, phase, sender, receiver, payload = value["__message__"]
+        if not _RESERVED.isdisjoint(value):
+            if len(value) != 1:
+                raise ValueError(f"a marker among other keys: {sorted(value)[:5]}")
+            if _ARRAY in value:
+                return self._array(value[_ARRAY])
+            round_, phase, sender, receiver, payload = value[_MESSAGE]
             return Message(round=integer_field(round_), sender=text_field(sender), receiver=receiver,
-                           phase=integer_field(phase), payload={k: self.decode(v) for k, v in payload.items()})
-        return {k: self.decode(v) for k, v in value["__dict__"].items()}
+                           phase=integer_field(phase), payload={k: self._array(v[_ARRAY]) for k, v in payload.items()})
+        return {k: self.decode(v) for k, v in value.items()}
 
     def finish(self, value: Any) -> Any:
         """``value`` decoded, every byte of the blob used."""
@@ -348,9 +391,9 @@ def encode_state(header: dict[str, Any], state: dict[str, Any]) -> bytes:
     """The bytes of a state file: an uncompressed ``.npz`` of four byte arrays: the header (JSON), the state
     (JSON), its arrays' bytes end to end, and the SHA-256 of the three."""
     encoder = _Encoder()
-    text = json.dumps(encoder.encode(state), allow_nan=False)
+    text = json.dumps(encoder.encode(state))
     members = {"__header__": _text_array(json.dumps(header)), "__state__": _text_array(text),
-               "__arrays__": np.frombuffer(b"".join(encoder.chunks), dtype=np.uint8)}
+               "__arrays__": np.frombuffer(encoder.blob(), dtype=np.uint8)}
     buffer = io.BytesIO()
     np.savez(buffer, __digest__=_text_array(_digest(members)), **members)
     return buffer.getvalue()
@@ -361,6 +404,88 @@ def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str
     data = encode_state(header, state)
     write_atomically(path, data, "checkpoint")
     return hashlib.sha256(data).hexdigest()
+
+
+class Committer:
+    """Commits a checkpoint's rounds in a background thread, so that the disk's flushes overlap the next rounds.
+
+    A round's commit (`submit`): the state file is written to a temporary file (here, to the page cache); the
+    thread then flushes the logs' records and that file to disk (``os.fsync``) and renames it over the state file.
+    The rename is the commit point, so a state file on disk never names log records that are not (the logs only
+    grow, so a later round's records do not change an earlier round's). The thread commits one round at a time.
+
+    ``coalesce=False``: `submit` first waits for the round in flight, so every round is committed in turn (per-host
+    shards need this: a host deletes a shard once the state file naming a newer one is on disk). ``coalesce=True``:
+    `submit` never waits; a round submitted while another is in flight replaces any round still waiting, whose
+    temporary file is discarded, so when the disk is slower than the rounds, the state file on disk lags by a round
+    or two instead of the run waiting for it. `wait` returns when every submitted round is committed or replaced,
+    and raises the thread's first failure.
+    """
+
+    def __init__(self, *, coalesce: bool) -> None:
+        self.coalesce = coalesce
+        self._condition = threading.Condition()
+        self._waiting: tuple[list[Log], int, str, str | os.PathLike] | None = None  # the next round to commit
+        self._busy = False
+        self._closed = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="privcvx-checkpoint", daemon=True)
+        self._thread.start()
+
+    def submit(self, logs: Iterable[Log], path: str | os.PathLike, data: bytes) -> None:
+        """Commit the state file's bytes ``data`` at ``path``, after flushing ``logs``, in the background."""
+        if not self.coalesce:
+            self.wait()
+        descriptor, temporary = write_temporary(path, data, "checkpoint")
+        with self._condition:
+            replaced, self._waiting = self._waiting, (list(logs), descriptor, temporary, path)
+            self._condition.notify_all()
+        if replaced is not None:
+            _discard(replaced[1], replaced[2])
+        self._raise()
+
+    def wait(self) -> None:
+        """Return when every submitted round is on disk (or replaced by a later one that is); raise a failure."""
+        with self._condition:
+            while self._busy or self._waiting is not None:
+                self._condition.wait()
+        self._raise()
+
+    def close(self) -> None:
+        """`wait`, then stop the thread."""
+        try:
+            self.wait()
+        finally:
+            with self._condition:
+                self._closed = True
+                self._condition.notify_all()
+            self._thread.join()
+
+    def _raise(self) -> None:
+        with self._condition:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _work(self) -> None:
+        while True:
+            with self._condition:
+                while self._waiting is None and not self._closed:
+                    self._condition.wait()
+                if self._waiting is None:
+                    return
+                (logs, descriptor, temporary, path), self._waiting, self._busy = self._waiting, None, True
+            error = None
+            try:
+                for log in logs:
+                    log.sync()
+                replace_temporary(descriptor, temporary, path)
+            except BaseException as exc:  # noqa: BLE001 - raised in the run's thread by the next submit or wait
+                error = exc
+            with self._condition:
+                self._busy = False
+                self._error = self._error or error
+                self._condition.notify_all()
 
 
 def _digest(members: Mapping[str, np.ndarray]) -> str:

@@ -49,6 +49,7 @@ from privcvx.messages import (
     Transcript,
     TranscriptFile,
     encode_messages,
+    integer_field,
     make_transcript,
 )
 from privcvx.privacy.accounting import PrivacyLedger, RunningEpsilon, privacy_table
@@ -247,8 +248,10 @@ class Run:
                          for i, (layout, source) in enumerate(zip(problem.layouts, sources, strict=True))]
         self.ledgers = [PrivacyLedger(name, reports=False) for name in problem.names]  # the driver's copies
         self.logs: tuple[checkpoints.Log, checkpoints.Log] | None = None  # the checkpoint's transcript and history
+        self.committer: checkpoints.Committer | None = None
         self.events: list[tuple[int, Any, int, str | None]] = []  # ledger entries not yet in the history log
-        self.committed: int | None = None  # the round of the checkpoint's state file on disk
+        self.mechanisms: dict[Any, int] = {}  # the history log's mechanisms, each written once, by index
+        self.committed: int | None = None  # the next round of the checkpoint's last state file
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
@@ -386,42 +389,74 @@ class Run:
             if saved is not None:
                 self.logs[0].append(saved.transcript)
                 self.logs[1].append(saved.history)
+        self.committer = checkpoints.Committer(coalesce=not self.problem.data_local)
         self.committed = None if saved is None else saved.next_round
 
+    def end_checkpoint(self) -> None:
+        """Wait until the last round's checkpoint is on disk (raising its failure), then close the logs."""
+        if self.committer is None or self.logs is None:
+            return
+        try:
+            self.committer.close()
+        finally:
+            for log in self.logs:
+                log.close()
+            self.committer = self.logs = None
+
     def log(self, t: int, row: dict[str, Any] | None, sent: list[Message]) -> None:
-        """Append round ``t``'s messages, history row and ledger entries to the checkpoint's logs."""
+        """Append round ``t``'s messages, history row and ledger entries to the checkpoint's logs. A ledger entry
+        names its mechanism by index; a mechanism's first entry defines it (``"mechanisms"``), so that a record's
+        size does not grow with the ledger."""
         assert self.logs is not None
         self.logs[0].append([encode_messages(sent)])
-        events = [[i, mechanism.to_dict(), count, nominal] for i, mechanism, count, nominal in self.events]
-        self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "events": events})])
+        new, events = [], []
+        for i, mechanism, count, nominal in self.events:
+            index = self.mechanisms.get(mechanism)
+            if index is None:
+                index = self.mechanisms[mechanism] = len(self.mechanisms)
+                new.append(mechanism.to_dict())
+            events.append([i, index, count, nominal])
+        self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "mechanisms": new, "events": events})])
         self.events = []
 
     def commit(self, backend: Any, path: str | os.PathLike, header: dict[str, Any], t: int,
                sent: list[Message], elapsed: float) -> None:
         """Checkpoint round ``t``: the logs' new records, the hosts' shards (of factory-built agents), then the
-        state file, whose rename commits the round; shards of older rounds are deleted on the next round's."""
+        state file, whose rename commits the round (`checkpoints.Committer`: flushed and renamed in the background
+        while the next rounds run). With shards, each round waits for the previous round's commit, so that shards
+        of older rounds are deleted only once the state file naming newer ones is on disk; without, a round whose
+        commit finds the disk still busy replaces the round waiting for it (the file on disk lags by a round or
+        two, never by more than the disk's delay)."""
+        assert self.logs is not None and self.committer is not None
+        if self.problem.data_local:
+            self.committer.wait()  # the state file of self.committed is on disk
         self.log(t, self.rows[-1], sent)
         agents = backend.call("write_shards", t + 1, self.committed) if self.problem.data_local \
             else backend.call("states")
-        assert self.logs is not None
-        checkpoints.write_state(path, header, {
+        data = checkpoints.encode_state(header, {
             "next_round": t + 1, "elapsed": elapsed, "agents": agents,
             "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
             "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
             "ergodic": self.ergodic.state_dict(), "divergence": self.divergence.state_dict(),
             "logs": {"transcript": self.logs[0].position, "history": self.logs[1].position}})
+        self.committer.submit(self.logs, path, data)
         self.committed = t + 1
 
     def load(self, backend: Any, saved: SavedRun) -> tuple[int, float]:
         """Restore a checkpointed run; return the next round and the elapsed time."""
         state = saved.state
         try:
+            mechanisms = []
             for record in saved.history:
                 entry = checkpoints.read_json_record(record)
-                for i, mechanism, count, nominal in entry["events"]:
-                    self.ledgers[i].record(mechanism_from_dict(mechanism), count, nominal=nominal)
+                mechanisms += [mechanism_from_dict(mechanism) for mechanism in entry["mechanisms"]]
+                for i, index, count, nominal in entry["events"]:
+                    if not 0 <= integer_field(index) < len(mechanisms):
+                        raise ValueError(f"a ledger entry names mechanism {index} of {len(mechanisms)}")
+                    self.ledgers[i].record(mechanisms[index], count, nominal=nominal)
                 if entry["row"] is not None:
                     self.rows.append(dict(entry["row"]))
+            self.mechanisms = {mechanism: index for index, mechanism in enumerate(mechanisms)}
             if len(self.rows) != saved.next_round - 1:
                 raise ValueError(f"{len(self.rows)} history rows for a checkpoint of round {saved.next_round - 1}")
             if self.coordinator is not None:
@@ -608,6 +643,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
                 if reason is not None:
                     stop = reason
                     break
+            run_.end_checkpoint()  # the last round's state file is on disk (a failure to write it is a RunFailed)
         except KeyboardInterrupt:
             shield.enter_context(sigint_ignored())
             stop = "interrupted"
@@ -621,6 +657,8 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
         finally:
             if bar is not None:
                 bar.close()
+            with contextlib.suppress(Exception):  # after a failure or Ctrl-C: the last commit that succeeded stays
+                run_.end_checkpoint()
         return _partial_result(run_, hosts, stop) if stop == "interrupted" else run_.result(hosts, stop)
 
 

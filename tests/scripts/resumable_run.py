@@ -100,7 +100,7 @@ def _kill_at(n: int) -> None:
             return out
         return wrapper
 
-    for name in ("write_atomically", "remove_shard", "remove_temporaries"):
+    for name in ("write_temporary", "replace_temporary", "remove_shard", "remove_temporaries"):
         setattr(checkpoint, name, counted(getattr(checkpoint, name)))
     checkpoint.Log.append = counted(checkpoint.Log.append)
 
