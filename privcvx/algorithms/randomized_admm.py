@@ -290,9 +290,9 @@ class RandomizedADMM(Algorithm):
         the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
         if self._epsilon is None:
             return self
-        unit = max(layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
-                   for agent, layout in zip(problem.agents, problem.layouts, strict=True)
-                   if not holds_no_private_data(agent))
+        unit = max((layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
+                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
+                    if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
         return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
 
     def constant(self, name: str) -> float:

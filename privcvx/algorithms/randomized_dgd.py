@@ -130,9 +130,9 @@ class RandomizedDGD(Algorithm):
         the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
         if self._epsilon is None:
             return self
-        unit = max(layout.dim * linf_sensitivity(agent, self._b_inf)
-                   for agent, layout in zip(problem.agents, problem.layouts, strict=True)
-                   if not holds_no_private_data(agent))
+        unit = max((layout.dim * linf_sensitivity(agent, self._b_inf)
+                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
+                    if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
         steps = [checked_value(self._step, t, argument="step") for t in range(1, rounds + 1)]
         return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit * eta for eta in steps], self._epsilon,
                                                                       self._delta))
