@@ -292,7 +292,8 @@ class _Program:
         base = AgentContext.for_agent(problem, index, seed=seed, topology=topology, rounds=rounds)
         replayed = uniforms.recorded if isinstance(uniforms, _UniformTape) else None
         self.tape = None if uniforms is None else _UniformTape(base.noise, replayed)
-        self.context = cls(name=base.name, index=base.index, layout=base.layout, noise=base.noise if self.tape is None else self.tape,
+        noise = base.noise if self.tape is None else self.tape
+        self.context = cls(name=base.name, index=base.index, layout=base.layout, noise=noise,
                            ledger=base.ledger, topology=base.topology, rounds=rounds, diagnostics=False,
                            audit_noise_factor=factor)
         self.program = algorithm.agent_program(problem.agents[index], self.context)
