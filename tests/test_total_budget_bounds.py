@@ -1,14 +1,18 @@
-"""Audit of the s34 total budgets (privacy/total_budget.py) and of check_privacy on the random aggregators.
+"""A run at a total (privacy/total_budget.py) reports at most the total on both noise paths; check_privacy on the
+random aggregators; conformance's basic composition.
 
-Each test here fails on 872b62f and names the fix in its docstring (see the audit report)."""
+Each test here failed on 872b62f (the audit of the total budgets) and names the fix in its docstring."""
 
 from __future__ import annotations
 
 import cvxpy as cp
+import numpy as np
+import pandas as pd
 import pytest
 
 import privcvx as pc
 from privcvx.algorithms import DiaDSP, RandomizedADMM, RandomizedDGD, check_privacy, consensus_problem
+from privcvx.algorithms.conformance import check_messages
 from privcvx.algorithms.privacy_audit import PrivacyAuditFailure, quadratic_pair
 from privcvx.errors import PrivacyError
 
@@ -82,3 +86,14 @@ def test_check_privacy_conditions_the_replay_on_the_private_aggregator(algorithm
                                {"variant": "fixed"}))
     assert attained(fixed) == pytest.approx(1.0, abs=1e-6)
     assert attained(algorithm) <= 1.0 + 1e-6
+
+
+def test_conformance_refuses_a_nan_basic_composition_without_a_budget():
+    """Only a pc.Budget's Gaussian releases have no per-update (epsilon, delta) (basic composition NaN, PLD finite);
+    a NaN basic composition of any other private method is a defect check_messages reports."""
+    problem = consensus_problem(agents=3, bound=None)
+    result = problem.solve(RandomizedADMM(noise_rate=1.0), rounds=3, seed=0, diagnostics=False)
+    check_messages(RandomizedADMM(noise_rate=1.0), result, problem, 3)
+    result.privacy = pd.DataFrame({**result.privacy, "epsilon_basic": np.nan})
+    with pytest.raises(AssertionError, match="no basic composition"):
+        check_messages(RandomizedADMM(noise_rate=1.0), result, problem, 3)
