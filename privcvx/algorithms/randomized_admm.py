@@ -194,7 +194,7 @@ class RandomizedADMM(Algorithm):
         The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
     epsilon:
         A total epsilon per agent over the run, in place of ``noise_rate``: `prepare` sets the constant rate at which
-        the worst-off agent's ledger reports it at ``delta`` (`calibrated`).
+        the worst-off agent's ledger reports at most it at ``delta`` (`calibrated`).
     """
 
     name = "randomized_admm"
@@ -286,8 +286,8 @@ class RandomizedADMM(Algorithm):
         return self.clone(D=values)
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedADMM:
-        """With a total ``epsilon``: the constant noise rate beta at which the worst-off agent's ledger spends it over
-        the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
+        """With a total ``epsilon``: the largest constant noise rate beta at which the worst-off agent's ledger spends
+        at most it over the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
         if self._epsilon is None:
             return self
         unit = max((layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)

@@ -78,7 +78,7 @@ class RandomizedDGD(Algorithm):
         The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
     epsilon:
         A total epsilon per agent over the run, in place of ``noise_rate``: `prepare` sets the constant rate at which
-        the worst-off agent's ledger reports it at ``delta`` (`calibrated`).
+        the worst-off agent's ledger reports at most it at ``delta`` (`calibrated`).
     """
 
     name = "randomized_dgd"
@@ -126,8 +126,8 @@ class RandomizedDGD(Algorithm):
         return self.clone(step=Power(1.0 / smoothness, STEP_POWER)).calibrated(problem, rounds)
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedDGD:
-        """With a total ``epsilon``: the constant noise rate beta at which the worst-off agent's ledger spends it over
-        the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
+        """With a total ``epsilon``: the largest constant noise rate beta at which the worst-off agent's ledger spends
+        at most it over the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
         if self._epsilon is None:
             return self
         unit = max((layout.dim * linf_sensitivity(agent, self._b_inf)
