@@ -15,6 +15,10 @@ from privcvx.algorithms import DiaDSP, RandomizedADMM, RandomizedDGD, check_priv
 from privcvx.algorithms.conformance import check_messages
 from privcvx.algorithms.privacy_audit import PrivacyAuditFailure, quadratic_pair
 from privcvx.errors import PrivacyError
+from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
+from privcvx.privacy.grid import calibrate
+from privcvx.privacy.mechanisms import Laplace
+from privcvx.privacy.total_budget import laplace_multiplier
 
 pytestmark = [pytest.mark.usefixtures("quiet_seeds"),
               pytest.mark.filterwarnings("ignore::privcvx.errors.ConvergenceWarning")]
@@ -97,3 +101,19 @@ def test_conformance_refuses_a_nan_basic_composition_without_a_budget():
     result.privacy = pd.DataFrame({**result.privacy, "epsilon_basic": np.nan})
     with pytest.raises(AssertionError, match="no basic composition"):
         check_messages(RandomizedADMM(noise_rate=1.0), result, problem, 3)
+
+
+@pytest.mark.parametrize(("unit", "target", "size", "sensitivity"),
+                         [([1.0] * 25, 2.0, 1, 1.0),          # Delta / gamma = 2^10 exactly: D = 2^10 + 1
+                          ([0.9 ** k for k in range(200)], 0.01, 3, 0.3)],  # 128 noise-dominated (< 2^-20) releases
+                         ids=["smallest-grid-sensitivity", "noise-dominated"])
+def test_the_calibration_bounds_the_grid_releases_actually_drawn(unit, target, size, sensitivity):
+    """Independently of `_dominating`: the ledger of the grid mechanisms that `grid.calibrate` gives each calibrated
+    release (scale Delta / epsilon) reports at most the target, and so does the float path's Laplace ledger."""
+    c = laplace_multiplier(unit, target, 1e-5)
+    grid, float_path = PrivacyLedger("grid", reports=False), PrivacyLedger("float", reports=False)
+    for epsilon in (c * e for e in unit):
+        grid.record(calibrate("laplace", sensitivity / epsilon, sensitivity, size).mechanism())
+        float_path.record(Laplace(epsilon))
+    assert tightest_epsilon(grid, 1e-5, with_pld=False) <= target
+    assert target * (1 - 1e-6) <= tightest_epsilon(float_path, 1e-5, with_pld=False) <= target
