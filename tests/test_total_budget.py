@@ -84,13 +84,15 @@ def test_a_total_budget_is_spent_exactly_and_matches_an_independent_composition(
     ready = algorithm.prepare(problem, algorithm.default_topology().bind(problem.names), ROUNDS)
     epsilons = releases(ready, problem)
     composed = _independent(epsilons)
-    assert min(composed.values()) == pytest.approx(TARGET, rel=1e-9)
+    # the calibration composes the secure grid's discrete Laplace (total_budget._dominating), whose RDP lies a
+    # relative O(2^-20) above the continuous one: the continuous composition is within 1e-7 below the target
+    assert TARGET * (1 - 1e-7) <= min(composed.values()) <= TARGET
     assert composed["basic"] > 1.1 * TARGET  # calibrated to basic composition alone, less would be spent
     if _closed_form(ready, problem) is not None:
         assert _closed_form(ready, problem) == pytest.approx(composed["basic"], rel=1e-12)
     result = problem.solve(algorithm, rounds=ROUNDS, seed=1)
     spent = result.history["epsilon"].iloc[-1]
-    assert spent == pytest.approx(TARGET, rel=1e-9) and spent <= TARGET * (1 + 1e-12)
+    assert TARGET * (1 - 1e-7) <= spent <= TARGET
     table = result.privacy
     assert table["epsilon_basic"].max() == pytest.approx(composed["basic"], rel=1e-9)  # the run charged these
     assert (table["epsilon_pld"].dropna() <= TARGET * (1 + 1e-9)).all()
@@ -100,7 +102,8 @@ def test_pc_compare_runs_them_at_the_same_total():
     methods = [pc.Method(type(template).__name__, template) for template, _ in CASES]
     summary = pc.compare(pc.Study(problem=_problem, methods=methods, epsilons=[0.5, 50.0], delta=DELTA,
                                   rounds=ROUNDS)).summary
-    assert np.allclose(summary["epsilon_spent_max"], summary["epsilon"], rtol=1e-9)
+    spent = summary["epsilon_spent_max"].to_numpy()
+    assert (spent <= summary["epsilon"]).all() and np.allclose(spent, summary["epsilon"], rtol=1e-6)
     for method, group in summary.groupby("method"):
         gaps = group.sort_values("epsilon")["relative_gap_mean"].to_numpy()
         assert gaps[1] < gaps[0], (method, gaps)

@@ -33,7 +33,7 @@ import numpy as np
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm
 from privcvx.errors import UnsupportedError
 from privcvx.messages import Message, Router
-from privcvx.privacy.mechanisms import Sensitivity
+from privcvx.privacy.mechanisms import Budget, Sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import SERVER, Topology
 
@@ -167,11 +167,20 @@ def check_messages(algorithm: Algorithm, result: Any, problem: DistributedProble
             raise _fail("messages", f"under the star every message goes to or from the server: {message.sender}")
     if algorithm.private:
         steps = result.privacy["steps"].to_numpy()
-        # basic composition is NaN (does not apply) for releases without a per-update (epsilon, delta): a pc.Budget's
-        if np.any(steps < rounds) or np.any(np.isinf(result.privacy["epsilon_basic"])):
+        basic = result.privacy["epsilon_basic"].to_numpy()
+        if np.any(steps < rounds) or np.any(np.isinf(basic)):
             raise _fail("privacy", f"ledgers record {steps.tolist()} releases over {rounds} rounds")
+        if np.any(np.isnan(basic)) and not (_budget_calibrated(algorithm)
+                                            and np.all(np.isfinite(result.privacy["epsilon_pld"]))):
+            raise _fail("privacy", "a ledger has no basic composition (NaN), which only a pc.Budget's Gaussian "
+                                   "releases may lack (no per-update (epsilon, delta); their PLD is finite)")
         if not 0 < result.history["epsilon"].iloc[-1] < np.inf:
             raise _fail("privacy", "a private run reports epsilon 0 or infinity")
+
+
+def _budget_calibrated(algorithm: Algorithm) -> bool:
+    """Whether ``algorithm`` holds a ``pc.Budget`` among its settings (its noise calibrated to a total)."""
+    return any(isinstance(value, Budget) for value in vars(algorithm).values())
 
 
 def _equal(a: Any, b: Any) -> bool:

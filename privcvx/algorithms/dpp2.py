@@ -119,7 +119,8 @@ class DPP2(GradientMethod):
         refused with ``diagnostics=False``).
     epsilon, delta:
         A total epsilon per node over the run: `prepare` scales ``u_w`` and ``u_e`` (a template, with ``r``) by one
-        factor so that the worst-off node's ledger reports it at ``delta`` (the delta of the ledgers' accountants).
+        factor so that the worst-off node's ledger reports at most it at ``delta`` (the delta of the ledgers'
+        accountants).
     """
 
     name = "dpp2"

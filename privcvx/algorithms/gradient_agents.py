@@ -166,7 +166,7 @@ class GradientMethod(Algorithm):
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> GradientMethod:
         """With a total ``epsilon``: both template scales divided by the one factor c at which the worst-off
-        agent's ledger (`release_epsilons`, all proportional to 1/scale) reports ``epsilon`` at ``delta``."""
+        agent's ledger (`release_epsilons`, all proportional to 1/scale) reports at most ``epsilon`` at ``delta``."""
         if self.epsilon is None:
             return self
         per_agent = [self.release_epsilons(agent, layout.dim, rounds)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,7 @@ from privcvx.messages import Message, Router
 from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
 from privcvx.privacy.grid import calibrate, to_grid
 from privcvx.privacy.mechanisms import Mechanism, Sensitivity
-from privcvx.privacy.noise import SEEDED_PATH
+from privcvx.privacy.noise import SEEDED_PATH, NoiseSource
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import SERVER, Topology
 
@@ -182,6 +183,37 @@ class DrawnRelease:
     subtract: bool
 
 
+class _UniformTape:
+    """An agent's noise source whose ``uniform`` draws (its secret aggregators: RandomizedADMM's penalties Gamma,
+    RandomizedDGD's weights w) are kept (``replayed=None``: ``recorded``) or replayed from a recording in order;
+    every other draw goes to ``source``. The replay on D' is so conditioned on the recorded run's aggregators: the
+    charged bound holds for every fixed aggregator, drawn independently of the data, so a statistic that also reads
+    them still gives a valid lower bound."""
+
+    def __init__(self, source: NoiseSource, replayed: list[np.ndarray] | None = None) -> None:
+        self.source = source
+        self.recorded: list[np.ndarray] = []
+        self.replayed = None if replayed is None else deque(replayed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.source, name)
+
+    def uniform(self, size: int) -> np.ndarray:
+        if self.replayed is None:
+            values = self.source.uniform(size)
+            self.recorded.append(np.array(values, dtype=float))
+            return values
+        if not self.replayed or self.replayed[0].shape != (size,):
+            raise PrivcvxError("the replay on the neighbouring dataset draws other uniforms than the run: the audit "
+                               "needs a program whose random draws do not depend on the data in number or size",
+                               argument="neighbours")
+        return self.replayed.popleft().copy()
+
+    def replay(self, recorded: list[np.ndarray]) -> None:
+        """Replay ``recorded`` (a recording's uniforms) from now on."""
+        self.replayed = deque(recorded)
+
+
 class _RecordingContext(AgentContext):
     """An agent context that also keeps, for each release, what the replay's likelihood needs."""
 
@@ -253,9 +285,15 @@ class _Program:
     """The audited agent's program on one dataset, built once (its gradient compiled once) and reset per run."""
 
     def __init__(self, cls: type[AgentContext], algorithm: Algorithm, problem: DistributedProblem, index: int,
-                 topology: Topology, rounds: int, seed: int | str, factor: float) -> None:
+                 topology: Topology, rounds: int, seed: int | str, factor: float,
+                 uniforms: _UniformTape | list[np.ndarray] | None = None) -> None:
+        """``uniforms``: None (the seed's source), a list (records the uniforms: `_UniformTape`, ``self.tape``) or a
+        recording's ``tape`` (replays its uniforms, those of its program's construction first)."""
         base = AgentContext.for_agent(problem, index, seed=seed, topology=topology, rounds=rounds)
-        self.context = cls(name=base.name, index=base.index, layout=base.layout, noise=base.noise,
+        replayed = uniforms.recorded if isinstance(uniforms, _UniformTape) else None
+        self.tape = None if uniforms is None else _UniformTape(base.noise, replayed)
+        noise = base.noise if self.tape is None else self.tape
+        self.context = cls(name=base.name, index=base.index, layout=base.layout, noise=noise,
                            ledger=base.ledger, topology=base.topology, rounds=rounds, diagnostics=False,
                            audit_noise_factor=factor)
         self.program = algorithm.agent_program(problem.agents[index], self.context)
@@ -386,15 +424,17 @@ def _runs(algorithm: Algorithm, pair: NeighbouringPair, topology: Topology, inbo
     own, other = (pair.neighbour, pair.original) if on_neighbour else (pair.original, pair.neighbour)
     sign = -1.0 if on_neighbour else 1.0  # log p_other(y) / p_own(y), turned into log p_D'(y) / p_D(y)
     sample = _Sample()
-    recording = _Program(_RecordingContext, algorithm, own, pair.index, topology, rounds, seed, factor)
-    replaying = _Program(_ReplayContext, algorithm, other, pair.index, topology, rounds, 0, factor)
+    recording = _Program(_RecordingContext, algorithm, own, pair.index, topology, rounds, seed, factor, [])
+    replaying = _Program(_ReplayContext, algorithm, other, pair.index, topology, rounds, 0, factor, recording.tape)
     for _ in range(runs):
         context = recording.context
         context.drawn = []
+        recording.tape.recorded = []
         recording.run(inboxes, rounds)
         observed = [release.value for release in context.releases]
         replay = replaying.context
         replay.observed, replay.values = observed, []
+        replaying.tape.replay(recording.tape.recorded)
         replaying.run(inboxes, rounds)
         charged = [i for i, release in enumerate(context.releases) if release.event is not None]
         llr = normalizer = 0.0

@@ -149,7 +149,7 @@ class RandomizedADMM(ExPostMethod):
         The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
     epsilon:
         A total epsilon per agent over the run, in place of ``noise_rate``: `prepare` sets the constant rate at which
-        the worst-off agent's ledger reports it at ``delta`` (`calibrated`).
+        the worst-off agent's ledger reports at most it at ``delta`` (`calibrated`).
     """
 
     name = "randomized_admm"
@@ -233,13 +233,13 @@ class RandomizedADMM(ExPostMethod):
         return ready
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedADMM:
-        """With a total ``epsilon``: the constant noise rate beta at which the worst-off agent's ledger spends it over
-        the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
+        """With a total ``epsilon``: the largest constant noise rate beta at which the worst-off agent's ledger spends
+        at most it over the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
         if self._epsilon is None:
             return self
-        unit = max(layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
-                   for agent, layout in zip(problem.agents, problem.layouts, strict=True)
-                   if not holds_no_private_data(agent))
+        unit = max((layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
+                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
+                    if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
         ready = self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
         ready._constants = dict(self._constants)  # clone() starts unprepared: keep the D_i fixed above
         return ready

@@ -78,7 +78,7 @@ class RandomizedDGD(ExPostMethod):
         The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
     epsilon:
         A total epsilon per agent over the run, in place of ``noise_rate``: `prepare` sets the constant rate at which
-        the worst-off agent's ledger reports it at ``delta`` (`calibrated`).
+        the worst-off agent's ledger reports at most it at ``delta`` (`calibrated`).
     """
 
     name = "randomized_dgd"
@@ -122,13 +122,13 @@ class RandomizedDGD(ExPostMethod):
         return self.clone(step=Power(1.0 / smoothness, STEP_POWER)).calibrated(problem, rounds)
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedDGD:
-        """With a total ``epsilon``: the constant noise rate beta at which the worst-off agent's ledger spends it over
-        the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
+        """With a total ``epsilon``: the largest constant noise rate beta at which the worst-off agent's ledger spends
+        at most it over the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
         if self._epsilon is None:
             return self
-        unit = max(layout.dim * linf_sensitivity(agent, self._b_inf)
-                   for agent, layout in zip(problem.agents, problem.layouts, strict=True)
-                   if not holds_no_private_data(agent))
+        unit = max((layout.dim * linf_sensitivity(agent, self._b_inf)
+                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
+                    if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
         steps = [checked_value(self._step, t, argument="step") for t in range(1, rounds + 1)]
         return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit * eta for eta in steps], self._epsilon,
                                                                       self._delta))
