@@ -21,6 +21,7 @@ import argparse
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 
 from privcvx import __version__
 from privcvx.compare import Comparison, compare
-from privcvx.errors import ParameterError, PrivcvxError
+from privcvx.errors import ConvergenceWarning, ParameterError, PrivcvxError
 from privcvx.study_file import load
 
 #: The presets that ``privcvx demo`` runs, small (examples/ of the source tree).
@@ -97,8 +98,10 @@ def run_study(path: str | Path, changes: dict[str, Any], progress: bool) -> int:
     hook = figure_hook(spec.builder) if finished and not comparison.interrupted else None
     if hook is not None:
         study = spec.study
-        files += hook(spec.out, epsilon=max(study.epsilons), delta=study.delta, rounds=study.rounds,
-                      budget=study.budget, **spec.builder_args)
+        with warnings.catch_warnings():  # the illustrative runs of the extra figures end when the study's rounds do
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            files += hook(spec.out, epsilon=max(study.epsilons), delta=study.delta, rounds=study.rounds,
+                          budget=study.budget, **spec.builder_args)
     for file in dict.fromkeys(files):
         print(f"  wrote {file}")
     for method, setting, epsilon, seed, error in comparison.failed:

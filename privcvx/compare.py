@@ -285,8 +285,9 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
         reference = problem.solve_centralized()
     plans = [Plan(method, setting, algorithm, epsilon, seed) for method in study.methods
              for setting, algorithm in method.variants() for epsilon in study.epsilons for seed in study.seeds]
-    for plan in plans:  # refuse an uncalibratable method or setting before any run
-        plan.ready(study, problem)
+    for plan in plans:  # refuse an uncalibratable or unsupported method or setting before any run
+        ready = plan.ready(study, problem)
+        ready.check(problem, (study.topology or ready.topology_for(problem)).bind(problem.names))
     frames: list[pd.DataFrame] = []
     failed: list[tuple[str, str, float, int, str]] = []
     interrupted = False
