@@ -48,8 +48,8 @@ def figures(out: Path, *, epsilon: float, delta: float, rounds: int, budget: str
     distributed run with the library's defaults (``problem.solve(rounds=...)``: what a user gets), the non-private
     run with the command's rho and eta^t = 1/sqrt(t) (the paper's settings, slower), and ObjPert and OutPert
     (derived sensitivity) with the Gaussian mechanism at ``epsilon`` per update (``budget="per_update"``) or in
-    total over the run (``"total"``), with the study's rounds and the paper's rho and eta. The private runs are research runs (seed 0, diagnostics kept: the zones' internal variables are
-    drawn).
+    total over the run (``"total"``), with the study's rounds and the paper's rho and eta. The private runs are
+    research runs (seed 0, diagnostics kept: the zones' internal variables are drawn).
     """
     import warnings
 
@@ -59,7 +59,8 @@ def figures(out: Path, *, epsilon: float, delta: float, rounds: int, budget: str
     problem = build(case, zones, beta, sensitivity, zone_seed)
     net = load_case(case)
     settings = {"rounds": rounds, "rho": rho, "eta": pc.schedules.inverse_sqrt(), "seed": 0}
-    mechanism = pc.Gaussian(epsilon, delta, analytic=True) if budget == "per_update" else pc.Budget(epsilon, delta)
+    per_update = budget == "per_update"
+    mechanism = pc.Gaussian(epsilon, delta, analytic=True) if per_update else pc.Budget(epsilon, delta)
     spent = budget.replace("_", " ")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pc.errors.ReproducibleNoiseWarning)

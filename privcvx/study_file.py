@@ -87,20 +87,20 @@ def from_config(config: Mapping[str, Any], default_out: Path = Path("out/study")
     problem = _table(config, "problem")
     table = _table(config, "study")
     _known(table, STUDY_KEYS, "study.")
-    methods = config.get("methods")
-    if not isinstance(methods, list) or not methods or not all(isinstance(m, dict) for m in methods):
-        raise ParameterError("must be one or more [[methods]] tables", argument="methods")
-    delta = check_delta(table.get("delta", 1e-5), argument="study.delta")
     builder_name, builder, builder_args = _builder(problem)
-    study = Study(problem=partial(builder, **builder_args),
-                  methods=[_method(entry, f"methods[{i}]", delta) for i, entry in enumerate(methods)],
-                  epsilons=_epsilons(table.get("epsilons")), delta=delta,
-                  rounds=check_int(table.get("rounds", 100), argument="study.rounds"),
-                  seeds=_seeds(table.get("seeds", 1)), budget=_choice(table.get("budget", "total"), BUDGETS,
-                                                                        "study.budget"))
+    delta = check_delta(table.get("delta", 1e-5), argument="study.delta")
+    values = {"epsilons": _epsilons(table.get("epsilons")), "delta": delta,
+              "rounds": check_int(table.get("rounds", 100), argument="study.rounds"),
+              "seeds": _seeds(table.get("seeds", 1)),
+              "budget": _choice(table.get("budget", "total"), BUDGETS, "study.budget")}
     out = table.get("out", str(default_out))
     if not isinstance(out, str) or not out:
         raise ParameterError(f"must be a folder name, got {out!r}", argument="study.out")
+    methods = config.get("methods")
+    if not isinstance(methods, list) or not methods or not all(isinstance(m, dict) for m in methods):
+        raise ParameterError("must be one or more [[methods]] tables", argument="methods")
+    study = Study(problem=partial(builder, **builder_args), **values,
+                  methods=[_method(entry, f"methods[{i}]", delta) for i, entry in enumerate(methods)])
     return StudyFile(study=study, out=Path(out), builder=builder_name, builder_args=builder_args)
 
 
@@ -217,8 +217,8 @@ def _setting(value: Any, where: str, allow_derived: bool = True) -> Any:
         signature = _accepts(make, args, where + ".")
         if "epsilon" in signature.parameters and "epsilon" not in args:
             if not allow_derived:
-                raise ParameterError(f"a schedule that follows each run's epsilon cannot be swept; give its "
-                                     f"epsilon or move it to settings", argument=where)
+                raise ParameterError("a schedule that follows each run's epsilon cannot be swept; give its "
+                                     "epsilon or move it to settings", argument=where)
             _checked(lambda: make(**args), where)
             return _Derived(lambda problem, epsilon: make(**args, epsilon=epsilon))
         return _checked(lambda: make(**args), where)
