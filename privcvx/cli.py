@@ -1,6 +1,6 @@
 """The ``privcvx`` command line: `pc.compare` studies from TOML files.
 
-    privcvx compare STUDY.toml [--out DIR] [--rounds T] [--seeds N] [--epsilons E ...] [--no-progress]
+    privcvx compare STUDY.toml [--out DIR] [--rounds T] [--seeds N] [--epsilons E ...] [--budget B] [--no-progress]
     privcvx demo
 
 A study file names a problem builder, methods, a grid of settings, seeds, rounds and the privacy budget (see
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from privcvx import __version__
-from privcvx.compare import Comparison, compare
+from privcvx.compare import BUDGETS, Comparison, compare
 from privcvx.errors import ConvergenceWarning, ParameterError, PrivcvxError
 from privcvx.study_file import load
 
@@ -71,13 +71,16 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--rounds", type=int, default=None, help="replace the study's rounds")
     run.add_argument("--seeds", type=int, default=None, help="replace the study's seeds by 0..N-1")
     run.add_argument("--epsilons", type=float, nargs="+", default=None, help="replace the study's epsilons")
+    run.add_argument("--budget", choices=BUDGETS, default=None,
+                     help="replace the study's budget: each run's total epsilon, or per update (labelled)")
     run.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
     return parser
 
 
 def overrides(options: argparse.Namespace) -> dict[str, Any]:
     """The ``[study]`` keys that the command line replaces."""
-    given = {"out": options.out, "rounds": options.rounds, "seeds": options.seeds, "epsilons": options.epsilons}
+    given = {"out": options.out, "rounds": options.rounds, "seeds": options.seeds, "epsilons": options.epsilons,
+             "budget": options.budget}
     return {key: value for key, value in given.items() if value is not None}
 
 
