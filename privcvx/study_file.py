@@ -99,7 +99,7 @@ def from_config(config: Mapping[str, Any], default_out: Path = Path("out/study")
     methods = config.get("methods")
     if not isinstance(methods, list) or not methods or not all(isinstance(m, dict) for m in methods):
         raise ParameterError("must be one or more [[methods]] tables", argument="methods")
-    study = Study(problem=partial(builder, **builder_args), **values,
+    study = Study(problem=partial(_checked, partial(builder, **builder_args), "problem"), **values,
                   methods=[_method(entry, f"methods[{i}]", delta) for i, entry in enumerate(methods)])
     return StudyFile(study=study, out=Path(out), builder=builder_name, builder_args=builder_args)
 

@@ -205,6 +205,16 @@ def test_a_bad_study_names_the_key_and_runs_nothing(tmp_path, capsys, text, faul
     assert not (tmp_path / "never").exists()
 
 
+def test_a_bad_builder_argument_is_named_under_problem(tmp_path, capsys):
+    """The builder's own checks name the TOML key: an unknown case lists the transmission cases."""
+    study = tmp_path / "case.toml"
+    study.write_text(TINY.format(out=tmp_path / "out").replace('case = "case14"', 'case = "no-such-case"'))
+    assert main(["compare", str(study), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "argument 'problem.case'" in err and "iceland" in err and "case14" in err
+    assert not (tmp_path / "out" / "runs.csv").exists()
+
+
 def test_a_method_that_cannot_run_is_refused_before_any_run(tmp_path, capsys):
     """RandomizedADMM has no total budget yet, DPDG no general-form keys (case14's zones): exit 2, nothing run."""
     for method, message in (("RandomizedADMM", "cannot be calibrated to a total budget"),
