@@ -20,10 +20,15 @@ setting), labelled so in every output. Every run's spent epsilon is read back fr
 and a run that spent more than its target is refused: equal total privacy is checked, not assumed.
 
 Methods without a total-budget argument (the non-private `ExactADMM`) are refused with a message that says so.
+
+`compare` writes runs.csv, summary.csv, reference.csv, accuracy.png (final accuracy against epsilon) and figure.png
+(every round, with the centralized optimum as a reference line). ``privcvx compare STUDY.toml`` is the same tool
+from a TOML file (`privcvx.study_file`); the paper-004 comparisons are its presets in examples/.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import warnings
@@ -45,21 +50,32 @@ from privcvx.algorithms import (
     Algorithm,
     DiaDSP,
     DPDistributedGradient,
+    ExactADMM,
     LinearizedADMM,
     RandomizedADMM,
     RandomizedDGD,
 )
-from privcvx.errors import ConvergenceWarning, ParameterError, PrivacyError, ReproducibleNoiseWarning, check_int
+from privcvx.errors import (
+    ConvergenceWarning,
+    ParameterError,
+    PrivacyError,
+    ReproducibleNoiseWarning,
+    RunFailed,
+    check_int,
+)
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, check_delta, check_epsilon
 from privcvx.problem import DistributedProblem
+from privcvx.runtime.backends import sigint_ignored
 from privcvx.topology import Topology
 
 BUDGETS = ("total", "per_update")
 #: The columns of runs.csv, in order.
 RUN_COLUMNS = ["method", "setting", "budget", "epsilon", "seed", "round", "objective", "relative_gap",
                "epsilon_spent", "distance", "status"]
-#: Final-round values summarized over seeds in summary.csv.
+#: Final-round values summarized over seeds in summary.csv; `DIAGNOSTIC_COLUMNS` and the problem's metrics follow.
 VALUE_COLUMNS = ["objective", "relative_gap", "distance", "epsilon_spent"]
+#: History columns copied to runs.csv (after `RUN_COLUMNS`) when a method reports them.
+DIAGNOSTIC_COLUMNS = ("consensus_residual", "max_violation", "noise_magnitude")
 #: Slack of the check that a run spent at most its target (the accountants' own discretization).
 SPENT_TOLERANCE = 1e-6
 
@@ -76,7 +92,11 @@ def _mechanism_kind(algorithm: LinearizedADMM) -> str:
 
 
 def _linearized_total(algorithm: LinearizedADMM, epsilon: float, delta: float) -> Algorithm:
-    budget = Budget(epsilon, delta, mechanism=_mechanism_kind(algorithm))
+    # The ledger composes Laplace releases by RDP, not by PLD: a PLD calibration of a Laplace budget is overspent by
+    # the ledger's reckoning (total 0.05 over 20 updates at delta 1e-2: ledger 0.0757), so Laplace is calibrated by
+    # the ledger's accountant. The Gaussian's PLD is the ledger's.
+    kind = _mechanism_kind(algorithm)
+    budget = Budget(epsilon, delta, mechanism=kind, accountant="rdp" if kind == "laplace" else "pld")
     return algorithm.clone(privacy=dataclasses.replace(algorithm.privacy, mechanism=budget))
 
 
@@ -88,8 +108,9 @@ def _linearized_per_update(algorithm: LinearizedADMM, epsilon: float, delta: flo
 
 Calibrate = Callable[[Any, float, float], Algorithm]
 #: How each method takes a total (epsilon, delta) for a whole run: keyed by class (a subclass finds its base's).
-TOTAL_PRIVACY: dict[type[Algorithm], Calibrate] = {
+TOTAL_PRIVACY: dict[type[Algorithm], Calibrate | None] = {
     LinearizedADMM: _linearized_total,
+    ExactADMM: None,  # non-private: it has no noise to calibrate (a subclass of LinearizedADMM, refused by name)
     DPDistributedGradient: lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon),
     **{cls: (lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon, delta=delta))
        for cls in (PRADMM, PPADMM, IPPADMM, QDPSGD, DPP2, DiaDSP, PPDC)},
@@ -98,27 +119,42 @@ TOTAL_PRIVACY: dict[type[Algorithm], Calibrate] = {
        for cls in (RandomizedADMM, RandomizedDGD)},
 }
 #: The per-update epsilon of the paper's setting: only Algorithm 1 has local updates to spend it on.
-PER_UPDATE_PRIVACY: dict[type[Algorithm], Calibrate] = {LinearizedADMM: _linearized_per_update}
+PER_UPDATE_PRIVACY: dict[type[Algorithm], Calibrate | None] = {LinearizedADMM: _linearized_per_update,
+                                                                ExactADMM: None}
 
 
-def _registered(registry: Mapping[type[Algorithm], Calibrate], algorithm: Algorithm, budget: str) -> Calibrate:
+def _registered(registry: Mapping[type[Algorithm], Calibrate | None], algorithm: Algorithm,
+                budget: str) -> Calibrate:
     found = next((registry[cls] for cls in type(algorithm).__mro__ if cls in registry), None)
     if found is None:
-        known = ", ".join(sorted(cls.__name__ for cls in registry))
+        known = ", ".join(sorted(cls.__name__ for cls, calibrate in registry.items() if calibrate is not None))
         raise PrivacyError(f"{type(algorithm).__name__} cannot be calibrated to a {budget.replace('_', '-')} "
                            f"budget (methods that can: {known}); its noise is set by its own settings",
                            argument="methods")
     return found
 
 
+#: A constructor setting computed for each run from the built problem and the run's epsilon.
+Derived = Callable[[DistributedProblem, float], Any]
+
+
 @dataclass(frozen=True)
 class Method:
     """One method of a study: ``algorithm`` is the template (settings and, for Algorithm 1, its privacy mode);
-    ``grid`` maps constructor settings to the values to sweep (every combination, through `Algorithm.clone`)."""
+    ``grid`` maps constructor settings to the values to sweep (every combination, through `Algorithm.clone`);
+    ``derived`` maps settings to functions of the problem and the run's epsilon (e.g. Eq. (73)'s rho^t, whose c2 /
+    epsilon term depends on the budget), applied with `Algorithm.clone` before the noise is calibrated."""
 
     label: str
     algorithm: Algorithm
     grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    derived: Mapping[str, Derived] = field(default_factory=dict)
+
+    def for_run(self, algorithm: Algorithm, problem: DistributedProblem, epsilon: float) -> Algorithm:
+        """``algorithm`` (a variant) with the `derived` settings of ``problem`` at ``epsilon``."""
+        if not self.derived:
+            return algorithm
+        return algorithm.clone(**{name: rule(problem, epsilon) for name, rule in self.derived.items()})
 
     def variants(self) -> list[tuple[str, Algorithm]]:
         """``(setting label, algorithm)`` for every point of the grid ("" without a grid)."""
@@ -168,32 +204,59 @@ class Study:
 
 @dataclass
 class Comparison:
-    """What `compare` returns (and writes): one row per run and round, the final rounds summarized over seeds, and
-    the centralized reference."""
+    """What `compare` returns (and writes): one row per run and round, the final rounds summarized over seeds, the
+    centralized reference, the runs that failed (``(method, setting, epsilon, seed, error)``, only with
+    ``keep_going``) and whether Ctrl-C stopped the study (the finished runs are kept)."""
 
     runs: pd.DataFrame
     summary: pd.DataFrame
     reference: float
+    failed: list[tuple[str, str, float, int, str]] = field(default_factory=list)
+    interrupted: bool = False
+    planned: int = 0  # how many runs the study has (finished, failed or not started)
 
 
-def _run(problem: DistributedProblem, study: Study, method: Method, setting: str, algorithm: Algorithm,
-         epsilon: float, seed: int, optimum: float, optimum_w: np.ndarray) -> pd.DataFrame:
-    ready = study.calibrated(algorithm, epsilon)
+@dataclass(frozen=True)
+class Plan:
+    """One run of a study: a method's variant (``setting`` labels its grid point) at one epsilon and seed."""
+
+    method: Method
+    setting: str
+    algorithm: Algorithm
+    epsilon: float
+    seed: int
+
+    def ready(self, study: Study, problem: DistributedProblem) -> Algorithm:
+        """The algorithm of this run: derived settings applied, noise calibrated to the study's budget."""
+        return study.calibrated(self.method.for_run(self.algorithm, problem, self.epsilon), self.epsilon)
+
+
+def _run(problem: DistributedProblem, study: Study, plan: Plan, optimum: float, optimum_w: np.ndarray,
+         on_round: Callable[[dict[str, Any]], Any] | None = None) -> pd.DataFrame | None:
+    """runs.csv's rows of one run, or None when Ctrl-C stopped it (its rounds are dropped)."""
+    method, setting, epsilon, seed = plan.method, plan.setting, plan.epsilon, plan.seed
+    ready = plan.ready(study, problem)
     with warnings.catch_warnings():  # research runs: seeded noise on purpose; the status is a column of runs.csv
         warnings.simplefilter("ignore", ReproducibleNoiseWarning)
         warnings.simplefilter("ignore", ConvergenceWarning)
-        result = problem.solve(ready, study.topology, rounds=study.rounds, seed=seed, diagnostics=True)
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        result = problem.solve(ready, study.topology, rounds=study.rounds, seed=seed, diagnostics=True,
+                               callback=on_round)
+    if result.status == "interrupted":
+        return None
     history = result.history
     objective = history[ready.objective_columns[0]].to_numpy(dtype=float)
     spent = history["epsilon"].to_numpy(dtype=float)
     if study.budget == "total" and spent[-1] > epsilon * (1 + SPENT_TOLERANCE):
         raise PrivacyError(f"{method.label} {setting}: its ledger spent epsilon {spent[-1]:.6g}, over the total "
                            f"{epsilon:g} it was calibrated to", argument="epsilons")
+    extra = [c for c in (*DIAGNOSTIC_COLUMNS, *problem.metrics) if c in history]
     return pd.DataFrame({"method": method.label, "setting": setting, "budget": study.budget, "epsilon": epsilon,
                          "seed": seed, "round": history["round"].to_numpy(), "objective": objective,
                          "relative_gap": np.abs(objective - optimum) / max(1.0, abs(optimum)),
                          "epsilon_spent": spent,
-                         "distance": float(np.linalg.norm(result.w - optimum_w)), "status": result.status})
+                         "distance": float(np.linalg.norm(result.w - optimum_w)), "status": result.status,
+                         **{c: history[c].to_numpy(dtype=float) for c in extra}})
 
 
 def final_round_stats(runs: pd.DataFrame, keys: Sequence[str], values: Sequence[str],
@@ -211,52 +274,105 @@ def final_round_stats(runs: pd.DataFrame, keys: Sequence[str], values: Sequence[
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per method, setting and epsilon: the mean, std, min and max over seeds of each final-round value."""
+    """Per method, setting and epsilon: the mean, std, min and max over seeds of each final-round value (those of
+    `VALUE_COLUMNS`, then the diagnostics and metrics runs.csv has)."""
     keys = ["method", "setting", "budget", "epsilon"]
     if runs.empty:
         return pd.DataFrame(columns=[*keys, "seeds", "rounds", "converged"])
-    return final_round_stats(runs, keys, VALUE_COLUMNS, converged=(
+    extra = [c for c in runs.columns if c not in RUN_COLUMNS]
+    return final_round_stats(runs, keys, [*VALUE_COLUMNS, *extra], converged=(
         "status", lambda status: int((status == "converged").sum()))).reset_index()
 
 
-def compare(study: Study, out: str | Path | None = None) -> Comparison:
+def compare(study: Study, out: str | Path | None = None, *, progress: bool = False,
+            keep_going: bool = False) -> Comparison:
     """Run every method, setting, epsilon and seed of ``study`` (with diagnostics: research runs); write runs.csv,
-    summary.csv, reference.csv and accuracy.png to ``out`` when given. A run that fails re-raises its error after
-    the runs that finished are written."""
+    summary.csv, reference.csv, accuracy.png and figure.png to ``out`` when given.
+
+    Every run is calibrated before the first starts, so a method or epsilon that cannot be calibrated is refused at
+    once. A run that fails (`RunFailed`) re-raises after the finished runs are written, or with ``keep_going`` is
+    listed in ``Comparison.failed`` (and failures.csv) while the others go on. Ctrl-C keeps and writes the finished
+    runs (``Comparison.interrupted``); a second Ctrl-C is ignored while they are written. ``progress`` shows a bar
+    of runs and one of the current run's rounds.
+    """
+    from tqdm.auto import tqdm
+
     problem = study.problem()
-    reference = problem.solve_centralized()
-    planned = [(method, setting, algorithm, epsilon, seed) for method in study.methods
-               for setting, algorithm in method.variants() for epsilon in study.epsilons for seed in study.seeds]
-    for _, _, algorithm, epsilon, _ in planned:  # refuse an uncalibratable method or setting before any run
-        study.calibrated(algorithm, epsilon)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        reference = problem.solve_centralized()
+    plans = [Plan(method, setting, algorithm, epsilon, seed) for method in study.methods
+             for setting, algorithm in method.variants() for epsilon in study.epsilons for seed in study.seeds]
+    for plan in plans:  # refuse an uncalibratable or unsupported method or setting before any run
+        ready = plan.ready(study, problem)
+        ready.check(problem, (study.topology or ready.topology_for(problem)).bind(problem.names))
     frames: list[pd.DataFrame] = []
+    failed: list[tuple[str, str, float, int, str]] = []
+    interrupted = False
+    shield = contextlib.ExitStack()  # after a Ctrl-C, what finished is written even if Ctrl-C comes again
+    runs_bar = tqdm(total=len(plans), desc="runs", unit="run", disable=not progress, position=0)
     try:
-        for plan in planned:
-            frames.append(_run(problem, study, *plan, reference.value, reference.w))
+        for plan in plans:
+            rounds_bar = tqdm(total=study.rounds, desc=f"{plan.method.label} {plan.setting} eps={plan.epsilon:g} "
+                              f"seed={plan.seed}".replace("  ", " "), unit="round", leave=False,
+                              disable=not progress, position=1)
+            try:
+                rows = _run(problem, study, plan, reference.value, reference.w,
+                            on_round=lambda _row, bar=rounds_bar: bar.update(1))
+            except RunFailed as exc:
+                if not keep_going:
+                    raise
+                failed.append((plan.method.label, plan.setting, plan.epsilon, plan.seed, str(exc)))
+                continue
+            finally:
+                rounds_bar.close()
+            if rows is None:  # solve() caught Ctrl-C: drop the partial run, keep the finished ones
+                raise KeyboardInterrupt
+            frames.append(rows)
+            runs_bar.update(1)
+    except KeyboardInterrupt:
+        shield.enter_context(sigint_ignored())
+        interrupted = True
     finally:
-        comparison = _comparison(frames, float(reference.value))
-        if out is not None and frames:
-            write(comparison, Path(out))
+        runs_bar.close()
+        with shield:
+            comparison = _comparison(frames, float(reference.value), failed, interrupted, len(plans))
+            if out is not None and (frames or failed):
+                write(comparison, Path(out))
     return comparison
 
 
-def _comparison(frames: list[pd.DataFrame], reference: float) -> Comparison:
+def _comparison(frames: list[pd.DataFrame], reference: float, failed: list[tuple[str, str, float, int, str]],
+                interrupted: bool, planned: int) -> Comparison:
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RUN_COLUMNS)
-    return Comparison(runs=runs[RUN_COLUMNS], summary=summarize(runs), reference=reference)
+    extra = [c for c in runs.columns if c not in RUN_COLUMNS]
+    return Comparison(runs=runs[RUN_COLUMNS + extra], summary=summarize(runs), reference=reference, failed=failed,
+                      interrupted=interrupted, planned=planned)
 
 
-def write(comparison: Comparison, out: Path) -> None:
-    """runs.csv, summary.csv, reference.csv and accuracy.png (`plot_accuracy`) in ``out``."""
+def write(comparison: Comparison, out: Path) -> list[Path]:
+    """runs.csv, summary.csv, reference.csv, accuracy.png (`plot_accuracy`), figure.png (`plot_rounds`) and, when
+    runs failed, failures.csv in ``out``; returns the paths written."""
     from privcvx import plotting
 
     out.mkdir(parents=True, exist_ok=True)
-    comparison.runs.to_csv(out / "runs.csv", index=False)
-    comparison.summary.to_csv(out / "summary.csv", index=False)
-    pd.DataFrame({"reference": ["centralized"], "objective": [comparison.reference]}).to_csv(
-        out / "reference.csv", index=False)
+    files = [out / name for name in ("runs.csv", "summary.csv", "reference.csv")]
+    comparison.runs.to_csv(files[0], index=False)
+    comparison.summary.to_csv(files[1], index=False)
+    pd.DataFrame({"reference": ["centralized"], "objective": [comparison.reference]}).to_csv(files[2], index=False)
+    if comparison.failed:
+        files.append(out / "failures.csv")
+        pd.DataFrame(comparison.failed, columns=["method", "setting", "epsilon", "seed", "error"]).to_csv(
+            files[-1], index=False)
+    if comparison.runs.empty:
+        return files
     fig, axes = plotting.new_figure(1, 1)
     plot_accuracy(axes[0][0], comparison.summary)
-    plotting.save(fig, out / "accuracy.png")
+    files.append(out / "accuracy.png")
+    plotting.save(fig, files[-1])
+    files.append(out / "figure.png")
+    plot_rounds(comparison.runs, comparison.reference, files[-1])
+    return files
 
 
 def plot_accuracy(ax: Any, summary: pd.DataFrame, column: str = "relative_gap") -> None:
@@ -274,3 +390,50 @@ def plot_accuracy(ax: Any, summary: pd.DataFrame, column: str = "relative_gap") 
     ax.set_xlabel("epsilon per agent, " + ("total over the run" if budget == "total" else "per local update"))
     ax.set_ylabel(column.replace("_", " "))
     ax.legend(fontsize=7)
+
+
+#: Rows of figure.png, top to bottom, when runs.csv has them; the problem's metrics follow.
+ROUND_ROWS = {"objective": "objective", "relative_gap": "relative gap", "epsilon_spent": "epsilon spent",
+              "max_violation": "max violation of W_p", "consensus_residual": "consensus residual",
+              "noise_magnitude": "noise magnitude, Eq. (29)"}
+
+
+def plot_rounds(runs: pd.DataFrame, reference: float, path: str | Path) -> None:
+    """figure.png: one column per epsilon, one row per value of `ROUND_ROWS` (then the metrics) against the round;
+    one colour per method and setting (mean over seeds, min-max band), and the centralized optimum as a dashed
+    reference line on the objective row. The column titles say whether epsilon is a total or a per-update one."""
+    from privcvx import plotting
+
+    known = set(RUN_COLUMNS) | set(ROUND_ROWS)
+    rows = {c: label for c, label in ROUND_ROWS.items() if c in runs and runs[c].notna().any()}
+    rows.update({c: c.replace("_", " ") for c in runs.columns if c not in known})
+    epsilons = sorted(runs["epsilon"].unique())
+    methods = list(dict.fromkeys(runs["method"]))
+    curves = list(dict.fromkeys(zip(runs["method"], runs["setting"], strict=True)))
+    budget = "total" if runs["budget"].iloc[0] == "total" else "per update"
+    fig, axes = plotting.new_figure(len(rows), len(epsilons))
+    for j, epsilon in enumerate(epsilons):
+        at = runs[runs["epsilon"] == epsilon]
+        for i, (column, label) in enumerate(rows.items()):
+            ax = axes[i][j]
+            log = plotting.set_scale(ax, at[column].to_numpy(dtype=float)) == "log"
+            for method, setting in curves:
+                group = at[(at["method"] == method) & (at["setting"] == setting)]
+                if group.empty or group[column].isna().all():
+                    continue
+                stats = group.groupby("round")[column].agg(["mean", "min", "max"])
+                several = group["seed"].nunique() > 1
+                settings = [s for m, s in curves if m == method]
+                plotting.draw_curve(ax, stats.index, stats["mean"], label=f"{method} {setting}".strip(),
+                                    color=plotting.color_of(method, methods.index(method)),
+                                    style=plotting.LINE_STYLES[settings.index(setting) % len(plotting.LINE_STYLES)],
+                                    low=stats["min"] if several else None, high=stats["max"] if several else None,
+                                    log=log)
+            if column == "objective":
+                plotting.reference_line(ax, reference)
+            if j == 0:
+                ax.set_ylabel(label, fontsize=8)
+        axes[0][j].set_title(f"epsilon = {epsilon:g} {budget}", fontsize=9)
+        axes[-1][j].set_xlabel("round", fontsize=8)
+    plotting.figure_legend(fig, axes)
+    plotting.save(fig, path)

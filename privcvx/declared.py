@@ -130,7 +130,7 @@ class Declared:
         normaliser q m_i reveals it), and L_rec, a bound on the Lipschitz constant of every record's gradient.
     output_sensitivity:
         An explicit sensitivity of Algorithm 1's OutPert release, as a paper prints it (e.g. beta of Sec. 6.1.1;
-        ``experiments`` uses it for ``output_sensitivity="paper"``; usually nominal).
+        usually nominal: a study names it explicitly, as ``examples/case14_paper.toml`` does).
     relation:
         The neighbouring relation the data-comparing bounds hold for (``"replace_one: ..."``,
         ``"add_remove: ..."``): see the module docstring for which entries it qualifies.

@@ -3,8 +3,8 @@
 * **Colour is the method**: `COLORS` (ObjG, ObjL, OutG, OutL, an OutPert method with the derived
   calibration in a lighter shade of its colour) and the two references, the non-private run (grey) and
   the centralized optimum (black).
-* **Line style is the number of local updates E** (`line_style`): solid for the smallest E, then
-  dashed, dotted, dash-dotted. No other dimension is drawn by line style.
+* **Line style is the setting**: a method's grid points (e.g. its number of local updates E) in `LINE_STYLES`
+  order, solid first, then dashed, dotted, dash-dotted. No other dimension is drawn by line style.
 * **Log axes never draw a zero at 1e-300**: `log_values` leaves out values <= 0, and
   `set_scale` keeps a linear axis when the data span less than a decade or are all zero, and writes
   how many zeros were left out in the panel's corner.
@@ -17,7 +17,6 @@ Every drawing function takes the ``ax`` it draws on.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,11 +30,6 @@ COLORS = {"ObjG": "#1f77b4", "ObjL": "#2ca02c", "OutG": "#d62728", "OutL": "#ff7
 LINE_STYLES = ("-", "--", ":", "-.")
 
 
-def method_label(method: str, calibration: str) -> str:
-    """The legend label, and the key of `COLORS`: OutPert with the derived calibration is its own colour."""
-    return f"{method} (derived)" if calibration == "derived" and method.startswith("Out") else method
-
-
 def color_of(label: str, index: int = 0) -> str:
     """The colour of a free-form label: that of the first method or reference of `COLORS` it names
     (the longest name first, so "OutG (derived)" wins over "OutG"), else matplotlib's ``C<index>``."""
@@ -44,11 +38,6 @@ def color_of(label: str, index: int = 0) -> str:
         if name.lower() in lowered:
             return COLORS[name]
     return f"C{index % 10}"
-
-
-def line_style(local_updates: int, all_local_updates: Sequence[int]) -> str:
-    """The line style of E = ``local_updates`` among the E values of the figure (sorted ascending)."""
-    return LINE_STYLES[sorted(all_local_updates).index(local_updates) % len(LINE_STYLES)]
 
 
 def log_values(values: Any) -> np.ndarray:
@@ -117,19 +106,12 @@ def new_figure(rows: int, columns: int, *, panel: tuple[float, float] = (3.6, 2.
     return fig, axes
 
 
-def figure_legend(fig: Any, axes: Any, local_updates: Sequence[int] = ()) -> None:
-    """One legend for the whole figure, below the panels (never on the data), without repeated labels.
-
-    With ``local_updates``, grey entries explain the line styles: "E = 1" solid, "E = 5" dashed, ...
-    """
-    from matplotlib.lines import Line2D
-
+def figure_legend(fig: Any, axes: Any) -> None:
+    """One legend for the whole figure, below the panels (never on the data), without repeated labels."""
     seen: dict[str, Any] = {}
     for ax in np.asarray(axes).flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             seen.setdefault(label, handle)
-    for e in sorted(local_updates):
-        seen[f"E = {e}"] = Line2D([], [], color="#444444", linestyle=line_style(e, local_updates))
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 6), fontsize=8,
                    frameon=False)

@@ -1,7 +1,7 @@
-"""The federated-learning experiment of Sec. 6.2, as the ``privcvx`` command line builds it.
+"""The federated-learning problem of Sec. 6.2, as a ``privcvx compare`` study builds it (``builder = "logistic"``).
 
 Registered under the entry-point group ``privcvx.builders`` (name ``logistic``, see pyproject.toml), so
-that ``privcvx compare logistic`` finds it without privcvx importing this package.
+that ``privcvx compare`` finds it without privcvx importing this package.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ def load_dataset(dataset: str, data_path: str | None) -> tuple[np.ndarray, np.nd
                          argument="dataset")
 
 
-def build(dataset: str, data_path: str | None, agents: int, split: str, alpha: float, bound: float,
-          test_fraction: float, data_seed: int, sensitivity: str) -> pc.DistributedProblem:
+def build(dataset: str = "digits", data_path: str | None = None, agents: int = 10, split: str = "iid",
+          alpha: float = 0.5, bound: float = 0.1, test_fraction: float = 0.25, data_seed: int = 0,
+          sensitivity: str = "worst_case") -> pc.DistributedProblem:
     """Federated logistic regression Eq. (30) on a stratified train/test split of ``dataset`` (Sec. 6.2)."""
     X, y = load_dataset(dataset, data_path)
     if not 0 < test_fraction < 1:

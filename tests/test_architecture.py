@@ -21,7 +21,7 @@ def test_privcvx_source_never_imports_the_application_packages():
 
 
 def test_importing_privcvx_and_its_cli_loads_neither_package():
-    code = ("import sys, privcvx, privcvx.cli, privcvx.experiments; "
+    code = ("import sys, privcvx, privcvx.cli, privcvx.study_file; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('powerflow', 'problems')))")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"

@@ -93,26 +93,26 @@ QUICK = {"quickstart.py": [], "gradient_tracking.py": None, "rendezvous_accuracy
          "economic_dispatch.py": ["--quick"], "lasso_general_form.py": ["--quick"], "pandapower_case.py": ["--quick"],
          "ldp_figure2.py": None, "dpp2_experiment.py": None, "zcdp_admm.py": None,
          "ding_qdpsgd_fair.py": ["--quick"], "pradmm_case14.py": None,
-         "cost_opf_private.py": None, "compare_methods.py": None}
+         "cost_opf_private.py": None}
 
 
 def test_every_example_script_runs_in_the_suite():
     """None: run by a dedicated test (gradient_tracking: conformance; rendezvous_accuracy: the trend above;
     ldp_figure2: tests/test_ldp.py; dpp2_experiment: tests/test_dpp2.py; zcdp_admm: tests/test_zcdp_admm.py;
-    pradmm_case14: tests/test_general_form_admm.py; cost_opf_private: tests/test_powerflow_cost.py;
-    compare_methods: tests/test_compare.py)."""
+    pradmm_case14: tests/test_general_form_admm.py; cost_opf_private: tests/test_powerflow_cost.py)."""
     assert sorted(path.name for path in EXAMPLES.glob("*.py")) == sorted(QUICK)
 
 
 def test_every_example_config_is_valid():
-    """Each TOML of examples/ gives a valid experiment: keys, values and every option checked, nothing run."""
-    from privcvx.cli import config_options, make_experiment
+    """Each TOML of examples/ is a valid study (`privcvx compare FILE`): keys, values and every method's settings
+    checked, nothing run."""
+    from privcvx.study_file import load
 
     configs = sorted(EXAMPLES.glob("*.toml"))
-    assert configs
+    assert len(configs) == 7
     for config in configs:
-        experiment = make_experiment(config_options(str(config)))
-        assert experiment.settings and experiment.rounds >= 1
+        spec = load(config)
+        assert spec.study.methods and spec.study.rounds >= 1 and spec.out == Path("out") / config.stem
 
 
 def test_economic_dispatch_matches_plain_cvxpy_to_a_milliwatt(capsys):

@@ -287,30 +287,36 @@ def test_topologies_with_hostile_arguments(stats):
     check()
 
 
-def test_malformed_toml_configs(stats, tmp_path_factory, monkeypatch):
-    from privcvx import cli
+def test_malformed_toml_configs(stats, tmp_path_factory):
+    """Random study files: each is a valid study or a privcvx error naming its key (parsing only, nothing runs)."""
+    from privcvx.study_file import load
 
     outcomes = stats.setdefault("toml configs", Counter())
     folder = tmp_path_factory.mktemp("configs")
-    monkeypatch.setattr(cli, "compare", lambda options: 0)  # parsing only: a valid config would start the runs
 
     values = st.one_of(st.integers(-3, 10**6), st.floats(allow_nan=False), st.text(max_size=5), st.booleans(),
                        st.lists(st.integers(-2, 5), max_size=3), st.lists(st.text(max_size=3), max_size=2))
-    keys = st.sampled_from(["rounds", "seeds", "epsilons", "local-updates", "local_updates", "methods", "case",
-                            "zones", "beta", "sensitivity", "workers", "progress", "bogus", "dataset", "agents"])
+    study_keys = st.sampled_from(["rounds", "seeds", "epsilons", "delta", "budget", "out", "bogus"])
+    method_keys = st.sampled_from(["label", "algorithm", "settings", "grid", "privacy", "bogus"])
+    problem_keys = st.sampled_from(["builder", "case", "zones", "beta", "dataset", "agents", "bogus"])
 
-    def toml(value: Any) -> str:
-        return json.dumps(value).replace("true", "true").replace("false", "false")
+    def toml(entries: dict[str, Any]) -> str:
+        return "".join(f"{k} = {json.dumps(v)}\n" for k, v in entries.items())
 
     @hostile(60)
-    @given(st.sampled_from(["powerflow", "logistic", "other"]), st.dictionaries(keys, values, max_size=3),
-           st.sampled_from(["", "[[broken", "x = = 1"]))
-    def check(problem: str, entries: dict[str, Any], garbage: str) -> None:
+    @given(st.sampled_from(["powerflow", "logistic", "no.such:f", "privcvx.algorithms:consensus_problem"]),
+           st.dictionaries(problem_keys, values, max_size=2), st.dictionaries(study_keys, values, max_size=3),
+           st.dictionaries(method_keys, values, max_size=3), st.sampled_from(["", "[[broken", "x = = 1"]))
+    def check(builder: str, problem: dict[str, Any], study: dict[str, Any], method: dict[str, Any],
+              garbage: str) -> None:
         CASES["toml configs"] += 1
-        text = f'compare = "{problem}"\n' + "".join(f"{k} = {toml(v)}\n" for k, v in entries.items()) + garbage
+        text = (f'[problem]\nbuilder = "{builder}"\n' + toml({k: v for k, v in problem.items() if k != "builder"})
+                + "[study]\nepsilons = [1.0]\n" + toml({k: v for k, v in study.items() if k != "epsilons"})
+                + '[[methods]]\nlabel = "A"\nalgorithm = "PRADMM"\n'
+                + toml({k: v for k, v in method.items() if k not in ("label", "algorithm")}) + garbage)
         path = folder / "config.toml"
         path.write_text(text)
-        _outcome(outcomes, lambda: cli.run_config(str(path)))
+        _outcome(outcomes, lambda: load(path))
 
     check()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
@@ -20,9 +21,8 @@ import pytest
 import powerflow
 import privcvx as pc
 from powerflow.zonal import moved_load
-from privcvx.cli import make_parser, powerflow_experiment
-from privcvx.experiments import perturbation
 from privcvx.localsolve import PROJECTION_ERROR
+from privcvx.study_file import load
 
 BETA = 0.01
 #: The partitions the package uses: partition(case, 3) (CLI default zones = "3") and case118's stand-in zones.
@@ -86,15 +86,13 @@ def test_default_gradient_sensitivity_bounds_the_replayed_gradient_change(case: 
         assert l1 > 4.0 * 2 * BETA and l2 > 1.9 * 2 * BETA and projected > 1.4 * 2 * BETA, agent.name
 
 
-def _default_output_perturbations(case: str) -> tuple[pc.DistributedProblem, list[pc.OutputPerturbation]]:
-    """The command line's default power-flow problem and its OutPert methods (``privcvx compare powerflow``)."""
-    options = make_parser().parse_args(["compare", "powerflow", "--case", case])
-    experiment = powerflow_experiment(options)
+def _default_output_perturbations(preset: str) -> tuple[pc.DistributedProblem, list[pc.OutputPerturbation]]:
+    """The power-flow problem of a preset (``privcvx compare examples/<preset>.toml``) and its OutPert methods."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", pc.NominalPrivacyWarning)
-        problem = experiment.builder(**experiment.builder_args)
-        outputs = [perturbation(problem, s, experiment.delta) for s in experiment.settings
-                   if s.method.startswith("Out")]
+        study = load(Path(__file__).resolve().parents[1] / "examples" / f"{preset}.toml").study
+        problem = study.problem()
+    outputs = [m.algorithm.privacy for m in study.methods if isinstance(m.algorithm.privacy, pc.OutputPerturbation)]
     assert outputs
     return problem, outputs
 
