@@ -64,6 +64,11 @@ def _label(name: str | None) -> str:
     return name if name is not None else "<unnamed agent>"
 
 
+
+def declared_entry(name: str, doc: str) -> property:
+    """A read-only property for entry ``name`` of the object's ``declared`` record (`pc.Declared`)."""
+    return property(lambda self: getattr(self.declared, name), doc=f"{doc} (``declared.{name}``)")
+
 class Agent:
     """One agent p: its local objective f_p, its public local set W_p, and what it shares.
 
@@ -243,15 +248,8 @@ class SampledAgent(Agent):
                                    f"{self.declared.record_count!r}", agent=label, argument="record_count")
         self.samples = samples
 
-    @property
-    def record_count(self) -> int | None:
-        """The declared public number of records m_i (``declared.record_count``)."""
-        return self.declared.record_count
-
-    @property
-    def record_smoothness(self) -> float | None:
-        """The declared L_rec (``declared.record_smoothness``)."""
-        return self.declared.record_smoothness
+    record_count = declared_entry("record_count", "The declared public number of records m_i.")
+    record_smoothness = declared_entry("record_smoothness", "The declared L_rec.")
 
 
 def _unsupported_kind(variable: cp.Variable) -> str | None:
@@ -449,15 +447,8 @@ class AgentSpec:
                                        f"{spec_entries.get(argument)!r}", agent=self.name, argument=argument)
         return agent, agent_layout(agent, self.key_offsets)
 
-    @property
-    def sensitivity(self) -> Sensitivity | None:
-        """The declared gradient sensitivity (``declared.sensitivity``)."""
-        return self.declared.sensitivity
-
-    @property
-    def smoothness(self) -> float | None:
-        """The declared L_p (``declared.smoothness``)."""
-        return self.declared.smoothness
+    sensitivity = declared_entry("sensitivity", "The declared gradient sensitivity.")
+    smoothness = declared_entry("smoothness", "The declared L_p.")
 
     def _absent(self, what: str) -> DeclarationError:
         return DeclarationError(f"the driver holds no {what} of an agent built by its factory on its host; declare "

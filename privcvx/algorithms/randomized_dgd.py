@@ -33,16 +33,9 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import pdist
 
+from privcvx.algorithms import local_dp
 from privcvx.algorithms.base import AgentContext, StepMonitor
 from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
-from privcvx.algorithms.local_dp import (
-    ExPostMethod,
-    check_private_agents,
-    declared_smoothness,
-    linf_sensitivity,
-    neighbour_broadcasts,
-    total_epsilon,
-)
 from privcvx.errors import PrivcvxError, check_scalar, require_positive
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, laplace_release
@@ -58,7 +51,7 @@ INTERVALS = ("centred", "range")
 STEP_POWER = 0.75
 
 
-class RandomizedDGD(ExPostMethod):
+class RandomizedDGD(local_dp.ExPostMethod):
     """Decentralized gradient descent with random local aggregators (Algorithms 2 and 2*).
 
     Parameters
@@ -74,11 +67,9 @@ class RandomizedDGD(ExPostMethod):
         beta_k, the Laplace rate (float or schedule); ``None`` (default) runs without noise.
     b_inf:
         The l_inf gradient sensitivity B_inf; default from the agent's ``pc.Sensitivity``.
-    delta:
-        The delta of the advanced composition (footnote 1) and of the ledgers' accountants.
-    epsilon:
-        A total epsilon per agent over the run, in place of ``noise_rate``: `prepare` sets the constant rate at which
-        the worst-off agent's ledger reports at most it at ``delta`` (`calibrated`).
+    delta, epsilon:
+        As `RandomizedADMM`'s: the accountants' delta, and a total epsilon per agent in place of ``noise_rate``
+        (`calibrated` sets the largest constant rate whose ledger reports at most it).
     """
 
     name = "randomized_dgd"
@@ -96,7 +87,7 @@ class RandomizedDGD(ExPostMethod):
             check_scalar(value, argument=argument, choices=allowed)
         self._step = None if step is None else as_schedule(step, argument="step")
         self._rate = None if noise_rate is None else as_schedule(noise_rate, argument="noise_rate")
-        self._epsilon = total_epsilon(epsilon, noise_rate)
+        self._epsilon = local_dp.total_epsilon(epsilon, noise_rate)
         self._b_inf = None if b_inf is None else require_positive(b_inf, argument="b_inf")
         self._delta = require_positive(delta, argument="delta")
 
@@ -109,7 +100,7 @@ class RandomizedDGD(ExPostMethod):
                                    "divergent pair and the global mean: use Topology.complete(), or variant='2*'",
                                    argument="topology")
         if self.private:
-            check_private_agents(self, problem, self._b_inf, self._step is None, "eta_k B_inf")
+            local_dp.check_private_agents(self, problem, self._b_inf, self._step is None, "eta_k B_inf")
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedDGD:
         """Check the problem; fix the default step c / k^0.75 with c = 1 / max_i L_i, then a total ``epsilon``'s
@@ -117,7 +108,7 @@ class RandomizedDGD(ExPostMethod):
         self.check(problem, topology)
         if self._step is not None:
             return self.calibrated(problem, rounds)
-        smoothness = max(declared_smoothness(agent, layout, self.private)
+        smoothness = max(local_dp.declared_smoothness(agent, layout, self.private)
                          for agent, layout in zip(problem.agents, problem.layouts, strict=True))
         return self.clone(step=Power(1.0 / smoothness, STEP_POWER)).calibrated(problem, rounds)
 
@@ -126,7 +117,7 @@ class RandomizedDGD(ExPostMethod):
         at most it over the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
         if self._epsilon is None:
             return self
-        unit = max((layout.dim * linf_sensitivity(agent, self._b_inf)
+        unit = max((layout.dim * local_dp.linf_sensitivity(agent, self._b_inf)
                     for agent, layout in zip(problem.agents, problem.layouts, strict=True)
                     if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
         steps = [checked_value(self._step, t, argument="step") for t in range(1, rounds + 1)]
@@ -147,7 +138,7 @@ class RandomizedDGDAgent(ProjectedGradientAgent):
     def __init__(self, agent: Agent, context: AgentContext, settings: RandomizedDGD) -> None:
         super().__init__(agent, context, settings)
         self.name = context.name
-        self.b_inf = linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
+        self.b_inf = local_dp.linf_sensitivity(agent, settings._b_inf) if settings.private else 0.0
         self.account = ExPostAccount()
 
     def start(self) -> list[Message]:
@@ -181,7 +172,7 @@ class RandomizedDGDAgent(ProjectedGradientAgent):
         return w * low + (1.0 - w) * high, (low, high), self.x
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
-        received = neighbour_broadcasts(self.context, t, inbox)
+        received = local_dp.neighbour_broadcasts(self.context, t, inbox)
         received[self.name] = self.x
         term_a, (low, high), point = self._aggregate(t, received)
         gradient = self.evaluator.gradient(point)
