@@ -52,7 +52,7 @@ class Message:
 
     def __post_init__(self) -> None:
         payload = {}
-        for key, value in dict(self.payload).items():
+        for key, value in self.payload.items():
             array = value if type(value) is np.ndarray else np.asarray(value)
             if array.dtype.hasobject:
                 raise ParameterError(f"payload {key!r} must be numeric, got {type(value).__name__}",

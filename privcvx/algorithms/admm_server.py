@@ -91,15 +91,16 @@ class ADMMServer(Coordinator):
             self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
                          for layout, z_p in zip(self.layouts, released, strict=True)]
         messages = []
+        sent_rho = rho
         if self.duals.full:  # every agent's slice A_p w (and of a per-key rho) is all of it: the messages share it,
-            # read-only
+            # read-only (a number as the one 0-d array every message would hold)
             self.w.flags.writeable = False
-            if np.ndim(rho):
-                rho.flags.writeable = False
+            sent_rho = rho if np.ndim(rho) else np.array(rho)
+            sent_rho.flags.writeable = False
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
             w_p = self.w if self.duals.full else self.w[layout.shared_global]
             payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": rho if self.duals.full else rho_of(rho, layout)}
+                       "rho": sent_rho if self.duals.full else rho_of(rho, layout)}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages

@@ -128,16 +128,16 @@ class Divergence:
             if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
                 return True
         moves = self.moves
-        if float(np.linalg.norm(middle - first)) < self.STRAIGHT * sum(moves[:k]) \
-                or float(np.linalg.norm(last - middle)) < self.STRAIGHT * sum(moves[k:]):
+        if _norm(middle - first) < self.STRAIGHT * sum(moves[:k]) \
+                or _norm(last - middle) < self.STRAIGHT * sum(moves[k:]):
             return False  # not a straight path: noise, or a method circling its optimum
         old = (middle - first) / max(sum(self.steps[1:k + 1]), np.finfo(float).tiny)
         new = (last - middle) / max(sum(self.steps[k + 1:]), np.finfo(float).tiny)
-        old_norm, new_norm = float(np.linalg.norm(old)), float(np.linalg.norm(new))
+        old_norm, new_norm = _norm(old), _norm(new)
         if not old_norm > 0.0 or new_norm < (1.0 - self.SLACK) * old_norm:
             return False
         return (float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
-                and float(np.linalg.norm(last - middle)) > self.FLOOR * max(1.0, norms[2]))
+                and _norm(last - middle) > self.FLOOR * max(1.0, norms[2]))
 
     def state_dict(self) -> dict[str, Any]:
         """The last 2K + 1 rounds' values and the streak, for the checkpoint."""
