@@ -123,9 +123,9 @@ class ConsensusDuals:
         added in agent order from 0. Equal slices: one reduce over the rows of all of them (a row's reduce is the
         1-d pairwise sum of that row, bitwise)."""
         if self._rows is not None:
-            squares = np.stack(values)
+            squares = np.concatenate(values).reshape(len(values), self._rows, -1)
             squares *= squares
-            rows = np.add.reduce(squares.reshape(len(values), self._rows, -1), axis=2).tolist()
+            rows = np.add.reduce(squares, axis=2).tolist()
         else:
             rows = [[float(part.sum()) for part in self._split(value * value)] for value in values]
         totals = []
