@@ -269,8 +269,9 @@ class ExactStepAgent(ADMMAgent):
         self.lam = self.lam + rho * (w_p - shared)
         if self.context.diagnostics:  # the history's eta (the step does not use it), read by `diagnostics` alone
             eta = math.inf if self.eta is None else checked_value(self.eta, t, argument="eta")
-            self._last = {"noise_magnitude": 0.0, "eta": 1.0 / (rho if isinstance(rho, float) else float(rho.max()))
-                          if math.isinf(eta) else eta}
+            if math.isinf(eta):  # 1 / rho, or 1 / max rho (rho.max() without its Python wrapper)
+                eta = 1.0 / (rho if isinstance(rho, float) else float(np.maximum.reduce(rho)))
+            self._last = {"noise_magnitude": 0.0, "eta": eta}
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
 
     def report(self) -> dict[str, Any]:

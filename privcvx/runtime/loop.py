@@ -310,7 +310,7 @@ class Run:
                     raise PrivcvxError("the coordinator may only send messages from the server", argument="messages")
                 self.router.post(out, t)
                 sent.extend(out)
-            inboxes = [self.router.take(name) for name in self.problem.names]
+            inboxes = [self.router.take(name) for name in self.router.names]
             sent.extend(self._record(backend.call_split("step", inboxes, t, phase), t))
         self.transcript.append(sent)
         self.connectivity.add(t)
@@ -332,11 +332,13 @@ class Run:
         if self.keep_diagnostics and self.algorithm.diagnostic_columns:
             values = backend.call_split("diagnostics", [w[layout.shared_global] for layout in self.problem.layouts])
             for column, reduce in self.algorithm.diagnostic_columns.items():
-                for name, value in zip(self.problem.names, values, strict=True):
-                    if not math.isfinite(value[column]):
-                        raise PrivcvxError(f"the diagnostic {column!r} is {value[column]} (outside f_p's domain?)",
-                                           agent=name, argument="objective" if "objective" in column else column)
-                row[column] = float(reduce([value[column] for value in values]))
+                column_values = [value[column] for value in values]
+                if not all(map(math.isfinite, column_values)):
+                    name, value = next((name, value) for name, value in zip(self.router.names, column_values,
+                                                                            strict=True) if not math.isfinite(value))
+                    raise PrivcvxError(f"the diagnostic {column!r} is {value} (outside f_p's domain?)",
+                                       agent=name, argument="objective" if "objective" in column else column)
+                row[column] = float(reduce(column_values))
             if self.reference is not None:
                 for column in self.algorithm.objective_columns:
                     row[f"{column}_gap"] = row[column] - self.reference.value
