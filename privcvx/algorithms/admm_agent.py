@@ -253,7 +253,7 @@ class ExactStepAgent(ADMMAgent):
         """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used. A QP step
         on OSQP starts from the last round's answer (non-private: the exact step has no privacy analysis, so nothing
         relies on it being a function of this round's data alone; `state_dict` keeps the point)."""
-        return self.exact.step(-(self.lam + rho * w_p), rho, warm_start), 0.0
+        return self.exact.tilted_step(self.lam + rho * w_p, rho, warm_start), 0.0
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """`ADMMAgent.step` with its one update the exact step: no terms of Eq. (9) (`_round_terms`), no average of
