@@ -260,10 +260,11 @@ class ExactStepAgent(ADMMAgent):
         E iterates; the release, the dual (line 22) and the history's eta (1/rho, or a given eta, computed only when
         the run keeps diagnostics) are the same."""
         (message,) = inbox
-        w_p, rho = message["w"], message["rho"]
+        payload = message.payload
+        w_p, rho = payload["w"], payload["rho"]
         rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
-        if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
-            self.lam = np.asarray(message["lam"], dtype=float)
+        if "lam" in payload:  # server-side acceleration: the server's dual is the one to use
+            self.lam = np.asarray(payload["lam"], dtype=float)
         self.z = self.released = self.local_update(self.z, w_p, rho, math.inf)[0]
         shared = self.released[self.layout.shared_local]
         self.lam = self.lam + rho * (w_p - shared)
