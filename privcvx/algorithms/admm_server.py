@@ -145,17 +145,27 @@ class ADMMMonitor(Monitor):
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         if t == 0:  # the agents' initial points: no round yet
             return {}
-        to_agent = {m.receiver: m for m in messages if m.sender == SERVER}
+        to_agent, uplink = {}, {}
+        for m in messages:
+            if m.sender == SERVER:
+                to_agent[m.receiver] = m
+            elif m.receiver == SERVER:
+                uplink[m.sender] = m
         downlink = [to_agent[name] for name in self.names]
-        uplink = {m.sender: m for m in messages if m.receiver == SERVER}
-        w_previous, w = self.w, self.w.copy()
+        w_previous = self.w
         vector = np.ndim(downlink[0]["rho"]) > 0
-        rho = np.zeros(w.size) if vector else float(downlink[0]["rho"])
         relaxed = "average" in downlink[0].payload
-        for layout, message in zip(self.layouts, downlink, strict=True):
-            w[layout.shared_global] = message["average" if relaxed else "w"]
-            if vector:
-                rho[layout.shared_global] = message["rho"]
+        if self.duals.full:  # every message's slice is all of w, in order: the loop below would keep the last's
+            last = downlink[-1].payload
+            w = np.array(last["average" if relaxed else "w"], dtype=float)
+            rho = np.array(last["rho"], dtype=float) if vector else float(downlink[0]["rho"])
+        else:
+            w = self.w.copy()
+            rho = np.zeros(w.size) if vector else float(downlink[0]["rho"])
+            for layout, message in zip(self.layouts, downlink, strict=True):
+                w[layout.shared_global] = message["average" if relaxed else "w"]
+                if vector:
+                    rho[layout.shared_global] = message["rho"]
         if "lam" in downlink[0].payload:  # the server accelerates: line 8 starts from the duals it sent
             self.duals.assign([message["lam"] for message in downlink])
         self.w = w
