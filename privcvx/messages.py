@@ -342,11 +342,14 @@ class Router:
     def post(self, messages: list[Message], t: int) -> None:
         """Deliver messages sent in round ``t`` to their receivers' inboxes (broadcasts to the sender's neighbours);
         a message to a non-neighbour or stamped in the past is refused."""
+        # a static graph's lists, once cached, stay for the run: read here without the call per message
+        cached = self._neighbours if self._round == 0 and not self.topology.time_varying else {}
         for message in messages:
             if message.round < t:
                 raise PrivcvxError(f"a message sent in round {t} is stamped with round {message.round}",
                                    agent=message.sender, argument="messages")
-            neighbours, known = self.neighbours(message.sender, message.round)
+            found = cached.get(message.sender)
+            neighbours, known = found if found is not None else self.neighbours(message.sender, message.round)
             if message.receiver is None:
                 for receiver in neighbours:
                     self.inboxes[receiver].append(message)

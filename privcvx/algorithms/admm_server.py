@@ -97,10 +97,11 @@ class ADMMServer(Coordinator):
             self.w.flags.writeable = False
             sent_rho = rho if np.ndim(rho) else np.array(rho)
             sent_rho.flags.writeable = False
+        full = self.duals.full
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-            w_p = self.w if self.duals.full else self.w[layout.shared_global]
+            w_p = self.w if full else self.w[layout.shared_global]
             payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": sent_rho if self.duals.full else rho_of(rho, layout)}
+                       "rho": sent_rho if full else rho_of(rho, layout)}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
