@@ -462,7 +462,7 @@ class GradientEvaluator:
 
     def value(self, z: np.ndarray) -> float:
         """f_p at ``z``: what ``objective.value`` gives with the variables set from ``z``."""
-        value = self.compiled_objective(z)
+        value = self.compiled_objective.evaluate(z)
         if isinstance(value, float):  # a numpy float (a scalar atom's value)
             return float(value)
         return float(np.add.reduce(value, axis=None) if type(value) is np.ndarray else np.sum(value))

@@ -360,8 +360,8 @@ class PerKeyBalancing(ResidualBalancing):
 
     @property
     def reads_totals(self) -> bool:  # type: ignore[override]
-        """With ``settle``, `observe` reads the round's total residuals (`meets_tolerance`)."""
-        return self.settle is not None
+        """With ``settle``, `observe` reads the round's total residuals (`meets_tolerance`) until the rule settles."""
+        return self.settle is not None and not self.settled
 
     def observe(self, residuals: Residuals) -> None:
         """Update each group's rho from its squared primal residual and squared change of A w (``per_entry``); with

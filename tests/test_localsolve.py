@@ -204,14 +204,14 @@ def test_a_solver_failure_in_round_t_raises_run_failed_with_agent_round_status_a
             return original(self, *args)
 
         monkeypatch.setattr(kind, "solve", solve)
-    original_step = LocalProblem.step
+    original_step = LocalProblem.tilted_step  # every step's (`LocalProblem.step` negates its linear term into it)
 
     def counted(self, *args, **kwargs):
         answer = original_step(self, *args, **kwargs)
         calls["n"] += self.agent_name == "zone-1"
         return answer
 
-    monkeypatch.setattr(LocalProblem, "step", counted)
+    monkeypatch.setattr(LocalProblem, "tilted_step", counted)
     with pytest.raises(RunFailed, match=r"round 4.*zone-1.*osqp status 'InjectedFailure'") as info:
         problem.solve(ExactADMM(), rounds=10)
     assert info.value.agent == "zone-1"

@@ -253,24 +253,26 @@ class ExactStepAgent(ADMMAgent):
         """The exact step (no linearization, no proximal term, no noise); ``z`` and ``eta`` are not used. A QP step
         on OSQP starts from the last round's answer (non-private: the exact step has no privacy analysis, so nothing
         relies on it being a function of this round's data alone; `state_dict` keeps the point)."""
-        return self.exact.step(-(self.lam + rho * w_p), rho, warm_start), 0.0
+        return self.exact.tilted_step(self.lam + rho * w_p, rho, warm_start), 0.0
 
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """`ADMMAgent.step` with its one update the exact step: no terms of Eq. (9) (`_round_terms`), no average of
         E iterates; the release, the dual (line 22) and the history's eta (1/rho, or a given eta, computed only when
         the run keeps diagnostics) are the same."""
         (message,) = inbox
-        w_p, rho = message["w"], message["rho"]
+        payload = message.payload
+        w_p, rho = payload["w"], payload["rho"]
         rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
-        if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
-            self.lam = np.asarray(message["lam"], dtype=float)
+        if "lam" in payload:  # server-side acceleration: the server's dual is the one to use
+            self.lam = np.asarray(payload["lam"], dtype=float)
         self.z = self.released = self.local_update(self.z, w_p, rho, math.inf)[0]
         shared = self.released[self.layout.shared_local]
         self.lam = self.lam + rho * (w_p - shared)
         if self.context.diagnostics:  # the history's eta (the step does not use it), read by `diagnostics` alone
             eta = math.inf if self.eta is None else checked_value(self.eta, t, argument="eta")
-            self._last = {"noise_magnitude": 0.0, "eta": 1.0 / (rho if isinstance(rho, float) else float(rho.max()))
-                          if math.isinf(eta) else eta}
+            if math.isinf(eta):  # 1 / rho, or 1 / max rho (rho.max() without its Python wrapper)
+                eta = 1.0 / (rho if isinstance(rho, float) else float(np.maximum.reduce(rho)))
+            self._last = {"noise_magnitude": 0.0, "eta": eta}
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
 
     def report(self) -> dict[str, Any]:

@@ -91,15 +91,17 @@ class ADMMServer(Coordinator):
             self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
                          for layout, z_p in zip(self.layouts, released, strict=True)]
         messages = []
+        sent_rho = rho
         if self.duals.full:  # every agent's slice A_p w (and of a per-key rho) is all of it: the messages share it,
-            # read-only
+            # read-only (a number as the one 0-d array every message would hold)
             self.w.flags.writeable = False
-            if np.ndim(rho):
-                rho.flags.writeable = False
+            sent_rho = rho if np.ndim(rho) else np.array(rho)
+            sent_rho.flags.writeable = False
+        full = self.duals.full
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-            w_p = self.w if self.duals.full else self.w[layout.shared_global]
+            w_p = self.w if full else self.w[layout.shared_global]
             payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": rho if self.duals.full else rho_of(rho, layout)}
+                       "rho": sent_rho if full else rho_of(rho, layout)}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
@@ -144,17 +146,27 @@ class ADMMMonitor(Monitor):
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         if t == 0:  # the agents' initial points: no round yet
             return {}
-        to_agent = {m.receiver: m for m in messages if m.sender == SERVER}
+        to_agent, uplink = {}, {}
+        for m in messages:
+            if m.sender == SERVER:
+                to_agent[m.receiver] = m
+            elif m.receiver == SERVER:
+                uplink[m.sender] = m
         downlink = [to_agent[name] for name in self.names]
-        uplink = {m.sender: m for m in messages if m.receiver == SERVER}
-        w_previous, w = self.w, self.w.copy()
+        w_previous = self.w
         vector = np.ndim(downlink[0]["rho"]) > 0
-        rho = np.zeros(w.size) if vector else float(downlink[0]["rho"])
         relaxed = "average" in downlink[0].payload
-        for layout, message in zip(self.layouts, downlink, strict=True):
-            w[layout.shared_global] = message["average" if relaxed else "w"]
-            if vector:
-                rho[layout.shared_global] = message["rho"]
+        if self.duals.full:  # every message's slice is all of w, in order: the loop below would keep the last's
+            last = downlink[-1].payload
+            w = np.array(last["average" if relaxed else "w"], dtype=float)
+            rho = np.array(last["rho"], dtype=float) if vector else float(downlink[0]["rho"])
+        else:
+            w = self.w.copy()
+            rho = np.zeros(w.size) if vector else float(downlink[0]["rho"])
+            for layout, message in zip(self.layouts, downlink, strict=True):
+                w[layout.shared_global] = message["average" if relaxed else "w"]
+                if vector:
+                    rho[layout.shared_global] = message["rho"]
         if "lam" in downlink[0].payload:  # the server accelerates: line 8 starts from the duals it sent
             self.duals.assign([message["lam"] for message in downlink])
         self.w = w

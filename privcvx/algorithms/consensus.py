@@ -118,17 +118,23 @@ class ConsensusDuals:
         terms = self.stacked(released) - self.flat / self.copies(rho)
         return np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity
 
-    def _total(self, values: np.ndarray) -> float:
-        """sum_p ||values_p||^2 over the agents' slices: each a pairwise sum, added in agent order from 0."""
-        squares = values * values
-        if self._rows is not None:  # a row's reduce is the 1-d pairwise sum of that row, bitwise
-            sums = np.add.reduce(squares.reshape(self._rows, -1), axis=1).tolist()
+    def _totals(self, *values: np.ndarray) -> list[float]:
+        """sum_p ||values_p||^2 over the agents' slices, for each of ``values``: each agent's term a pairwise sum,
+        added in agent order from 0. Equal slices: one reduce over the rows of all of them (a row's reduce is the
+        1-d pairwise sum of that row, bitwise)."""
+        if self._rows is not None:
+            squares = np.concatenate(values).reshape(len(values), self._rows, -1)
+            squares *= squares
+            rows = np.add.reduce(squares, axis=2).tolist()
         else:
-            sums = [float(part.sum()) for part in self._split(squares)]
-        total = 0.0
-        for term in sums:
-            total += term
-        return total
+            rows = [[float(part.sum()) for part in self._split(value * value)] for value in values]
+        totals = []
+        for sums in rows:
+            total = 0.0
+            for term in sums:
+                total += term
+            totals.append(total)
+        return totals
 
     def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
                used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
@@ -152,11 +158,12 @@ class ConsensusDuals:
         change = (w - w_previous)[self.index]
         if np.ndim(rho):
             change = rho_copies * change
-        dual = math.sqrt(self._total(change))
-        return {"primal_residual": math.sqrt(self._total(gap)),
+        change_sq, gap_sq, stacked_sq, copies_sq, flat_sq = self._totals(change, gap, stacked, copies, self.flat)
+        dual = math.sqrt(change_sq)
+        return {"primal_residual": math.sqrt(gap_sq),
                 "dual_residual": dual if np.ndim(rho) else rho * dual,
-                "scale_primal": math.sqrt(max(self._total(stacked), self._total(copies))),
-                "scale_dual": math.sqrt(self._total(self.flat)), "entries": float(self.index.size)}
+                "scale_primal": math.sqrt(max(stacked_sq, copies_sq)),
+                "scale_dual": math.sqrt(flat_sq), "entries": float(self.index.size)}
 
     def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
                         released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -179,9 +179,14 @@ class LocalProblem:
         """argmin over W_p of f_p(z) + <linear, z_pen> + 1/2 sum weight_i z_pen,i^2 (``weight``: a number or a
         vector over the penalized coordinates). ``warm_start``: OSQP starts from its last answer, which
         `state_dict` keeps (every other strategy answers from the weights and the linear term alone)."""
+        return self.tilted_step(-np.asarray(linear, dtype=float), weight, warm_start)
+
+    def tilted_step(self, tilt: np.ndarray, weight: float | np.ndarray, warm_start: bool = False) -> np.ndarray:
+        """`step` with its linear term given as the float array ``tilt`` = -linear (the exact ADMM step's
+        lambda_p + rho w_p, without negating it twice)."""
         weights = weight if type(weight) is float else float(weight) if np.ndim(weight) == 0 \
             else np.asarray(weight, dtype=float)
-        return self._solve(weights, -np.asarray(linear, dtype=float), None, warm_start)
+        return self._solve(weights, tilt, None, warm_start)
 
     def state_dict(self) -> dict[str, Any]:
         """What the next warm-started solve starts from (`Strategy.warm_state`), for checkpoints."""

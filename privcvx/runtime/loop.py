@@ -128,16 +128,16 @@ class Divergence:
             if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
                 return True
         moves = self.moves
-        if float(np.linalg.norm(middle - first)) < self.STRAIGHT * sum(moves[:k]) \
-                or float(np.linalg.norm(last - middle)) < self.STRAIGHT * sum(moves[k:]):
+        if _norm(middle - first) < self.STRAIGHT * sum(moves[:k]) \
+                or _norm(last - middle) < self.STRAIGHT * sum(moves[k:]):
             return False  # not a straight path: noise, or a method circling its optimum
         old = (middle - first) / max(sum(self.steps[1:k + 1]), np.finfo(float).tiny)
         new = (last - middle) / max(sum(self.steps[k + 1:]), np.finfo(float).tiny)
-        old_norm, new_norm = float(np.linalg.norm(old)), float(np.linalg.norm(new))
+        old_norm, new_norm = _norm(old), _norm(new)
         if not old_norm > 0.0 or new_norm < (1.0 - self.SLACK) * old_norm:
             return False
         return (float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
-                and float(np.linalg.norm(last - middle)) > self.FLOOR * max(1.0, norms[2]))
+                and _norm(last - middle) > self.FLOOR * max(1.0, norms[2]))
 
     def state_dict(self) -> dict[str, Any]:
         """The last 2K + 1 rounds' values and the streak, for the checkpoint."""
@@ -310,7 +310,7 @@ class Run:
                     raise PrivcvxError("the coordinator may only send messages from the server", argument="messages")
                 self.router.post(out, t)
                 sent.extend(out)
-            inboxes = [self.router.take(name) for name in self.problem.names]
+            inboxes = [self.router.take(name) for name in self.router.names]
             sent.extend(self._record(backend.call_split("step", inboxes, t, phase), t))
         self.transcript.append(sent)
         self.connectivity.add(t)
@@ -332,11 +332,13 @@ class Run:
         if self.keep_diagnostics and self.algorithm.diagnostic_columns:
             values = backend.call_split("diagnostics", [w[layout.shared_global] for layout in self.problem.layouts])
             for column, reduce in self.algorithm.diagnostic_columns.items():
-                for name, value in zip(self.problem.names, values, strict=True):
-                    if not math.isfinite(value[column]):
-                        raise PrivcvxError(f"the diagnostic {column!r} is {value[column]} (outside f_p's domain?)",
-                                           agent=name, argument="objective" if "objective" in column else column)
-                row[column] = float(reduce([value[column] for value in values]))
+                column_values = [value[column] for value in values]
+                if not all(map(math.isfinite, column_values)):
+                    name, value = next((name, value) for name, value in zip(self.router.names, column_values,
+                                                                            strict=True) if not math.isfinite(value))
+                    raise PrivcvxError(f"the diagnostic {column!r} is {value} (outside f_p's domain?)",
+                                       agent=name, argument="objective" if "objective" in column else column)
+                row[column] = float(reduce(column_values))
             if self.reference is not None:
                 for column in self.algorithm.objective_columns:
                     row[f"{column}_gap"] = row[column] - self.reference.value
