@@ -162,7 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = make_parser().parse_args(argv)
     # Ctrl-C (or kill -INT) must stop a run cleanly even when the shell started us with SIGINT ignored,
     # as it does for background jobs: the runner then keeps and writes the finished runs.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The caller's handler comes back on return (``main`` called in a process that goes on, as a test or a notebook
+    # does: an ignored SIGINT left behind is inherited by every process it starts, whose Ctrl-C then does nothing).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if options.command == "demo":
             return demo(options)
@@ -173,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before any run finished (loading a network, the reference solves)
         print("privcvx: interrupted before any run finished; nothing was written", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import signal
 from pathlib import Path
 
 import matplotlib.image
@@ -241,7 +242,10 @@ def test_ctrl_c_keeps_the_finished_runs_and_exits_130(tmp_path, capsys, monkeypa
     out = tmp_path / "out"
     study = tmp_path / "tiny.toml"
     study.write_text(TINY.format(out=out))
+    before = signal.getsignal(signal.SIGINT)
     assert main(["compare", str(study), "--no-progress"]) == 130
+    # the caller's handler is back: an ignored SIGINT left behind is inherited by every process started later
+    assert signal.getsignal(signal.SIGINT) is before
     runs, _ = _read(out)
     assert set(runs["setting"]) == {"local_updates=1"} and len(runs) == 2
     captured = capsys.readouterr()
