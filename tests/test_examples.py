@@ -109,7 +109,7 @@ def test_every_example_config_is_valid():
     from privcvx.study_file import load
 
     configs = sorted(EXAMPLES.glob("*.toml"))
-    assert len(configs) == 7
+    assert len(configs) == 8
     for config in configs:
         spec = load(config)
         assert spec.study.methods and spec.study.rounds >= 1 and spec.out == Path("out") / config.stem

@@ -91,6 +91,15 @@ def _ray_services() -> set[int]:
     return found
 
 
+def _terminal_sigint() -> None:
+    """The child starts with SIGINT at its default and unblocked, as a terminal's foreground job does. A child
+    inherits its parent's ignored or blocked SIGINT, and inside the full suite (xdist, 2 workers, clean clones) the
+    children of one worker never saw the Ctrl-C and ran on to "converged"; alone, the test always passed. Which
+    earlier test left the worker so was not found; a blocked SIGINT reproduces the failure."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.parametrize("backend, twice", [("process", True), ("serial", True),
                                             pytest.param("ray", True, id="ray-twice")])
 def test_ctrl_c_to_the_process_group_returns_the_history_and_leaves_no_process(backend, twice):
@@ -99,7 +108,8 @@ def test_ctrl_c_to_the_process_group_returns_the_history_and_leaves_no_process(b
     services = _ray_services()
     child = subprocess.Popen([sys.executable, str(SCRIPT), backend, "4", *(["--twice"] if twice else [])],
                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # its own process group
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,  # its own process group
+                             preexec_fn=_terminal_sigint)
     out, err = child.communicate(timeout=240)
     assert child.returncode == 0, err
     assert "Traceback" not in err and "ConnectionResetError" not in err
