@@ -40,21 +40,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privcvx.algorithms import (
-    DPP2,
-    IPPADMM,
-    PPADMM,
-    PPDC,
-    PRADMM,
-    QDPSGD,
-    Algorithm,
-    DiaDSP,
-    DPDistributedGradient,
-    ExactADMM,
-    LinearizedADMM,
-    RandomizedADMM,
-    RandomizedDGD,
-)
+from privcvx import algorithms as methods
+from privcvx.algorithms import Algorithm, ExactADMM, LinearizedADMM
 from privcvx.errors import (
     ConvergenceWarning,
     ParameterError,
@@ -111,12 +98,13 @@ Calibrate = Callable[[Any, float, float], Algorithm]
 TOTAL_PRIVACY: dict[type[Algorithm], Calibrate | None] = {
     LinearizedADMM: _linearized_total,
     ExactADMM: None,  # non-private: it has no noise to calibrate (a subclass of LinearizedADMM, refused by name)
-    DPDistributedGradient: lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon),
+    methods.DPDistributedGradient: lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon),
     **{cls: (lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon, delta=delta))
-       for cls in (PRADMM, PPADMM, IPPADMM, QDPSGD, DPP2, DiaDSP, PPDC)},
+       for cls in (methods.PRADMM, methods.PPADMM, methods.IPPADMM, methods.QDPSGD, methods.DPP2, methods.DiaDSP,
+                   methods.PPDC)},
     # the random aggregators' total sets a constant Laplace rate: a template's rate (or schedule) is replaced
     **{cls: (lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon, delta=delta, noise_rate=None))
-       for cls in (RandomizedADMM, RandomizedDGD)},
+       for cls in (methods.RandomizedADMM, methods.RandomizedDGD)},
 }
 #: The per-update epsilon of the paper's setting: only Algorithm 1 has local updates to spend it on.
 PER_UPDATE_PRIVACY: dict[type[Algorithm], Calibrate | None] = {LinearizedADMM: _linearized_per_update,
