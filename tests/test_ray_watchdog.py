@@ -76,6 +76,7 @@ def test_the_watchdog_kills_the_instance_of_a_killed_driver_and_nothing_else(tmp
             waited = _until(lambda: not _running(pids["node"]) and not _running(pids["agent"]), 10.0)
             assert not _running(pids["node"]) and not _running(pids["agent"]), "the instance outlived its driver"
             assert waited < 5.0
+            _until(lambda: not _running(pids["watchdog"]), 10.0)  # it exits once it has killed them (a moment later)
         else:  # ray.shutdown(): the instance ends while the driver lives; the watchdog then ends, killing nothing
             os.kill(pids["agent"], signal.SIGKILL)
             os.kill(pids["node"], signal.SIGKILL)
