@@ -164,11 +164,14 @@ def test_the_secure_path_runs_on_opendp_and_records_grid_releases(logistic, vari
     for message in result.transcript:
         codes = message["z"] * 2.0 ** 5
         assert np.array_equal(codes, np.rint(codes))
-    # Calibrated: variant 2's discrete Gaussian spends exactly the budget (RDP); variant 1's vector release is
-    # accounted by Zhu & Wang's RDP bound (no PLD for d > 1: docs/qdpsgd.md), which it spends exactly.
+    # Calibrated: variant 2's discrete Gaussian spends exactly the budget (RDP); variant 1's vector release spends
+    # at most the budget by its PLD (the smoothing lemma: docs/qdpsgd.md), with the seeded multiplier or more.
     calibrated = QDPSGD(variant=variant, epsilon=1.0, clip=1.0, sampling_rate=0.2, bits=10, resolution=2.0 ** -5)
     result = problem.solve(calibrated, pc.Topology.ring(), rounds=4, seed="secure")
-    assert np.allclose(result.privacy["epsilon_rdp"], 1.0, rtol=1e-4)
+    if variant == 2:
+        assert np.allclose(result.privacy["epsilon_rdp"], 1.0, rtol=1e-4)
+    else:
+        assert np.all(result.privacy["epsilon_pld"] <= 1.0) and np.all(result.privacy["epsilon_pld"] > 0.5)
 
 
 def test_variant_2_sensitivity_bounds_the_state_of_neighbouring_datasets():
@@ -261,12 +264,13 @@ def test_secure_path_keeps_the_subsampling_amplification():
     assert secure == pytest.approx(seeded, rel=0.01)  # Zhu & Wang's bound alone calibrated 1.27 x seeded
 
 
-@pytest.mark.parametrize(("rate", "dim"), [(0.02, 1), (0.1, 1)])
+@pytest.mark.parametrize(("rate", "dim"), [(0.02, 1), (0.1, 1), (0.02, 5), (0.1, 5)])
 def test_secure_multiplier_matches_the_seeded_one_and_its_pld_spends_at_most_epsilon(rate, dim):
-    """Q-DPSGD-1 on the secure path draws the seeded path's multiplier for a scalar release (to 1%; the same here,
-    since the ledger's PLD of the Poisson-sampled discrete Gaussian meets epsilon with it), and that PLD, recomputed
-    from dp-accounting's discrete Gaussian PLD, agrees with dp-accounting's continuous Poisson-sampled Gaussian to
-    1%."""
+    """Issue 31's must-show: Q-DPSGD-1 on the secure path draws the seeded path's multiplier (to 1%; the same here,
+    since the ledger's PLD meets epsilon with it), for a scalar release and for a vector one (d = 5: before the
+    smoothing lemma, Zhu & Wang's RDP bound calibrated 1.27x and 5.3x the seeded multiplier). The ledger's PLD
+    epsilon agrees with dp-accounting's continuous Poisson-sampled Gaussian to 1%, and for a scalar release equals
+    dp-accounting's discrete Gaussian PLD (tests/test_qdpsgd_smoothing.py checks the vector one)."""
     import dp_accounting
     from dp_accounting import pld
 
@@ -280,9 +284,6 @@ def test_secure_multiplier_matches_the_seeded_one_and_its_pld_spends_at_most_eps
     assert secure == pytest.approx(seeded, rel=0.01)
     grid = calibrate("gaussian", secure, 1.0, dim)
     release = PoissonSampledDiscreteGaussian(rate, grid.scale, grid.sensitivity, dim)
-    discrete = pld.privacy_loss_distribution.from_discrete_gaussian_mechanism(
-        grid.scale, sensitivity=math.ceil(grid.sensitivity), sampling_prob=rate,
-        value_discretization_interval=PLD_DISCRETIZATION, use_connect_dots=True).self_compose(rounds)
     continuous = pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
                                    value_discretization_interval=PLD_DISCRETIZATION)
     continuous.compose(dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(
@@ -290,28 +291,9 @@ def test_secure_multiplier_matches_the_seeded_one_and_its_pld_spends_at_most_eps
     ledger = PrivacyLedger("agent")
     ledger.record(release, rounds)
     spent = tightest_epsilon(ledger, delta)
-    assert spent == pytest.approx(discrete.get_epsilon_for_delta(delta), rel=1e-9) and spent <= epsilon
-    assert spent == pytest.approx(continuous.get_epsilon(delta), rel=0.01)
-
-
-def test_a_vector_secure_release_is_accounted_by_the_provable_rdp_bound():
-    """A d > 1 release has no PLD of its own (dp-accounting's discrete Gaussian PLD is for a scalar query): the
-    ledger and the calibration use Zhu & Wang's RDP bound, which needs more noise than the seeded path's exact
-    sampled Gaussian, and spends exactly epsilon with the secure multiplier."""
-    from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
-    from privcvx.privacy.grid import calibrate
-    from privcvx.privacy.mechanisms import GridRdpAccountant, PoissonSampledDiscreteGaussian
-
-    rounds, epsilon, delta, dim, rate = 200, 1.0, 1e-5, 5, 0.02
-    algorithm = QDPSGD(variant=1, epsilon=epsilon, delta=delta, clip=1.0, sampling_rate=rate)
-    seeded, secure = algorithm.calibrate(rounds), algorithm.calibrate(rounds, grid=True, dim=dim)
-    assert secure > 1.2 * seeded
-    grid = calibrate("gaussian", secure, 1.0, dim)
-    release = PoissonSampledDiscreteGaussian(rate, grid.scale, grid.sensitivity, dim)
-    assert release.privacy_loss_distribution() is None
-    accountant = GridRdpAccountant()
-    accountant.compose(release.dp_event(), rounds)
-    ledger = PrivacyLedger("agent")
-    ledger.record(release, rounds)
-    assert tightest_epsilon(ledger, delta) == pytest.approx(accountant.get_epsilon(delta), rel=1e-9)
-    assert accountant.get_epsilon(delta) == pytest.approx(epsilon, rel=1e-4)
+    assert spent <= epsilon and spent == pytest.approx(continuous.get_epsilon(delta), rel=0.01)
+    if dim == 1:
+        discrete = pld.privacy_loss_distribution.from_discrete_gaussian_mechanism(
+            grid.scale, sensitivity=math.ceil(grid.sensitivity), sampling_prob=rate,
+            value_discretization_interval=PLD_DISCRETIZATION, use_connect_dots=True).self_compose(rounds)
+        assert spent == pytest.approx(discrete.get_epsilon_for_delta(delta), rel=1e-9)

@@ -35,11 +35,13 @@ Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the
 discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same source (``SecureNoise.uniform``,
 the operating system's entropy). The release is recorded as
 `PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: its RDP is Zhu & Wang 2019's
-general bound (`poisson_zcdp_rdp`), and a scalar release also has its exact PLD (dp-accounting's Poisson-subsampled
-discrete Gaussian), which the ledger composes. With ``epsilon`` the agent draws the seeded path's multiplier when the
-secure account spends at most epsilon with it, else the smallest that does (`QDPSGD.calibrate` with ``grid=True``,
-`QDPSGD.multiplier_for`): the same multiplier for scalar releases, 1.27x (q = 0.02) to 5.3x (q = 0.1) more for
-d = 5, where only the RDP bound is proved (docs/qdpsgd.md).
+general bound (`poisson_zcdp_rdp`), and its PLD, which the ledger composes, is dp-accounting's exact one of the
+Poisson-subsampled discrete Gaussian for a scalar release, and for a vector release the Poisson-sampled continuous
+Gaussian's at std sqrt(sigma^2 - 9) (sigma >= about 1000 grid units) plus a proved slack of about 1e-76 per
+release (the smoothing lemma, `smoothed_gaussian_pld`). With ``epsilon`` the agent draws the seeded path's
+multiplier when that PLD spends at most epsilon with it, else the smallest that does (`QDPSGD.calibrate` with
+``grid=True``, `QDPSGD.multiplier_for`): the seeded multiplier itself for scalar and vector releases at the
+settings of docs/qdpsgd.md (0.887 and 0.912 spent at q = 0.02 and 0.1, T = 200, epsilon = 1).
 
 With ``epsilon`` the noise multiplier s is calibrated in `QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.
@@ -51,6 +53,7 @@ import dp_accounting
 from scipy.optimize import brentq
 
 from privcvx.errors import PrivacyError
+from privcvx.privacy.accounting import composed_pld_epsilon
 from privcvx.privacy.grid import calibrate as grid_calibration
 from privcvx.privacy.mechanisms import GridRdpAccountant, PoissonSampledDiscreteGaussian, PoissonSampledGaussian
 from privcvx.privacy.noise import NoiseSource, SecureNoise
@@ -72,9 +75,10 @@ class QDPSGDAccountant:
         `release_event`: variant 1's exact Poisson-sampled Gaussian, variant 2's (discrete) Gaussian zCDP).
 
         ``grid=True`` (variant 1 on the secure path, releases of dimension ``dim``): the same s when the ledger's
-        account of those releases, `secure_epsilon` (the PLD of `PoissonSampledDiscreteGaussian`), also spends
-        at most epsilon with it, as it does where the PLD is tighter than the RDP bound (0.887 at q = 0.02,
-        T = 200, epsilon = 1); else the smallest s for which it does. Both paths then draw the same noise.
+        account of those releases, `secure_epsilon` (the PLD of `PoissonSampledDiscreteGaussian`, with its slack
+        for d > 1), also spends at most epsilon with it, as it does where the PLD is tighter than the RDP bound
+        (0.887 at q = 0.02, T = 200, epsilon = 1, for any d); else the smallest s for which it does. Both paths then
+        draw the same noise.
         """
         if self._epsilon is None:
             raise PrivacyError("calibration needs epsilon", argument="epsilon")
@@ -90,18 +94,13 @@ class QDPSGDAccountant:
                             xtol=1e-6 * seeded))
 
     def secure_epsilon(self, multiplier: float, rounds: int, dim: int) -> float:
-        """The ledger's epsilon at delta of ``rounds`` variant-1 releases of dimension ``dim`` on the secure grid at
-        noise multiplier s (`PoissonSampledDiscreteGaussian` on the grid `privcvx.privacy.grid.calibrate` gives the
-        clipped sum, sensitivity K): its PLD for a scalar release, its RDP bound for a vector."""
+        """The ledger's PLD epsilon at delta of ``rounds`` variant-1 releases of dimension ``dim`` on the secure grid
+        at noise multiplier s (`PoissonSampledDiscreteGaussian` on the grid `privcvx.privacy.grid.calibrate` gives
+        the clipped sum, sensitivity K), with a vector release's smoothing slack (`composed_pld_epsilon`)."""
         clip = 1.0 if self._clip is None else self._clip
         on_grid = grid_calibration("gaussian", multiplier * clip, clip, dim)
         release = PoissonSampledDiscreteGaussian(self._rate, on_grid.scale, on_grid.sensitivity, dim)
-        distribution = release.privacy_loss_distribution()
-        if distribution is not None:
-            return float(distribution.self_compose(rounds).get_epsilon_for_delta(self._delta))
-        accountant = GridRdpAccountant()
-        accountant.compose(release.dp_event(), rounds)
-        return float(accountant.get_epsilon(self._delta))
+        return composed_pld_epsilon(((release, rounds),), self._delta)
 
     def release_event(self, multiplier: float) -> dp_accounting.DpEvent:
         """One round's release as a dp-accounting event at noise multiplier s > 0."""

@@ -41,8 +41,10 @@ only bounds valid for them are reported:
   the paper's Thm. 4.9 and the PLD (dp-accounting has no event for the multivariate discrete
   Gaussian) do not apply and are NaN: such a ledger's tightest epsilon is its RDP epsilon.
 * ``poisson_discrete_gaussian`` (Q-DPSGD-1's Poisson-sampled sum): RDP with Zhu & Wang's general bound; PLD with
-  the mechanism's own ``privacy_loss_distribution`` (dp-accounting's Poisson-subsampled discrete Gaussian),
-  composed by `_composed_pld_epsilon` for a ledger of such releases (NaN when mixed with other kinds).
+  the mechanism's own ``privacy_loss_distribution`` (dp-accounting's Poisson-subsampled discrete Gaussian for a
+  scalar release; for a vector release the continuous one at sqrt(sigma^2 - r^2) with the smoothing lemma's slack,
+  `smoothed_gaussian_pld`), composed by `composed_pld_epsilon` for a ledger of such releases (NaN when mixed with
+  other kinds).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from privcvx.privacy.mechanisms import (
     accounted_multiplier,
     check_delta,
     mechanism_from_dict,
+    smoothed_epsilon,
 )
 
 #: The delta at which runs with Laplace noise only are accounted (Laplace is (epsilon, 0)-DP
@@ -372,7 +375,7 @@ def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
     if name == "pld" and min(mechanism.noise_multiplier for mechanism, _ in signature) < PLD_MIN_NOISE_MULTIPLIER:
         return math.nan
     if name == "pld" and any(_own_pld(mechanism) is not None for mechanism, _ in signature):
-        return _composed_pld_epsilon(signature, delta)
+        return composed_pld_epsilon(signature, delta)
     accountant = (GridRdpAccountant() if name == "rdp" else
                   pld.PLDAccountant(NEIGHBOURING_RELATION, value_discretization_interval=PLD_DISCRETIZATION))
     try:
@@ -387,15 +390,16 @@ def _accountant_epsilon(name: str, signature: Entries, delta: float) -> float:
 
 
 def _own_pld(mechanism: Mechanism) -> pld.privacy_loss_distribution.PrivacyLossDistribution | None:
-    """The mechanism's own PLD (the secure path's scalar Poisson-sampled discrete Gaussian), or None."""
+    """The mechanism's own PLD (the secure path's Poisson-sampled discrete Gaussian), or None."""
     own = getattr(mechanism, "privacy_loss_distribution", None)
     return None if own is None else own()
 
 
-def _composed_pld_epsilon(signature: Entries, delta: float) -> float:
+def composed_pld_epsilon(signature: Entries, delta: float) -> float:
     """Epsilon at ``delta`` of a ledger whose every mechanism gives its own PLD (``privacy_loss_distribution``:
-    the secure path's Poisson-sampled discrete Gaussian), composed by dp-accounting; NaN for a ledger that mixes
-    them with mechanisms that only have a dp-accounting event."""
+    the secure path's Poisson-sampled discrete Gaussian), composed by dp-accounting, with the sum of the releases'
+    likelihood-ratio slacks (``pld_slack``, a vector release's smoothing lemma) carried by `smoothed_epsilon`; NaN
+    for a ledger that mixes them with mechanisms that only have a dp-accounting event."""
     own = [(_own_pld(mechanism), count) for mechanism, count in signature]
     if any(distribution is None for distribution, _ in own):
         return math.nan
@@ -403,7 +407,8 @@ def _composed_pld_epsilon(signature: Entries, delta: float) -> float:
     for distribution, count in own:
         entry = distribution.self_compose(count)
         composed = entry if composed is None else composed.compose(entry)
-    return float(composed.get_epsilon_for_delta(delta))
+    slack = sum(count * getattr(mechanism, "pld_slack", 0.0) for mechanism, count in signature)
+    return smoothed_epsilon(composed, slack, delta)
 
 
 def _all_gaussian(signature: Entries) -> bool:
