@@ -167,10 +167,10 @@ def test_privacy_table_and_default_delta() -> None:
 
 
 def test_the_accounting_column_says_which_bound_each_epsilon_column_is() -> None:
-    """Q-DPSGD-1's secure release: epsilon_rdp is Zhu & Wang's looser bound, epsilon_pld dp-accounting's PLD of the
-    Poisson-sampled discrete Gaussian (recomputed here from dp-accounting), for a vector release the smoothing
-    lemma's (tests/test_qdpsgd_smoothing.py); the table says so, as it says why a discrete Gaussian's other columns
-    are NaN."""
+    """Q-DPSGD-1's secure release: epsilon_rdp is a looser bound (Zhu & Wang's or the smoothing lemma's),
+    epsilon_pld dp-accounting's PLD of the Poisson-sampled discrete Gaussian (recomputed here from dp-accounting),
+    for a vector release the smoothing lemma's (tests/test_qdpsgd_smoothing.py); the table says so, as it says why
+    a discrete Gaussian's other columns are NaN."""
     from privcvx.privacy.mechanisms import DiscreteGaussian, PoissonSampledDiscreteGaussian
 
     scalar, vector = (_ledger((PoissonSampledDiscreteGaussian(0.02, 2.0, 1.0, d), 200)) for d in (1, 5))
@@ -180,9 +180,10 @@ def test_the_accounting_column_says_which_bound_each_epsilon_column_is() -> None
         2.0, sensitivity=1, sampling_prob=0.02, value_discretization_interval=1e-3, use_connect_dots=True)
     tight = exact.self_compose(200).get_epsilon_for_delta(1e-5)
     assert table["epsilon_pld"][0] == pytest.approx(tight, rel=1e-9) and tight < table["epsilon_pld"][1] < 1.5 * tight
-    assert table["epsilon_rdp"][0] == table["epsilon_rdp"][1] > 1.5 * tight
+    assert table["epsilon_rdp"][0] > 1.1 * tight and table["epsilon_rdp"][1] > 1.1 * table["epsilon_pld"][1]
     notes = table["accounting"].tolist()
-    assert "rdp = Zhu & Wang" in notes[0] and "pld = dp-accounting's PLD" in notes[0] and "(tight)" in notes[0]
+    assert "rdp = the smaller of Zhu & Wang" in notes[0] and "pld = dp-accounting's PLD" in notes[0]
+    assert "(tight)" in notes[0]
     assert "smoothing lemma's slack" in notes[1]
     assert "continuous Gaussian's RDP curve" in notes[2] and math.isnan(table["epsilon_pld"][2])
     assert notes[3] == "dp-accounting"

@@ -21,6 +21,7 @@ from privcvx.privacy.mechanisms import (
     PoissonSampledDiscreteGaussian,
     smoothed_gaussian_pld,
     smoothing_slack,
+    smoothing_width,
 )
 
 
@@ -74,7 +75,7 @@ def test_the_vector_pld_epsilon_is_dp_accountings_sampled_gaussian_at_the_smooth
     only)."""
     grid = calibrate("gaussian", 1.5, 1.0, dim)
     release = PoissonSampledDiscreteGaussian(rate, grid.scale, grid.sensitivity, dim)
-    width = release.smoothing_width
+    width = smoothing_width(grid.scale)
     assert width == SMOOTHING_WIDTH and grid.scale > 1000.0
     slack = rounds * smoothing_slack(width, dim)
     assert 0.0 < slack < 1e-70
@@ -135,10 +136,39 @@ def test_the_bound_dominates_the_exact_privacy_profile_of_a_sampled_2d_discrete_
     epsilons = np.linspace(0.0, 1.5, 31)
     norm = math.hypot(*shift)
     remove, add = _exact_hockey_stick(sigma, shift, rate, epsilons)
-    width = PoissonSampledDiscreteGaussian(rate, sigma, norm, 2).smoothing_width
+    width = smoothing_width(sigma)
     for r in (width, 0.2):
         bound = _bound(sigma, norm, rate, r, epsilons)
         assert np.all(remove <= bound) and np.all(add <= bound)
     unslacked = _bound(sigma, norm, rate, 0.2, epsilons, slack=False)
     if shift == (1, 1):
         assert np.any(remove > unslacked)
+
+
+def test_the_rdp_column_is_the_smaller_of_zhu_and_wang_and_the_smoothed_sampled_gaussian():
+    """The ledger's epsilon_rdp of T vector releases: dp-accounting's RDP of the Poisson-sampled continuous Gaussian
+    at sqrt(sigma^2 - r^2) / Delta (the slack, 1e-74 here, is below float resolution) where that is below Zhu &
+    Wang's bound, as at the seeded multiplier of Q-DPSGD-1 (q = 0.02, T = 200, epsilon = 1), where it spends
+    1 + O(r^2 / sigma^2) against Zhu & Wang's 1.32; and never above Zhu & Wang's curve (sigma = 2: r = 1 there)."""
+    from dp_accounting import rdp
+
+    from privcvx.algorithms import QDPSGD
+    from privcvx.privacy.mechanisms import GridRdpAccountant, poisson_zcdp_rdp, sampled_discrete_gaussian_rdp
+
+    rate, rounds, dim = 0.02, 200, 5
+    seeded = QDPSGD(variant=1, epsilon=1.0, delta=1e-5, clip=1.0, sampling_rate=rate).calibrate(rounds)
+    grid = calibrate("gaussian", seeded, 1.0, dim)
+    release = PoissonSampledDiscreteGaussian(rate, grid.scale, grid.sensitivity, dim)
+    ledger = PrivacyLedger("agent")
+    ledger.record(release, rounds)
+    independent = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    multiplier = math.sqrt(grid.scale ** 2 - smoothing_width(grid.scale) ** 2) / grid.sensitivity
+    independent.compose(dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(multiplier)), rounds)
+    spent = epsilon_report(ledger, 1e-5)["epsilon_rdp"]
+    assert spent == pytest.approx(independent.get_epsilon(1e-5), rel=1e-9) and 1.0 <= spent <= 1.0 + 1e-5
+    zhu_wang = GridRdpAccountant()
+    zhu_wang._rdp += rounds * poisson_zcdp_rdp(rate, 0.5 / seeded ** 2, tuple(zhu_wang._orders))
+    assert zhu_wang.get_epsilon(1e-5) > 1.3
+    small = PoissonSampledDiscreteGaussian(0.02, 2.0, 1.0, dim).dp_event()
+    orders = tuple(GridRdpAccountant()._orders)
+    assert np.all(sampled_discrete_gaussian_rdp(small, orders) <= poisson_zcdp_rdp(0.02, 0.125, orders))

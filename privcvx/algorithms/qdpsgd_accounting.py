@@ -34,8 +34,9 @@ CKS sampler otherwise.
 Variant 1's Gaussian goes through the agent's noise source (``perturb``): on the secure path it becomes a
 discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same source (``SecureNoise.uniform``,
 the operating system's entropy). The release is recorded as
-`PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: its RDP is Zhu & Wang 2019's
-general bound (`poisson_zcdp_rdp`), and its PLD, which the ledger composes, is dp-accounting's exact one of the
+`PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: its RDP is the smaller of Zhu & Wang
+2019's general bound (`poisson_zcdp_rdp`) and the smoothing lemma's curve (`sampled_discrete_gaussian_rdp`), and its
+PLD, which the ledger composes, is dp-accounting's exact one of the
 Poisson-subsampled discrete Gaussian for a scalar release, and for a vector release the Poisson-sampled continuous
 Gaussian's at std sqrt(sigma^2 - 9) (sigma >= about 1000 grid units) plus a proved slack of about 1e-76 per
 release (the smoothing lemma, `smoothed_gaussian_pld`). With ``epsilon`` the agent draws the seeded path's

@@ -40,7 +40,8 @@ only bounds valid for them are reported:
   advanced composition are NaN; the exact epsilon of the continuous Gaussian (``epsilon_gdp``),
   the paper's Thm. 4.9 and the PLD (dp-accounting has no event for the multivariate discrete
   Gaussian) do not apply and are NaN: such a ledger's tightest epsilon is its RDP epsilon.
-* ``poisson_discrete_gaussian`` (Q-DPSGD-1's Poisson-sampled sum): RDP with Zhu & Wang's general bound; PLD with
+* ``poisson_discrete_gaussian`` (Q-DPSGD-1's Poisson-sampled sum): RDP with the smaller of Zhu & Wang's general
+  bound and the smoothing lemma's curve (`sampled_discrete_gaussian_rdp`); PLD with
   the mechanism's own ``privacy_loss_distribution`` (dp-accounting's Poisson-subsampled discrete Gaussian for a
   scalar release; for a vector release the continuous one at sqrt(sigma^2 - r^2) with the smoothing lemma's slack,
   `smoothed_gaussian_pld`), composed by `composed_pld_epsilon` for a ledger of such releases (NaN when mixed with

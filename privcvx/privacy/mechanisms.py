@@ -119,10 +119,9 @@ class GridRdpAccountant(rdp.RdpAccountant):
                 self._rdp += count * _poisson_gaussian_rdp(event.sampling_probability,
                                                            event.event.noise_multiplier, tuple(self._orders))
             return None
-        if _is_poisson_zcdp(event):
+        if isinstance(event, SampledDiscreteGaussianDpEvent):
             if do_compose:  # the discrete Gaussian of the secure path, Poisson-subsampled (Q-DPSGD-1)
-                self._rdp += count * poisson_zcdp_rdp(event.sampling_probability, event.event.rho,
-                                                      tuple(self._orders))
+                self._rdp += count * sampled_discrete_gaussian_rdp(event, tuple(self._orders))
             return None
         if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 2:
             if do_compose:  # symmetric, so its replace-one curve bounds any relation under which it is epsilon-DP
@@ -140,9 +139,40 @@ def _is_poisson_gaussian(event: dp_accounting.DpEvent) -> bool:
                                                                                   dp_accounting.GaussianDpEvent)
 
 
-def _is_poisson_zcdp(event: dp_accounting.DpEvent) -> bool:
-    return (isinstance(event, dp_accounting.PoissonSampledDpEvent) and isinstance(event.event, dp_accounting.ZCDpEvent)
-            and event.event.xi == 0)
+@dataclass(frozen=True)
+class SampledDiscreteGaussianDpEvent(dp_accounting.DpEvent):
+    """The secure path's Poisson-sampled discrete Gaussian (`PoissonSampledDiscreteGaussian`) as a dp-accounting
+    event: every record enters the sample with probability ``sampling_rate`` q, and the release is an integer vector
+    of dimension ``dimension`` d and L2 sensitivity ``sensitivity`` D plus N_Z(0, ``sigma``^2 I_d). Only
+    `GridRdpAccountant` composes it (`sampled_discrete_gaussian_rdp`); its PLD is the mechanism's own."""
+
+    sampling_rate: float
+    sigma: float
+    sensitivity: float
+    dimension: int
+
+
+@lru_cache(maxsize=256)
+def sampled_discrete_gaussian_rdp(event: SampledDiscreteGaussianDpEvent, orders: tuple[float, ...]) -> np.ndarray:
+    """An RDP curve of one `SampledDiscreteGaussianDpEvent`: at each order the smaller of two valid bounds,
+
+    * Zhu & Wang's general bound on the discrete Gaussian's rho = D^2 / (2 sigma^2) (`poisson_zcdp_rdp`);
+    * the smoothing lemma (`smoothed_gaussian_pld`): dp-accounting's Poisson-sampled continuous Gaussian at
+      multiplier sqrt(sigma^2 - r^2) / D plus lambda (2 alpha - 1) / (alpha - 1), lambda = `smoothing_slack` (r, d).
+      With likelihood ratios P / P' and Q / Q' within e^(+-lambda) and 1 - alpha < 0, sum P^alpha Q^(1-alpha) <=
+      e^(alpha lambda) e^((alpha - 1) lambda) sum P'^alpha Q'^(1-alpha), so D_alpha(P || Q) <= D_alpha(P' || Q') +
+      lambda (2 alpha - 1) / (alpha - 1), and D_alpha(P' || Q') is at most the sampled Gaussian's (post-processing,
+      and the dominance of `smoothed_gaussian_pld`, where exp((alpha - 1) D_alpha) is jointly convex).
+    """
+    width = smoothing_width(event.sigma)
+    alphas = np.asarray(orders, dtype=np.float64)
+    inner = math.sqrt(event.sigma ** 2 - width ** 2) / event.sensitivity
+    smoothed = (_poisson_gaussian_rdp(event.sampling_rate, accounted_multiplier(inner), orders)
+                + smoothing_slack(width, event.dimension) * (2.0 * alphas - 1.0) / (alphas - 1.0))
+    rho = 0.5 * (event.sensitivity / event.sigma) ** 2
+    curve = np.minimum(poisson_zcdp_rdp(event.sampling_rate, rho, orders), smoothed)
+    curve.setflags(write=False)
+    return curve
 
 
 @lru_cache(maxsize=256)
@@ -570,9 +600,10 @@ class PoissonSampledGaussian(Mechanism):
 class PoissonSampledDiscreteGaussian(_GridMechanism):
     """The secure path's `PoissonSampledGaussian`: a discrete Gaussian (the grid's,
     `DiscreteGaussian`) on the sum over a Poisson sample of rate ``sampling_rate``, drawn from the operating
-    system's entropy. Its RDP is the amplified curve of `poisson_zcdp_rdp` on the discrete Gaussian's
-    rho = D^2 / (2 sigma^2) (``PoissonSampledDpEvent(q, ZCDpEvent(rho))``, `GridRdpAccountant`), a valid bound
-    for any discrete Gaussian, looser than the PLD.
+    system's entropy. Its RDP (`SampledDiscreteGaussianDpEvent`, `GridRdpAccountant`) is at each order the smaller
+    of Zhu & Wang's amplified curve on the discrete Gaussian's rho = D^2 / (2 sigma^2) (`poisson_zcdp_rdp`) and the
+    smoothing lemma's (`sampled_discrete_gaussian_rdp`: the continuous sampled Gaussian's at sqrt(sigma^2 - r^2) / D
+    plus a slack of about 1e-76), looser than the PLD.
 
     Its PLD (`privacy_loss_distribution`, composed by the ledger with `pld_slack`): for a scalar release
     (``dimension`` 1) dp-accounting's exact one of the Poisson-subsampled discrete Gaussian (Canonne, Kamath &
@@ -595,8 +626,8 @@ class PoissonSampledDiscreteGaussian(_GridMechanism):
     settings = (*_GridMechanism.settings, "sampling_rate", "dimension")
 
     def dp_event(self) -> dp_accounting.DpEvent:
-        rho = 0.5 * (self.grid_sensitivity / self.grid_scale) ** 2
-        return dp_accounting.PoissonSampledDpEvent(self.sampling_rate, dp_accounting.ZCDpEvent(rho=rho))
+        return SampledDiscreteGaussianDpEvent(self.sampling_rate, self.grid_scale, self.grid_sensitivity,
+                                              self.dimension)
 
     @property
     def accounting_note(self) -> str:
@@ -604,20 +635,14 @@ class PoissonSampledDiscreteGaussian(_GridMechanism):
                       if self.dimension == 1 else
                       "pld = the Poisson-sampled continuous Gaussian's PLD at sqrt(sigma^2 - r^2), plus the "
                       "smoothing lemma's slack (proved, docs/qdpsgd.md)")
-        return f"Poisson-sampled discrete Gaussian: rdp = Zhu & Wang's general subsampling bound (valid, looser); " \
-               f"{pld_column}"
-
-    @property
-    def smoothing_width(self) -> float:
-        """The lemma's r for a vector release: `SMOOTHING_WIDTH`, at most sigma / 2 (the grid's sigma is about 1000
-        and more, so 3 in practice)."""
-        return min(SMOOTHING_WIDTH, 0.5 * self.grid_scale)
+        return ("Poisson-sampled discrete Gaussian: rdp = the smaller of Zhu & Wang's general subsampling bound and "
+                f"the smoothing lemma's sampled Gaussian curve (valid, looser than pld); {pld_column}")
 
     @property
     def pld_slack(self) -> float:
         """lambda of one release: the ledger reports epsilon_PLD(delta e^-Lambda) + 2 Lambda, Lambda the sum over
         its releases (`smoothed_epsilon`); 0 for a scalar release, whose PLD is exact."""
-        return 0.0 if self.dimension == 1 else smoothing_slack(self.smoothing_width, self.dimension)
+        return 0.0 if self.dimension == 1 else smoothing_slack(smoothing_width(self.grid_scale), self.dimension)
 
     def privacy_loss_distribution(self) -> pld.privacy_loss_distribution.PrivacyLossDistribution:
         """One release's PLD under add-or-remove (class docstring), at `PLD_DISCRETIZATION`; a vector release's
@@ -625,7 +650,8 @@ class PoissonSampledDiscreteGaussian(_GridMechanism):
         if self.dimension == 1:
             return _sampled_discrete_gaussian_pld(self.grid_scale, math.ceil(self.grid_sensitivity),
                                                   self.sampling_rate)
-        return smoothed_gaussian_pld(self.grid_scale, self.grid_sensitivity, self.sampling_rate, self.smoothing_width)
+        return smoothed_gaussian_pld(self.grid_scale, self.grid_sensitivity, self.sampling_rate,
+                                     smoothing_width(self.grid_scale))
 
 
 @lru_cache(maxsize=64)
@@ -642,6 +668,12 @@ def _sampled_discrete_gaussian_pld(sigma: float, sensitivity: int,
 #: lambda = d ln((1 + eta) / (1 - eta)) with eta = 2 e^(-18 pi^2) + ... = 1.5e-77, and the std it keeps,
 #: sqrt(sigma^2 - 9), is sigma (1 - 4.5 / sigma^2): within 5e-6 of sigma on the secure grid (sigma >= about 1000).
 SMOOTHING_WIDTH = 3.0
+
+
+def smoothing_width(sigma: float) -> float:
+    """The lemma's r for a discrete Gaussian of scale ``sigma``: `SMOOTHING_WIDTH`, at most sigma / 2 (the secure
+    grid's sigma is about 1000 and more, so 3 in practice)."""
+    return min(SMOOTHING_WIDTH, 0.5 * sigma)
 
 
 def smoothing_slack(width: float, dimension: int) -> float:
