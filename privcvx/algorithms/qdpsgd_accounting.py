@@ -36,13 +36,13 @@ discrete Gaussian on a fine grid, and the Poisson sample is drawn from the same 
 the operating system's entropy). The release is recorded as
 `PoissonSampledDiscreteGaussian`, which keeps the subsampling amplification: its RDP is the smaller of Zhu & Wang
 2019's general bound (`poisson_zcdp_rdp`) and the smoothing lemma's curve (`sampled_discrete_gaussian_rdp`), and its
-PLD, which the ledger composes, is dp-accounting's exact one of the
-Poisson-subsampled discrete Gaussian for a scalar release, and for a vector release the Poisson-sampled continuous
-Gaussian's at std sqrt(sigma^2 - 9) (sigma >= about 1000 grid units) plus a proved slack of about 1e-76 per
-release (the smoothing lemma, `smoothed_gaussian_pld`). With ``epsilon`` the agent draws the seeded path's
-multiplier when that PLD spends at most epsilon with it, else the smallest that does (`QDPSGD.calibrate` with
-``grid=True``, `QDPSGD.multiplier_for`): the seeded multiplier itself for scalar and vector releases at the
-settings of docs/qdpsgd.md (0.887 and 0.912 spent at q = 0.02 and 0.1, T = 200, epsilon = 1).
+PLD, which the ledger composes, is dp-accounting's exact one of the Poisson-subsampled discrete Gaussian for a
+scalar release, and for a vector release the Poisson-sampled continuous Gaussian's at std sqrt(sigma^2 - 9) (sigma
+>= about 1000 grid units) plus a proved slack of 2.8e-77 d per release (the smoothing lemma,
+`smoothed_gaussian_pld`). With ``epsilon`` the agent draws the seeded path's multiplier when that PLD spends at most
+epsilon with it, else the smallest that does (`QDPSGD.calibrate` with ``grid=True``, `QDPSGD.multiplier_for`): the
+seeded multiplier itself for scalar and vector releases at the settings of docs/qdpsgd.md (0.887 and 0.912 spent at
+q = 0.02 and 0.1, T = 200, epsilon = 1).
 
 With ``epsilon`` the noise multiplier s is calibrated in `QDPSGD.prepare` so that T rounds spend
 (epsilon, delta) under dp-accounting's RDP accountant; ``noise_multiplier`` fixes s instead.

@@ -108,6 +108,7 @@ class GridRdpAccountant(rdp.RdpAccountant):
     D = 1 (epsilon <= 2), by a relative O(1/D^2) beyond: below 1e-6 at the grid's D >= 2^10.
     It also composes the binary ``RandomizedResponseDpEvent`` of `PureDP`, which dp-accounting accepts only
     under replace-one: randomized response is symmetric, so that curve holds under add-or-remove too.
+    And it composes the secure path's `SampledDiscreteGaussianDpEvent` (`sampled_discrete_gaussian_rdp`).
     """
 
     def __init__(self) -> None:
@@ -603,7 +604,7 @@ class PoissonSampledDiscreteGaussian(_GridMechanism):
     system's entropy. Its RDP (`SampledDiscreteGaussianDpEvent`, `GridRdpAccountant`) is at each order the smaller
     of Zhu & Wang's amplified curve on the discrete Gaussian's rho = D^2 / (2 sigma^2) (`poisson_zcdp_rdp`) and the
     smoothing lemma's (`sampled_discrete_gaussian_rdp`: the continuous sampled Gaussian's at sqrt(sigma^2 - r^2) / D
-    plus a slack of about 1e-76), looser than the PLD.
+    plus a slack of 2.8e-77 d), looser than the PLD.
 
     Its PLD (`privacy_loss_distribution`, composed by the ledger with `pld_slack`): for a scalar release
     (``dimension`` 1) dp-accounting's exact one of the Poisson-subsampled discrete Gaussian (Canonne, Kamath &
@@ -611,7 +612,7 @@ class PoissonSampledDiscreteGaussian(_GridMechanism):
     ceil(``grid_sensitivity``), which dp-accounting states for a scalar query. For a vector release (``dimension``
     d > 1) the smoothing lemma of `smoothed_gaussian_pld`: the PLD of the Poisson-sampled *continuous* Gaussian of
     std sqrt(sigma^2 - r^2) at L2 sensitivity ``grid_sensitivity`` (r = `smoothing_width`), plus the slack
-    lambda = `smoothing_slack` (r, d) per release (about 1e-76 at r = 3), which the ledger adds to epsilon.
+    lambda = `smoothing_slack` (r, d) per release (2.8e-77 d at r = 3), which the ledger adds to epsilon.
     """
 
     kind = "poisson_discrete_gaussian"
@@ -665,7 +666,7 @@ def _sampled_discrete_gaussian_pld(sigma: float, sensitivity: int,
 
 
 #: The width r of the smoothing kernel behind a vector release's PLD (`smoothed_gaussian_pld`): its slack is
-#: lambda = d ln((1 + eta) / (1 - eta)) with eta = 2 e^(-18 pi^2) + ... = 1.5e-77, and the std it keeps,
+#: lambda = d ln((1 + eta) / (1 - eta)) with eta = 2 e^(-18 pi^2) + ... = 1.4e-77, and the std it keeps,
 #: sqrt(sigma^2 - 9), is sigma (1 - 4.5 / sigma^2): within 5e-6 of sigma on the secure grid (sigma >= about 1000).
 SMOOTHING_WIDTH = 3.0
 
@@ -723,8 +724,8 @@ def smoothed_gaussian_pld(sigma: float, sensitivity: float, rate: float,
 def smoothed_epsilon(distribution: pld.privacy_loss_distribution.PrivacyLossDistribution, slack: float,
                      delta: float) -> float:
     """Epsilon at ``delta`` of a composition whose PLD is ``distribution`` up to the likelihood-ratio slack
-    Lambda = ``slack`` (`smoothed_gaussian_pld`): eps(delta e^-Lambda) + 2 Lambda, rounded up (Lambda is about
-    1e-76 and vanishes in the float sum), and eps(delta) itself when Lambda = 0."""
+    Lambda = ``slack`` (`smoothed_gaussian_pld`): eps(delta e^-Lambda) + 2 Lambda, rounded up (Lambda is
+    2.8e-77 d T at r = 3 and vanishes in the float sum), and eps(delta) itself when Lambda = 0."""
     if slack == 0.0:
         return float(distribution.get_epsilon_for_delta(delta))
     epsilon = float(distribution.get_epsilon_for_delta(math.nextafter(delta * math.exp(-slack), 0.0)))
