@@ -172,3 +172,19 @@ def test_the_rdp_column_is_the_smaller_of_zhu_and_wang_and_the_smoothed_sampled_
     small = PoissonSampledDiscreteGaussian(0.02, 2.0, 1.0, dim).dp_event()
     orders = tuple(GridRdpAccountant()._orders)
     assert np.all(sampled_discrete_gaussian_rdp(small, orders) <= poisson_zcdp_rdp(0.02, 0.125, orders))
+
+
+def test_a_discrete_gaussian_too_narrow_for_the_lemma_falls_back_to_zhu_and_wang():
+    """sigma = 0.3 (r = 0.15, eta > 1): the lemma says nothing, so a vector release's PLD epsilon is infinite (not a
+    smaller number) and its RDP column is Zhu & Wang's bound alone."""
+    from privcvx.privacy.mechanisms import GridRdpAccountant, poisson_zcdp_rdp
+
+    release = PoissonSampledDiscreteGaussian(0.5, 0.3, 0.1, 3)
+    assert release.pld_slack == math.inf
+    ledger = PrivacyLedger("agent")
+    ledger.record(release, 10)
+    report = epsilon_report(ledger, 1e-5)
+    zhu_wang = GridRdpAccountant()
+    zhu_wang._rdp += 10 * poisson_zcdp_rdp(0.5, 0.5 * (0.1 / 0.3) ** 2, tuple(zhu_wang._orders))
+    assert report["epsilon_pld"] == math.inf
+    assert report["epsilon_rdp"] == pytest.approx(zhu_wang.get_epsilon(1e-5), rel=1e-12)

@@ -679,13 +679,11 @@ def smoothing_width(sigma: float) -> float:
 
 def smoothing_slack(width: float, dimension: int) -> float:
     """The smoothing lemma's lambda = d ln((1 + eta) / (1 - eta)), eta = sum_{k != 0} exp(-2 pi^2 r^2 k^2), at
-    r = ``width`` (`smoothed_gaussian_pld`). Needs eta < 1 (r >= 0.2)."""
+    r = ``width`` (`smoothed_gaussian_pld`); infinite (the lemma says nothing) when eta >= 1, i.e. r below about
+    0.2 (a discrete Gaussian of sigma below 0.4, far below the secure grid's)."""
     k = np.arange(1, math.ceil(6.0 / width) + 2, dtype=np.float64)  # the terms beyond are below e^(-700)
     eta = 2.0 * float(np.exp(-2.0 * math.pi ** 2 * width ** 2 * k * k).sum())
-    if not eta < 1.0:
-        raise PrivacyError(f"the smoothing width must make eta < 1, got r = {width!r} (eta = {eta:.3g})",
-                           argument="width")
-    return dimension * (math.log1p(eta) - math.log1p(-eta))
+    return dimension * (math.log1p(eta) - math.log1p(-eta)) if eta < 1.0 else math.inf
 
 
 @lru_cache(maxsize=64)
@@ -725,9 +723,11 @@ def smoothed_epsilon(distribution: pld.privacy_loss_distribution.PrivacyLossDist
                      delta: float) -> float:
     """Epsilon at ``delta`` of a composition whose PLD is ``distribution`` up to the likelihood-ratio slack
     Lambda = ``slack`` (`smoothed_gaussian_pld`): eps(delta e^-Lambda) + 2 Lambda, rounded up (Lambda is
-    2.8e-77 d T at r = 3 and vanishes in the float sum), and eps(delta) itself when Lambda = 0."""
+    2.8e-77 d T at r = 3 and vanishes in the float sum), eps(delta) itself when Lambda = 0, infinite when it is."""
     if slack == 0.0:
         return float(distribution.get_epsilon_for_delta(delta))
+    if slack == math.inf:
+        return math.inf
     epsilon = float(distribution.get_epsilon_for_delta(math.nextafter(delta * math.exp(-slack), 0.0)))
     return math.nextafter(epsilon + 2.0 * slack, math.inf)
 
