@@ -83,6 +83,11 @@ class FastAtom(NamedTuple):
     scalars: bool = False
 
 
+def _squares_total(atom: Atom) -> str:
+    """The code of ``quad_over_lin``'s numerator: the sum of the squares of its first argument ``{0}``."""
+    return f"np.add.reduce(np.square({{0}}), axis={atom.axis!r}, keepdims={atom.keepdims!r})"
+
+
 #: Atoms with a faster numpy form than their ``numeric`` rule: ``log_sum_exp`` and ``MulExpression`` (``@`` on a
 #: C-order copy) to rounding, the others the same numpy functions (multiply: ``np.multiply``; Sum:
 #: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula, with the test for complex data
@@ -91,8 +96,7 @@ class FastAtom(NamedTuple):
 #: itself (BLAS reads a vector's entries with their stride).
 FAST_ATOMS: dict[str, FastAtom] = {
     "Sum": FastAtom(lambda atom: f"np.add.reduce({{0}}, axis={atom.axis!r}, keepdims={atom.keepdims!r})"),
-    "quad_over_lin": FastAtom(lambda atom: f"np.add.reduce(np.square({{0}}), axis={atom.axis!r}, "
-                                           f"keepdims={atom.keepdims!r}) / {{1}}.item()", scalars=True),
+    "quad_over_lin": FastAtom(lambda atom: f"{_squares_total(atom)} / {{1}}.item()", scalars=True),
     "MulExpression": FastAtom(lambda atom: "_matmul({0}, {1})" if atom.args[1].ndim > 1 else "{0} @ {1}"),
     "multiply": FastAtom(lambda atom: "np.multiply({0}, {1})", scalars=True),
     "DivExpression": FastAtom(lambda atom: "np.divide({0}, {1})", scalars=True),
@@ -152,7 +156,8 @@ class CompiledExpression:
     def _value_of(self, expr: cp.Expression) -> str:
         if isinstance(expr, cp.Variable) and expr.id in self.offsets:
             name, start = self._fresh(), self.offsets[expr.id]
-            entries = f"z[{start}:{start + expr.size}]"  # a vector: the slice itself
+            # a vector: the slice itself, or z when the agent has this variable alone (z is the variable)
+            entries = "z" if len(self.offsets) == 1 else f"z[{start}:{start + expr.size}]"
             self.lines.append(f"{name} = {entries}" if expr.shape == (expr.size,)
                               else f"{name} = {entries}.reshape({expr.shape!r}, order='F')")
             self.kinds[name] = ARRAY if expr.shape else FLOAT
@@ -195,6 +200,10 @@ class CompiledExpression:
         fast = FAST_ATOMS.get(kind)
         if fast is None or (kind == "quad_over_lin" and atom.args[0].is_complex()):
             return generic
+        scaled = self._scaled_by_constant(atom, kind, children)
+        if scaled is not None:
+            self.kinds[name] = ARRAY if atom.shape else FLOAT
+            return scaled
         checks = [self._check(child, fast.scalars) for child in children]
         if None in checks:  # a child that is never a numpy value (a constant's sparse matrix)
             return generic
@@ -204,6 +213,33 @@ class CompiledExpression:
             return f"({code} if {' and '.join(runtime)} else {generic})"
         self.kinds[name] = ARRAY if atom.shape else FLOAT  # numpy's answer on numpy values
         return code
+
+    def _scaled_by_constant(self, atom: Atom, kind: str, children: list[str]) -> str | None:
+        """The code of a product, quotient or ``quad_over_lin`` with a scalar float constant (``0.1 * sum_squares``,
+        the 1 of ``sum_squares``) as Python arithmetic on a Python float: the same IEEE operation as numpy's ufunc
+        on the 0-d constant, without the ufunc's call; a division by 1 is left out (x / 1 is x). None when no child
+        is such a constant or the other is not known to be a numpy value."""
+        constants = [self._float_constant(child) for child in children]
+        if kind == "quad_over_lin" and constants[1] is not None and children[0] in self.kinds \
+                and self.kinds[children[0]] == ARRAY:
+            total = _squares_total(atom).format(children[0])
+            return total if self.namespace[constants[1]] == 1.0 else f"{total} / {constants[1]}"
+        if kind not in ("multiply", "DivExpression") or len(children) != 2:
+            return None
+        first, second = constants
+        if kind == "multiply" and first is not None and children[1] in self.kinds:
+            return f"{first} * {children[1]}"
+        if second is not None and children[0] in self.kinds:
+            return f"{children[0]} {'*' if kind == 'multiply' else '/'} {second}"
+        return None
+
+    def _float_constant(self, child: str) -> str | None:
+        """A name bound to ``child``'s value as a Python float when it is a 0-d float64 constant, else None."""
+        value = self.namespace.get(child)
+        if child[0] != "c" or type(value) not in (np.ndarray, np.float64) or np.ndim(value) \
+                or value.dtype != np.float64:
+            return None
+        return self._bind("f", float(value))
 
     def _check(self, child: str, scalars: bool) -> str | None:
         """The test that ``child`` is a numpy array (``scalars``: or float): "" when known true, None when known

@@ -474,8 +474,9 @@ class GradientEvaluator:
 
     def violation(self, z: np.ndarray) -> float:
         """The largest violation of W_p's constraints at ``z`` (0 when z is in W_p): what CVXPY's
-        ``constraint.violation()`` gives, the largest over the constraints and their entries."""
-        return self.compiled_violation(z)
+        ``constraint.violation()`` gives, the largest over the constraints and their entries (0 without any: no
+        call)."""
+        return self.compiled_violation(z) if self.constraints else 0.0
 
     def gradient(self, z: np.ndarray) -> np.ndarray:
         """f'_p(z): the (sub)gradient used in the linearized update Eq. (9)."""

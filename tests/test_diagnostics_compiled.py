@@ -57,6 +57,9 @@ def _models() -> dict[str, pc.Agent]:
         "PSD constraint and a slow atom": pc.Agent(
             cp.lambda_max(cp.reshape(W[:3, :], (3, 3), order="F") + cp.reshape(W[:3, :], (3, 3), order="F").T)
             + cp.sum_squares(W), [cp.reshape(W[:3, :], (3, 3), order="F") >> 0], shared=W),
+        "scaled by constants (one variable)": pc.Agent(
+            0.1 * cp.sum_squares(A @ x - B) + cp.quad_over_lin(x, 2.5) + 3.0 * cp.sum(x) + cp.sum(x) / 7.0,
+            shared=x),
         "exponential cone (slow violation)": pc.Agent(
             cp.sum_squares(x), [cp.constraints.ExpCone(x[0], x[1] + 2, x[2] + 3), x[3] <= 1], shared=x),
     }
@@ -84,6 +87,22 @@ def test_value_and_violation_equal_cvxpy(name: str) -> None:
         assert violation > 0
     else:
         assert evaluator.compiled_objective.slow == [] and evaluator.compiled_violation.slow == []
+
+
+def test_scalar_constants_are_python_floats_with_numpys_numbers() -> None:
+    """A product, quotient or quad_over_lin with a scalar constant runs as Python arithmetic on a float (no ufunc on a
+    0-d array; the 1 of sum_squares is left out), and gives bitwise what numpy's ufuncs on the 0-d constants give."""
+    evaluator = _evaluator(MODELS["scaled by constants (one variable)"])
+    z = RNG.uniform(-1.0, 1.0, 4)
+    value = evaluator.value(z)
+    source = evaluator.compiled_objective.source
+    assert ".item()" not in source and "np.multiply" not in source and "np.divide" not in source, source
+    assert "v0 = z\n" in source  # the agent's one variable is z itself
+    residual = A @ z - B
+    numpys = (np.multiply(np.array(0.1), np.add.reduce(np.square(residual), axis=None) / np.array(1.0).item())
+              + np.add.reduce(np.square(z), axis=None) / np.array(2.5).item()
+              + np.multiply(np.array(3.0), np.add.reduce(z)) + np.divide(np.add.reduce(z), np.array(7.0)))
+    assert value == float(numpys)
 
 
 def test_variables_keep_their_values() -> None:

@@ -204,10 +204,18 @@ class ADMMAgent(AgentProgram):
             self._terms = None
         self.z = z
         self.released = total / self.local_updates
-        shared = self.released[self.layout.shared_local]
+        shared = self._sent()
         self.lam = self.lam + rho * (w_p - shared)
         self._last = {"noise_magnitude": noise, "eta": 1.0 / self.penalties(rho)[1] if math.isinf(eta) else eta}
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
+
+    def _sent(self) -> np.ndarray:
+        """The release's shared entries, as sent (line 20): when every entry is shared, the release itself, made
+        read-only (no copy by indexing; the message and the agent hold the same array)."""
+        if self.all_shared:
+            self.released.flags.writeable = False
+            return self.released
+        return self.released[self.layout.shared_local]
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """f_p and the W_p violation at the release, Eq. (29)'s sum |xi| and the step: from private data."""
@@ -242,6 +250,8 @@ class ExactStepAgent(ADMMAgent):
     def __init__(self, agent: Agent, context: AgentContext, settings: LinearizedADMM) -> None:
         super().__init__(agent, context, settings)
         self.exact = LocalProblem(agent, self.layout, objective=True, penalized=self.layout.shared_local)
+        self._eta_key: bytes | None = None  # the per-key rho of the last history eta (`_history_eta`), and its eta
+        self._eta_of_rho = math.nan
 
     def step_rule(self) -> None:
         """No proximal term (eta = inf): the history's eta is 1/rho, as for an affine f_p (`ADMMAgent.step`);
@@ -266,14 +276,24 @@ class ExactStepAgent(ADMMAgent):
         if "lam" in payload:  # server-side acceleration: the server's dual is the one to use
             self.lam = np.asarray(payload["lam"], dtype=float)
         self.z = self.released = self.local_update(self.z, w_p, rho, math.inf)[0]
-        shared = self.released[self.layout.shared_local]
+        shared = self._sent()
         self.lam = self.lam + rho * (w_p - shared)
         if self.context.diagnostics:  # the history's eta (the step does not use it), read by `diagnostics` alone
-            eta = math.inf if self.eta is None else checked_value(self.eta, t, argument="eta")
-            if math.isinf(eta):  # 1 / rho, or 1 / max rho (rho.max() without its Python wrapper)
-                eta = 1.0 / (rho if isinstance(rho, float) else float(np.maximum.reduce(rho)))
-            self._last = {"noise_magnitude": 0.0, "eta": eta}
+            self._last = {"noise_magnitude": 0.0, "eta": self._history_eta(t, rho)}
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
+
+    def _history_eta(self, t: int, rho: float | np.ndarray) -> float:
+        """The history's eta: the given eta^t, else 1 / rho or 1 / max rho (rho.max() without its Python wrapper),
+        kept while a per-key rho stays the same (bitwise) from round to round."""
+        eta = math.inf if self.eta is None else checked_value(self.eta, t, argument="eta")
+        if not math.isinf(eta):
+            return eta
+        if isinstance(rho, float):
+            return 1.0 / rho
+        key = rho.tobytes()
+        if key != self._eta_key:
+            self._eta_key, self._eta_of_rho = key, 1.0 / float(np.maximum.reduce(rho))
+        return self._eta_of_rho
 
     def report(self) -> dict[str, Any]:
         return {"local_solve": self.exact.report(self.context.diagnostics)}

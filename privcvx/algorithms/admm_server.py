@@ -174,7 +174,7 @@ class ADMMMonitor(Monitor):
         residuals = self.duals.update(w, w_previous, released, rho,
                                       [message["w"] for message in downlink] if relaxed else None)
         return {**residuals, "consensus_residual": residuals["primal_residual"],
-                "rho": float(np.mean(rho)) if vector else rho}
+                "rho": float(np.add.reduce(rho)) / rho.size if vector else rho}  # np.mean's sum and division
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()

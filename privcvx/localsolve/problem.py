@@ -184,8 +184,10 @@ class LocalProblem:
     def tilted_step(self, tilt: np.ndarray, weight: float | np.ndarray, warm_start: bool = False) -> np.ndarray:
         """`step` with its linear term given as the float array ``tilt`` = -linear (the exact ADMM step's
         lambda_p + rho w_p, without negating it twice)."""
-        weights = weight if type(weight) is float else float(weight) if np.ndim(weight) == 0 \
-            else np.asarray(weight, dtype=float)
+        if type(weight) is float or (type(weight) is np.ndarray and weight.ndim and weight.dtype == np.float64):
+            weights = weight  # as the strategies take them (the usual case: no conversion, no np.ndim dispatch)
+        else:
+            weights = float(weight) if np.ndim(weight) == 0 else np.asarray(weight, dtype=float)
         return self._solve(weights, tilt, None, warm_start)
 
     def state_dict(self) -> dict[str, Any]:

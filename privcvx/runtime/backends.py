@@ -163,11 +163,10 @@ class AgentHost:
         targets = self.programs if targets is None else targets
         timed = timed and self.timed
         answers = []
-        start = cpu = 0.0
+        # one reading of the clocks between two calls: the end of one agent's call is the start of the next's
+        start, cpu = (time.perf_counter(), time.thread_time()) if timed else (0.0, 0.0)
         for i, (context, program, item) in enumerate(zip(self.contexts, targets, items or [None] * len(self.contexts),
                                                          strict=True)):
-            if timed:
-                start, cpu = time.perf_counter(), time.thread_time()
             try:
                 answers.append(call(program, item))
             except PrivcvxError as exc:
@@ -177,8 +176,10 @@ class AgentHost:
             except Exception as exc:
                 raise AgentError(f"{type(exc).__name__} {where}: {exc}", agent=context.name) from exc
             if timed:
-                self.busy[i] += time.perf_counter() - start
-                self.cpu[i] += time.thread_time() - cpu
+                now, now_cpu = time.perf_counter(), time.thread_time()
+                self.busy[i] += now - start
+                self.cpu[i] += now_cpu - cpu
+                start, cpu = now, now_cpu
         return answers
 
     def _replies(self, sent: list[list[Message]]) -> StepReply:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import math
 import os
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -95,25 +97,31 @@ class Divergence:
     PERSIST = 15
 
     def __init__(self) -> None:
-        self.points: list[np.ndarray] = []
-        self.steps: list[float] = []
-        self.residuals: list[float] = []
         self.streak = 0
-        self.norms: list[float] = []  # ||w|| of every kept point
-        self.moves: list[float] = []  # ||w_i - w_{i-1}|| between consecutive kept points
+        self._keep([], [], [])
+
+    def _keep(self, points: list[np.ndarray], steps: list[float], residuals: list[float]) -> None:
+        """The last 2K + 1 rounds' values, each in a deque that drops its oldest when a round is added; the norms of
+        the points and of their differences are computed once, when a point is added (`diverging`)."""
+        keep = 2 * self.WINDOW + 1
+        self.points: deque[np.ndarray] = deque(points, maxlen=keep)
+        self.steps: deque[float] = deque(steps, maxlen=keep)
+        self.residuals: deque[float] = deque(residuals, maxlen=keep)
+        self.norms: deque[float] = deque(map(_norm, self.points), maxlen=keep)  # ||w|| of every kept point
+        # ||w_i - w_{i-1}|| between consecutive kept points
+        self.moves: deque[float] = deque((_norm(b - a) for a, b in itertools.pairwise(self.points)), maxlen=keep - 1)
 
     def diverging(self, w: np.ndarray, step: float | None, residual: float = 0.0) -> bool:
         """Record round t's w, its step and its public residual (the disagreement of the releases, or the
         primal residual); whether the last `PERSIST` rounds each showed divergence over their 2K rounds."""
-        keep = 2 * self.WINDOW + 1
         w = np.array(w, dtype=float)
         if self.points:
-            self.moves = [*self.moves[-(keep - 2):], _norm(w - self.points[-1])]
-        self.points = [*self.points[-(keep - 1):], w]
-        self.norms = [*self.norms[-(keep - 1):], _norm(w)]
-        self.steps = [*self.steps[-(keep - 1):], 1.0 if step is None else float(step)]
-        self.residuals = [*self.residuals[-(keep - 1):], float(residual)]
-        self.streak = self.streak + 1 if len(self.points) == keep and self._signs() else 0
+            self.moves.append(_norm(w - self.points[-1]))
+        self.points.append(w)
+        self.norms.append(_norm(w))
+        self.steps.append(1.0 if step is None else float(step))
+        self.residuals.append(float(residual))
+        self.streak = self.streak + 1 if len(self.points) == self.points.maxlen and self._signs() else 0
         return self.streak >= self.PERSIST
 
     def _signs(self) -> bool:
@@ -128,11 +136,11 @@ class Divergence:
             if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
                 return True
         moves = self.moves
-        if _norm(middle - first) < self.STRAIGHT * sum(moves[:k]) \
-                or _norm(last - middle) < self.STRAIGHT * sum(moves[k:]):
+        if _norm(middle - first) < self.STRAIGHT * sum(itertools.islice(moves, k)) \
+                or _norm(last - middle) < self.STRAIGHT * sum(itertools.islice(moves, k, None)):
             return False  # not a straight path: noise, or a method circling its optimum
-        old = (middle - first) / max(sum(self.steps[1:k + 1]), np.finfo(float).tiny)
-        new = (last - middle) / max(sum(self.steps[k + 1:]), np.finfo(float).tiny)
+        old = (middle - first) / max(sum(itertools.islice(self.steps, 1, k + 1)), np.finfo(float).tiny)
+        new = (last - middle) / max(sum(itertools.islice(self.steps, k + 1, None)), np.finfo(float).tiny)
         old_norm, new_norm = _norm(old), _norm(new)
         if not old_norm > 0.0 or new_norm < (1.0 - self.SLACK) * old_norm:
             return False
@@ -141,14 +149,13 @@ class Divergence:
 
     def state_dict(self) -> dict[str, Any]:
         """The last 2K + 1 rounds' values and the streak, for the checkpoint."""
-        return {"points": self.points, "steps": self.steps, "residuals": self.residuals, "streak": self.streak}
+        return {"points": list(self.points), "steps": list(self.steps), "residuals": list(self.residuals),
+                "streak": self.streak}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict` (the norms are computed again from the points)."""
-        self.points, self.steps = list(state["points"]), [float(v) for v in state["steps"]]
-        self.residuals, self.streak = [float(v) for v in state["residuals"]], int(state["streak"])
-        self.norms = [_norm(w) for w in self.points]
-        self.moves = [_norm(b - a) for a, b in zip(self.points[:-1], self.points[1:], strict=True)]
+        self._keep(list(state["points"]), [float(v) for v in state["steps"]], [float(v) for v in state["residuals"]])
+        self.streak = int(state["streak"])
 
 
 def _norm(v: np.ndarray) -> float:
@@ -264,6 +271,7 @@ class Run:
         self.ergodic = Ergodic()
         self.last_metrics: dict[str, float] = {}
         self.last_w = np.zeros(problem.dim)
+        self.whole = all(np.array_equal(layout.shared_global, np.arange(problem.dim)) for layout in problem.layouts)
         diagnostic = set(algorithm.diagnostic_columns) if self.keep_diagnostics else set()
         # step times depend on the private data (solver iterations): like the backends' busy_s, only with diagnostics
         dropped = set() if self.keep_diagnostics else set(TIMING_COLUMNS)
@@ -330,7 +338,7 @@ class Run:
                 raise PrivcvxError(f"the public metric {column!r} is {row[column]} in round {t}: the iterates "
                                    "overflowed (check the scale of the data, eta and rho)", argument=column)
         if self.keep_diagnostics and self.algorithm.diagnostic_columns:
-            values = backend.call_split("diagnostics", [w[layout.shared_global] for layout in self.problem.layouts])
+            values = backend.call_split("diagnostics", self._slices(w))
             for column, reduce in self.algorithm.diagnostic_columns.items():
                 column_values = [value[column] for value in values]
                 if not all(map(math.isfinite, column_values)):
@@ -357,6 +365,15 @@ class Run:
         if self.divergence.diverging(w, step, residual) and not self.algorithm.converged(metrics, w):
             return row, "diverging"
         return row, self.algorithm.stop_reason(metrics, w)
+
+    def _slices(self, w: np.ndarray) -> list[np.ndarray]:
+        """Every agent's slice A_p w of the global vector, for its diagnostics: when every agent holds all of w, one
+        read-only view of w for all of them (no copy per agent by indexing)."""
+        if self.whole:
+            view = w.view()
+            view.flags.writeable = False
+            return [view] * len(self.problem.layouts)
+        return [w[layout.shared_global] for layout in self.problem.layouts]
 
     def status(self, stop: str) -> str:
         """``result.status`` of a run that ended with ``stop``: "converged" when the last round meets the method's
