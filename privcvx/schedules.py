@@ -326,10 +326,14 @@ class PerKeyBalancing(ResidualBalancing):
     lambda, so the vector rho costs no privacy (docs/privacy.md).
 
     ``settle=(eps_abs, eps_rel)``: rho also stops adapting, for good, after the first round whose residuals meet
-    Boyd et al.'s criterion at that tolerance (`meets_tolerance`). From then on the run is ADMM with a fixed
-    (per-key) rho, whose residuals tend to 0 (Boyd et al. Sec. 3.2 and Appendix A, for exact local steps): a run
-    that has met its target is not pushed out of it by a penalty still reacting to residuals at the level of the
-    solver's accuracy (docs/tuning.md, "Iceland").
+    Boyd et al.'s criterion at that tolerance (`meets_tolerance`). rho then changes finitely often, so from that round
+    on the run is ADMM with a fixed (per-key, i.e. diagonal) rho, whose residuals tend to 0 (Boyd et al. Sec. 3.2 and
+    Appendix A, for exact local steps): a run that has met its target is not pushed out of it by a penalty still
+    reacting to residuals at the level of the solver's accuracy (docs/tuning.md, "Iceland"). With exact steps, He &
+    Yuan's V_t = sum_c rho_c ((A w - z)_c^2 + (z^t - z^(t-1))_c^2) is then nonincreasing (Numer. Math. 130, 2015) and
+    bounds the primal residual, r_t <= sqrt(V_t / min rho); a local step off by e on a copy c can raise V_t by about
+    rho_c e^2 and r_t by about e, which no penalty rule prevents (docs/tuning.md, "Iceland": zone-1's steps are off
+    by up to 5.1e-4). Before it settles the rule may still move rho on every round, and the residuals with it.
     """
 
     def __init__(self, initial: float | None = None, *, groups: str = "key", tau: float = 2.0, mu: float = 10.0,
