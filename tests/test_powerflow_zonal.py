@@ -134,23 +134,29 @@ def test_bad_input_raises() -> None:
         powerflow.zonal_problem(net, 3, sensitivity="loose")
 
 
-def test_iceland_defaults_stay_on_target_after_the_penalty_settles() -> None:
+def test_iceland_defaults_stay_on_target_once_converged() -> None:
     """Issue 31: on iceland (5 zones) the defaults met f - f* <= 1e-3 and consensus residual <= 1e-3, then left it
     (3.8e-2 at round 104 before the fix): the tight first Clarabel solve of zone-1 stalled (InsufficientProgress)
     with residuals of 1e-10 and a duality gap of up to 4e-3, and that answer was accepted. Now the step is refined
     to the best gap (privcvx.localsolve.strategies), and the per-key penalty settles once the run meets
-    EXACT_STEP_SETTLE. Every round from 81 to 120 meets the target; 600 rounds: docs/tuning.md, "Iceland"."""
+    EXACT_STEP_SETTLE. "Met" is the run's own convergence test (Boyd et al.'s primal and dual residuals at
+    DEFAULT_TOL, the round a run with ``tol`` stops): every round from that one (73) to 120 meets the target. The
+    consensus residual alone dips below 1e-3 at round 61 while the dual residual is 1.9e-2 (not converged: rho
+    still adapts); 600 rounds: docs/tuning.md, "Iceland"."""
     import warnings
 
     import privcvx as pc
+    from privcvx.algorithms.linearized_admm import DEFAULT_TOL
     from privcvx.errors import SolverAccuracyWarning
 
     problem = powerflow.zonal_problem("iceland", 5)
     optimum = problem.solve_centralized().value
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SolverAccuracyWarning)
+        first = problem.solve(pc.algorithms.LinearizedADMM(tol=DEFAULT_TOL), rounds=120, progress=False)
         result = problem.solve(pc.algorithms.LinearizedADMM(), rounds=120, progress=False)
-    later = result.history.iloc[80:]
+    assert first.info["stop"] == "tolerance" and len(first.history) < 100
+    later = result.history.iloc[len(first.history) - 1:]
     assert later["consensus_residual"].max() <= 1e-3
     assert (later["objective"] - optimum).max() <= 1e-3
     assert result.status == "converged"
