@@ -285,10 +285,11 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
 
     Every run is calibrated before the first starts, so a method or epsilon that cannot be calibrated is refused at
     once. A method setting that does not run on the problem (`UnsupportedError` from its ``check``) is refused at once
-    too, or with ``keep_going`` left out and listed in ``Comparison.refused`` (and refused.csv). A run that fails (`RunFailed`) re-raises after the finished runs are written, or with ``keep_going`` is
-    listed in ``Comparison.failed`` (and failures.csv) while the others go on. Ctrl-C keeps and writes the finished
-    runs (``Comparison.interrupted``); a second Ctrl-C is ignored while they are written. ``progress`` shows a bar
-    of runs and one of the current run's rounds.
+    too, or with ``keep_going`` left out and listed in ``Comparison.refused`` (and refused.csv). A run that fails
+    (`RunFailed`) re-raises after the finished runs are written, or with ``keep_going`` is listed in
+    ``Comparison.failed`` (and failures.csv) while the others go on. Ctrl-C keeps and writes the finished runs
+    (``Comparison.interrupted``); a second Ctrl-C is ignored while they are written. ``progress`` shows a bar of runs
+    and one of the current run's rounds.
     """
     from tqdm.auto import tqdm
 

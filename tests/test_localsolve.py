@@ -137,9 +137,9 @@ def test_a_smooth_step_is_chosen_and_matches_a_fresh_solve(kind):
 
 
 def test_a_smooth_step_is_certified_or_handed_to_clarabel(monkeypatch):
-    """The logistic step over the box (some coordinates at a bound) is accepted with a certified distance: it lies within
-    PROJECTION_ERROR of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration its certificate fails, and Clarabel
-    answers the same (w, b), counted as a fallback."""
+    """The logistic step over the box (some coordinates at a bound) is accepted with a certified distance: it lies
+    within PROJECTION_ERROR of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration its certificate fails, and
+    Clarabel answers the same (w, b), counted as a fallback."""
     agent, local = _local("smooth", objective=True)
     linear = np.array([3.0, -3.0, 0.2, -0.1])  # pushes two coordinates onto the box
     step = local.step(linear, 2.0)

@@ -305,11 +305,11 @@ class SmoothStep(Strategy):
     An answer z (in W_p: clipped to the box) is accepted only with a certificate. g + I_W is (min_i w_i)-strongly
     convex, since f_p is convex; v, the least-norm element of grad g(z) + N_W(z) (grad_i g on a free coordinate,
     min(grad_i g, 0) at a lower bound, max(grad_i g, 0) at an upper one), is in its subdifferential at z, and 0 is at
-    the exact step z*. Strong monotonicity, <v - 0, z - z*> >= min w ||z - z*||^2, gives ||z - z*||_2 <= ||v||_2 / min w,
-    and the answer is accepted when that is at most `PROJECTION_ERROR` (so `error_bound` holds in l2, not only per
-    coordinate); otherwise `StrategyFailure`, and Clarabel solves the conic form. On digits (10 classes, 64 features,
-    about 135 samples per agent) a step takes about 0.03 s against about 10 s for Clarabel's 1350 exponential cones,
-    with a certified distance below 1e-12 (docs/performance.md, "Smooth steps").
+    the exact step z*. Strong monotonicity, <v - 0, z - z*> >= min w ||z - z*||^2, gives ||z - z*||_2 <= ||v||_2 /
+    min w, and the answer is accepted when that is at most `PROJECTION_ERROR` (so `error_bound` holds in l2, not only
+    per coordinate); otherwise `StrategyFailure`, and Clarabel solves the conic form. On digits (10 classes, 64
+    features, about 135 samples per agent) a step takes about 0.02 s, where Clarabel took about 10 s on its 1350
+    exponential cones, with a certified distance below 1e-12 (docs/compare.md, "On digits").
     """
 
     name = "lbfgsb"
@@ -331,6 +331,8 @@ class SmoothStep(Strategy):
     def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         evaluator, w = self.evaluator, np.broadcast_to(np.asarray(weights, dtype=float), linear.shape)
+        if not w.min() > 0.0:
+            raise StrategyFailure("L-BFGS-B: a zero penalty weight leaves the step without a certificate")
 
         def value_and_gradient(z: np.ndarray) -> tuple[float, np.ndarray]:
             return evaluator.value(z) + 0.5 * float(z @ (w * z)) - float(linear @ z), \
