@@ -341,8 +341,9 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
 def _refused(study: Study, problem: DistributedProblem, plans: list[Plan],
              keep_going: bool) -> dict[tuple[str, str], str]:
     """Calibrate and check every run before any starts (an uncalibratable method raises); the reason of each method
-    setting the problem does not suit (`UnsupportedError`), by (label, setting), which raises unless ``keep_going``."""
-    refused: dict[tuple[str, str], str] = {}
+    setting the problem does not suit (`UnsupportedError`), by (label, setting), which raises unless ``keep_going``
+    (and raises when it leaves nothing to run)."""
+    refused: dict[tuple[str, str], UnsupportedError] = {}
     for plan in plans:
         key = (plan.method.label, plan.setting)
         if key in refused:
@@ -353,8 +354,10 @@ def _refused(study: Study, problem: DistributedProblem, plans: list[Plan],
         except UnsupportedError as exc:
             if not keep_going:
                 raise
-            refused[key] = str(exc)
-    return refused
+            refused[key] = exc
+    if refused and len(refused) == len({(plan.method.label, plan.setting) for plan in plans}):
+        raise next(iter(refused.values()))
+    return {key: str(exc) for key, exc in refused.items()}
 
 
 def _comparison(frames: list[pd.DataFrame], reference: float, failed: list[tuple[str, str, float, int, str]],

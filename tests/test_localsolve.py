@@ -138,8 +138,9 @@ def test_a_smooth_step_is_chosen_and_matches_a_fresh_solve(kind):
 
 def test_a_smooth_step_is_certified_or_handed_to_clarabel(monkeypatch):
     """The logistic step over the box (some coordinates at a bound) is accepted with a certified distance: it lies
-    within PROJECTION_ERROR of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration its certificate fails, and
-    Clarabel answers the same (w, b), counted as a fallback."""
+    within PROJECTION_ERROR of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration, the gradient-only polish
+    brings it to a certified answer; without the polish the certificate fails, and Clarabel answers the same (w, b),
+    counted as a fallback."""
     agent, local = _local("smooth", objective=True)
     linear = np.array([3.0, -3.0, 0.2, -0.1])  # pushes two coordinates onto the box
     step = local.step(linear, 2.0)
@@ -147,6 +148,10 @@ def test_a_smooth_step_is_certified_or_handed_to_clarabel(monkeypatch):
     reference = _fresh_step(agent, linear, 2.0)
     assert np.linalg.norm(step - reference) <= PROJECTION_ERROR
     monkeypatch.setitem(strategies.LBFGSB_OPTIONS, "maxiter", 1)
+    agent, polished = _local("smooth", objective=True)
+    assert np.linalg.norm(polished.step(linear, 2.0) - reference) <= PROJECTION_ERROR
+    assert polished.stats.fallbacks == 0 and polished.stats.strategies == {"lbfgsb": 1}
+    monkeypatch.setattr(strategies, "POLISH_STEPS", 0)
     agent, stopped = _local("smooth", objective=True)
     assert np.max(np.abs(stopped.step(linear, 2.0) - reference)) <= 1e-7
     assert stopped.stats.fallbacks == 1 and stopped.stats.strategies == {"clarabel": 1}

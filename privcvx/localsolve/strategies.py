@@ -295,6 +295,10 @@ class OSQPStep(_Weighted):
 #: L-BFGS-B's settings for `SmoothStep`: no stop on a small decrease of g (ftol 0), a projected-gradient stop far below
 #: what the certificate needs, and an iteration cap after which Clarabel answers instead.
 LBFGSB_OPTIONS = {"ftol": 0.0, "gtol": 1e-13, "maxiter": 1000, "maxcor": 20}
+#: The projected Barzilai-Borwein steps of `SmoothStep`'s polish, tried while L-BFGS-B's answer is not certified: they
+#: use the gradient alone, so they go on where L-BFGS-B's line search stops on g's rounding (about 3% of the digits
+#: steps under PR-ADMM's noise stopped at a certified 1.3e-8 to 2.6e-8).
+POLISH_STEPS = 50
 
 
 class SmoothStep(Strategy):
@@ -307,7 +311,9 @@ class SmoothStep(Strategy):
     min(grad_i g, 0) at a lower bound, max(grad_i g, 0) at an upper one), is in its subdifferential at z, and 0 is at
     the exact step z*. Strong monotonicity, <v - 0, z - z*> >= min w ||z - z*||^2, gives ||z - z*||_2 <= ||v||_2 /
     min w, and the answer is accepted when that is at most `PROJECTION_ERROR` (so `error_bound` holds in l2, not only
-    per coordinate); otherwise `StrategyFailure`, and Clarabel solves the conic form. On digits (10 classes, 64
+    per coordinate). While it is not, up to `POLISH_STEPS` projected Barzilai-Borwein steps (gradients only) go on from
+    L-BFGS-B's answer, keeping the best certified point; if none is certified, `StrategyFailure`, and Clarabel solves
+    the conic form. On digits (10 classes, 64
     features, about 135 samples per agent) a step takes about 0.02 s, where Clarabel took about 10 s on its 1350
     exponential cones, with a certified distance below 1e-12 (docs/compare.md, "On digits").
     """
@@ -338,18 +344,39 @@ class SmoothStep(Strategy):
             return evaluator.value(z) + 0.5 * float(z @ (w * z)) - float(linear @ z), \
                 evaluator.gradient(z) + w * z - linear
 
+        def gradient_of(z: np.ndarray) -> np.ndarray:
+            return evaluator.gradient(z) + w * z - linear
+
         with np.errstate(all="ignore"):  # a trial point outside dom f_p: L-BFGS-B backtracks, or the check refuses
             result = scipy.optimize.minimize(value_and_gradient, np.clip(linear / w, self.lower, self.upper),
                                              jac=True, method="L-BFGS-B", bounds=self.box, options=LBFGSB_OPTIONS)
             z = np.clip(result.x, self.lower, self.upper)
-            gradient = value_and_gradient(z)[1]
-        least = np.where(z <= self.lower, np.minimum(gradient, 0.0),
-                         np.where(z >= self.upper, np.maximum(gradient, 0.0), gradient))
-        distance = float(np.linalg.norm(least)) / float(w.min())
+            gradient = gradient_of(z)
+            distance, best = self.certified_distance(z, gradient, w), z
+            step = 1.0 / float(w.max())
+            for _ in range(POLISH_STEPS):  # projected Barzilai-Borwein steps; the best certified point is kept
+                if distance <= PROJECTION_ERROR or not math.isfinite(step):
+                    break
+                moved = np.clip(z - step * gradient, self.lower, self.upper)
+                moved_gradient = gradient_of(moved)
+                change, turn = moved - z, moved_gradient - gradient
+                curvature = float(change @ turn)
+                step = float(change @ change) / curvature if curvature > 0.0 else math.inf
+                z, gradient = moved, moved_gradient
+                candidate = self.certified_distance(z, gradient, w)
+                if candidate < distance:
+                    distance, best = candidate, z
+            z = best
         if not distance <= PROJECTION_ERROR:
             raise StrategyFailure(f"L-BFGS-B: certified distance {distance:.2e} > {PROJECTION_ERROR:g} "
                                   f"({result.message})")
         return z, False
+
+    def certified_distance(self, z: np.ndarray, gradient: np.ndarray, w: np.ndarray) -> float:
+        """||v||_2 / min w, v the least-norm element of grad g(z) + N_W(z): a bound on ||z - z*||_2 (see the class)."""
+        least = np.where(z <= self.lower, np.minimum(gradient, 0.0),
+                         np.where(z >= self.upper, np.maximum(gradient, 0.0), gradient))
+        return float(np.linalg.norm(least)) / float(w.min())
 
 
 class ClarabelStep(_Weighted):
