@@ -313,9 +313,9 @@ class SmoothStep(Strategy):
     min w, and the answer is accepted when that is at most `PROJECTION_ERROR` (so `error_bound` holds in l2, not only
     per coordinate). While it is not, up to `POLISH_STEPS` projected Barzilai-Borwein steps (gradients only) go on from
     L-BFGS-B's answer, keeping the best certified point; if none is certified, `StrategyFailure`, and Clarabel solves
-    the conic form. On digits (10 classes, 64
-    features, about 135 samples per agent) a step under PR-ADMM takes a median 7-15 ms, where Clarabel took 6-15 s on
-    its 1350 exponential cones, with a median certified distance below 1e-12 (bench/bench_smooth_step.py).
+    the conic form. On digits (10 classes, 64 features, about 135 samples per agent) a step under PR-ADMM takes a
+    median 7-15 ms, where Clarabel took 6-15 s on its 1350 exponential cones, with a median certified distance below
+    1e-12 (bench/bench_smooth_step.py).
     """
 
     name = "lbfgsb"
