@@ -12,7 +12,8 @@ builders are found through the entry-point group ``privcvx.builders``, and extra
 ``privcvx.figures`` (`figure_hook`).
 
 Exit status: 0 when every run finished, 1 when some failed (failures.csv), 2 on a bad study or option (nothing run),
-130 after Ctrl-C (the finished runs are written).
+130 after Ctrl-C (the finished runs are written). A method that does not run on the study's problem is refused before
+any run, with its reason (refused.csv and the printed table), and the others run (status 0).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def run_study(path: str | Path, changes: dict[str, Any], progress: bool) -> int:
     finished = comparison.runs.groupby(["method", "setting", "epsilon", "seed"]).ngroups
     print(f"{path}: {finished} of {comparison.planned} runs finished in {time.perf_counter() - start:.0f} s "
           f"({spec.study.budget.replace('_', '-')} epsilon)")
-    if not comparison.summary.empty:
+    if not comparison.summary.empty or comparison.refused:
         print(summary_table(comparison))
     files = sorted(p for p in spec.out.iterdir() if p.suffix in (".csv", ".png")) if finished else []
     hook = figure_hook(spec.builder) if finished and not comparison.interrupted else None
@@ -107,6 +108,8 @@ def run_study(path: str | Path, changes: dict[str, Any], progress: bool) -> int:
                           budget=study.budget, **spec.builder_args)
     for file in dict.fromkeys(files):
         print(f"  wrote {file}")
+    for method, setting, reason in comparison.refused:
+        print(f"  method {f'{method} {setting}'.strip()} refused (not run): {reason}", file=sys.stderr)
     for method, setting, epsilon, seed, error in comparison.failed:
         print(f"  run {method} {setting} eps={epsilon:g} seed={seed} failed: {error}", file=sys.stderr)
     if comparison.interrupted:
@@ -116,7 +119,8 @@ def run_study(path: str | Path, changes: dict[str, Any], progress: bool) -> int:
 
 
 def summary_table(comparison: Comparison) -> str:
-    """A Markdown table of the final rounds: per method, setting and epsilon, the mean (min-max) over seeds."""
+    """A Markdown table of the final rounds: per method, setting and epsilon, the mean (min-max) over seeds; then the
+    refused method settings with their reasons."""
     summary = comparison.summary
     several = summary["seeds"].max() > 1
     lines = ["| method | setting | epsilon | relative gap | objective | epsilon spent (max) | converged |",
@@ -126,6 +130,7 @@ def summary_table(comparison: Comparison) -> str:
         lines.append(f"| {row['method']} | {row['setting']} | {row['epsilon']:g} | {row['relative_gap_mean']:.3g}"
                      f"{spread} | {row['objective_mean']:.5g} | {row['epsilon_spent_max']:.4g} | "
                      f"{row['converged']}/{row['seeds']} |")
+    lines += [f"| {method} | {setting} | | refused: {reason} | | | |" for method, setting, reason in comparison.refused]
     return "\n".join(lines)
 
 

@@ -19,7 +19,10 @@ look free (docs/results.md). ``budget="per_update"`` runs Algorithm 1 at the sam
 setting), labelled so in every output. Every run's spent epsilon is read back from its ledger (``epsilon_spent``),
 and a run that spent more than its target is refused: equal total privacy is checked, not assumed.
 
-Methods without a total-budget argument (the non-private `ExactADMM`) are refused with a message that says so.
+Methods without a total-budget argument (the non-private `ExactADMM`) are refused with a message that says so. A
+method that does not run on the study's problem (its ``check`` raises `UnsupportedError`, e.g. a full-consensus method
+on general-form zones) stops the study before any run, or with ``keep_going`` is left out and reported as refused, with
+the reason (``Comparison.refused``, refused.csv): it draws no noise and releases nothing.
 
 `compare` writes runs.csv, summary.csv, reference.csv, accuracy.png (final accuracy against epsilon) and figure.png
 (every round, with the centralized optimum as a reference line). ``privcvx compare STUDY.toml`` is the same tool
@@ -48,6 +51,7 @@ from privcvx.errors import (
     PrivacyError,
     ReproducibleNoiseWarning,
     RunFailed,
+    UnsupportedError,
     check_int,
 )
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, check_delta, check_epsilon
@@ -194,6 +198,7 @@ class Study:
 class Comparison:
     """What `compare` returns (and writes): one row per run and round, the final rounds summarized over seeds, the
     centralized reference, the runs that failed (``(method, setting, epsilon, seed, error)``, only with
+    ``keep_going``), the method settings refused before any run (``(method, setting, reason)``, only with
     ``keep_going``) and whether Ctrl-C stopped the study (the finished runs are kept)."""
 
     runs: pd.DataFrame
@@ -201,7 +206,8 @@ class Comparison:
     reference: float
     failed: list[tuple[str, str, float, int, str]] = field(default_factory=list)
     interrupted: bool = False
-    planned: int = 0  # how many runs the study has (finished, failed or not started)
+    planned: int = 0  # how many runs the study has (finished, failed or not started; refused ones are not counted)
+    refused: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -278,10 +284,12 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
     summary.csv, reference.csv, accuracy.png and figure.png to ``out`` when given.
 
     Every run is calibrated before the first starts, so a method or epsilon that cannot be calibrated is refused at
-    once. A run that fails (`RunFailed`) re-raises after the finished runs are written, or with ``keep_going`` is
-    listed in ``Comparison.failed`` (and failures.csv) while the others go on. Ctrl-C keeps and writes the finished
-    runs (``Comparison.interrupted``); a second Ctrl-C is ignored while they are written. ``progress`` shows a bar
-    of runs and one of the current run's rounds.
+    once. A method setting that does not run on the problem (`UnsupportedError` from its ``check``) is refused at once
+    too, or with ``keep_going`` left out and listed in ``Comparison.refused`` (and refused.csv). A run that fails
+    (`RunFailed`) re-raises after the finished runs are written, or with ``keep_going`` is listed in
+    ``Comparison.failed`` (and failures.csv) while the others go on. Ctrl-C keeps and writes the finished runs
+    (``Comparison.interrupted``); a second Ctrl-C is ignored while they are written. ``progress`` shows a bar of runs
+    and one of the current run's rounds.
     """
     from tqdm.auto import tqdm
 
@@ -291,9 +299,8 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
         reference = problem.solve_centralized()
     plans = [Plan(method, setting, algorithm, epsilon, seed) for method in study.methods
              for setting, algorithm in method.variants() for epsilon in study.epsilons for seed in study.seeds]
-    for plan in plans:  # refuse an uncalibratable or unsupported method or setting before any run
-        ready = plan.ready(study, problem)
-        ready.check(problem, (study.topology or ready.topology_for(problem)).bind(problem.names))
+    refused = _refused(study, problem, plans, keep_going)
+    plans = [plan for plan in plans if (plan.method.label, plan.setting) not in refused]
     frames: list[pd.DataFrame] = []
     failed: list[tuple[str, str, float, int, str]] = []
     interrupted = False
@@ -325,9 +332,32 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
         runs_bar.close()
         with shield:
             comparison = _comparison(frames, float(reference.value), failed, interrupted, len(plans))
-            if out is not None and (frames or failed):
+            comparison.refused = [(method, setting, reason) for (method, setting), reason in refused.items()]
+            if out is not None and (frames or failed or refused):
                 write(comparison, Path(out))
     return comparison
+
+
+def _refused(study: Study, problem: DistributedProblem, plans: list[Plan],
+             keep_going: bool) -> dict[tuple[str, str], str]:
+    """Calibrate and check every run before any starts (an uncalibratable method raises); the reason of each method
+    setting the problem does not suit (`UnsupportedError`), by (label, setting), which raises unless ``keep_going``
+    (and raises when it leaves nothing to run)."""
+    refused: dict[tuple[str, str], UnsupportedError] = {}
+    for plan in plans:
+        key = (plan.method.label, plan.setting)
+        if key in refused:
+            continue
+        ready = plan.ready(study, problem)
+        try:
+            ready.check(problem, (study.topology or ready.topology_for(problem)).bind(problem.names))
+        except UnsupportedError as exc:
+            if not keep_going:
+                raise
+            refused[key] = exc
+    if refused and len(refused) == len({(plan.method.label, plan.setting) for plan in plans}):
+        raise next(iter(refused.values()))
+    return {key: str(exc) for key, exc in refused.items()}
 
 
 def _comparison(frames: list[pd.DataFrame], reference: float, failed: list[tuple[str, str, float, int, str]],
@@ -339,8 +369,8 @@ def _comparison(frames: list[pd.DataFrame], reference: float, failed: list[tuple
 
 
 def write(comparison: Comparison, out: Path) -> list[Path]:
-    """runs.csv, summary.csv, reference.csv, accuracy.png (`plot_accuracy`), figure.png (`plot_rounds`) and, when
-    runs failed, failures.csv in ``out``; returns the paths written."""
+    """runs.csv, summary.csv, reference.csv, accuracy.png (`plot_accuracy`), figure.png (`plot_rounds`), and
+    failures.csv when runs failed, refused.csv when methods were refused, in ``out``; returns the paths written."""
     from privcvx import plotting
 
     out.mkdir(parents=True, exist_ok=True)
@@ -352,6 +382,9 @@ def write(comparison: Comparison, out: Path) -> list[Path]:
         files.append(out / "failures.csv")
         pd.DataFrame(comparison.failed, columns=["method", "setting", "epsilon", "seed", "error"]).to_csv(
             files[-1], index=False)
+    if comparison.refused:
+        files.append(out / "refused.csv")
+        pd.DataFrame(comparison.refused, columns=["method", "setting", "reason"]).to_csv(files[-1], index=False)
     if comparison.runs.empty:
         return files
     fig, axes = plotting.new_figure(1, 1)

@@ -217,15 +217,31 @@ def test_a_bad_builder_argument_is_named_under_problem(tmp_path, capsys):
 
 
 def test_a_method_that_cannot_run_is_refused_before_any_run(tmp_path, capsys):
-    """ExactADMM (non-private) has no total budget, DPDG no general-form keys (case14's zones): exit 2, nothing run."""
-    for method, message in (("ExactADMM", "cannot be calibrated to a total budget"),
-                            ("DPDistributedGradient", "does not support general-form keys")):
-        study = tmp_path / f"{method}.toml"
-        out = tmp_path / method
-        study.write_text(TINY.format(out=out) + f'\n[[methods]]\nlabel = "X"\nalgorithm = "{method}"\n')
-        assert main(["compare", str(study), "--no-progress"]) == 2
-        assert message in capsys.readouterr().err
-        assert not (out / "runs.csv").exists()
+    """ExactADMM (non-private) has no total budget: exit 2, nothing run. DPDG does not support general-form keys
+    (case14's zones): it is left out with its reason (refused.csv, stderr) and the others run (exit 0); alone, it leaves
+    nothing to run (exit 2)."""
+    def study(name: str, text: str) -> tuple[Path, Path]:
+        path, out = tmp_path / f"{name}.toml", tmp_path / name
+        path.write_text(text.format(out=out))
+        return path, out
+
+    extra = '\n[[methods]]\nlabel = "X"\nalgorithm = "{}"\n'
+    path, out = study("exact", TINY + extra.format("ExactADMM"))
+    assert main(["compare", str(path), "--no-progress"]) == 2
+    assert "cannot be calibrated to a total budget" in capsys.readouterr().err
+    assert not (out / "runs.csv").exists()
+    path, out = study("dpdg", TINY + extra.format("DPDistributedGradient"))
+    assert main(["compare", str(path), "--no-progress"]) == 0
+    assert "method X refused (not run): argument 'shared'" in capsys.readouterr().err
+    assert set(pd.read_csv(out / "runs.csv")["method"]) == {"ObjG"}
+    refused = pd.read_csv(out / "refused.csv", keep_default_na=False)
+    assert refused[["method", "setting"]].values.tolist() == [["X", ""]]
+    assert "does not support general-form keys" in refused["reason"].iloc[0]
+    alone = TINY[:TINY.index("[[methods]]")] + extra.format("DPDistributedGradient")
+    path, out = study("alone", alone)
+    assert main(["compare", str(path), "--no-progress"]) == 2
+    assert "does not support general-form keys" in capsys.readouterr().err
+    assert not (out / "runs.csv").exists()
 
 
 def test_ctrl_c_keeps_the_finished_runs_and_exits_130(tmp_path, capsys, monkeypatch):

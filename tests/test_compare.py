@@ -10,7 +10,7 @@ import pytest
 
 import privcvx as pc
 from privcvx.algorithms import PRADMM, Algorithm, DPDistributedGradient, LinearizedADMM, consensus_problem
-from privcvx.errors import ParameterError, PrivacyError
+from privcvx.errors import ParameterError, PrivacyError, UnsupportedError
 
 pytestmark = pytest.mark.usefixtures("quiet_seeds")
 OBJPERT = LinearizedADMM(privacy=pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5)))
@@ -93,17 +93,27 @@ def test_methods_without_a_total_budget_and_bad_studies_are_refused():
         pc.Study(problem=_problem, methods=[pc.Method("A", OBJPERT)], epsilons=[1.0], budget="per-round")
 
 
-def test_the_case14_study_of_the_example_runs_at_equal_total_privacy():
+def test_the_case14_study_of_the_example_runs_at_equal_total_privacy(tmp_path):
     """examples/compare_case14.toml, cut to 3 rounds, one seed and one epsilon: Algorithm 1 and PR-ADMM (with
-    powerflow's release bounds, computed from the built problem) run and spend at most the total."""
+    powerflow's release bounds, computed from the built problem) run and spend at most the total; DPDG and
+    RandomizedADMM, which need full consensus, are refused before any run with their reason (refused.csv), or stop the
+    study without ``keep_going``."""
     from pathlib import Path
 
     from privcvx.study_file import load
 
-    study = Path(__file__).resolve().parents[1] / "examples" / "compare_case14.toml"
-    runs = pc.compare(load(study, {"rounds": 3, "seeds": [0], "epsilons": [1.0]}).study).runs
-    assert set(runs["method"]) == {"ObjPert", "OutPert", "PR-ADMM"}
+    study = load(Path(__file__).resolve().parents[1] / "examples" / "compare_case14.toml",
+                 {"rounds": 3, "seeds": [0], "epsilons": [1.0]}).study
+    result = pc.compare(study, tmp_path, keep_going=True)
+    runs = result.runs
+    assert set(runs["method"]) == {"ObjPert", "OutPert", "PR-ADMM"} and result.planned == 3 and not result.failed
     assert (runs["epsilon_spent"] <= 1.0 + 1e-6).all() and (runs["budget"] == "total").all()
+    assert [(method, setting) for method, setting, _ in result.refused] == [("DPDG", ""), ("RandomizedADMM", "")]
+    assert all("general-form keys" in reason and "full consensus" in reason for _, _, reason in result.refused)
+    refused = pd.read_csv(tmp_path / "refused.csv", keep_default_na=False)
+    assert refused.values.tolist() == [list(row) for row in result.refused]
+    with pytest.raises(UnsupportedError, match="DPDistributedGradient.*general-form keys"):
+        pc.compare(study)
 
 
 def test_a_laplace_total_budget_is_spent_but_not_overspent_by_the_ledger():

@@ -25,8 +25,11 @@ FEATURES, LABELS = RNG.normal(size=(12, 4)), RNG.normal(size=12)
 def _agent(kind: str) -> pc.Agent:
     """One agent of each kind of local problem, on a least-squares objective in R^4."""
     x = cp.Variable(4, nonneg=kind == "attributes")
-    objective = cp.sum_squares(FEATURES @ x - LABELS) / 12 + 0.1 * cp.sum_squares(x)
-    constraints = {"ridge": [], "equality": [cp.sum(x) == 1], "box": [x >= -0.3, x <= 0.3],
+    loss = cp.sum(cp.logistic(-cp.multiply(np.sign(LABELS), FEATURES @ x))) if kind in ("smooth", "smooth_free") \
+        else cp.sum_squares(FEATURES @ x - LABELS)
+    objective = loss / 12 + 0.1 * cp.sum_squares(x)
+    constraints = {"ridge": [], "smooth_free": [], "equality": [cp.sum(x) == 1], "box": [x >= -0.3, x <= 0.3],
+                   "smooth": [x >= -0.3, x <= 0.3],
                    "polyhedral": [x >= -0.3, cp.sum(x) <= 0.2], "soc": [cp.norm(x) <= 0.5],
                    "attributes": [cp.sum(x) <= 1]}[kind]
     return pc.Agent(objective, constraints, shared=x, name=f"agent-{kind}")
@@ -119,6 +122,61 @@ def test_a_failing_strategy_falls_back_with_the_same_data_and_is_counted():
     assert local.report(diagnostics=False) == {"kind": "exact", "strategy": "osqp", "solves": 2}
     assert set(local.report(diagnostics=True)) == {"kind", "strategy", "solves", "fallbacks", "retries", "inaccurate",
                                                    "refactors", "seconds", "strategies"}
+
+
+@pytest.mark.parametrize("kind", ["smooth", "smooth_free"])
+def test_a_smooth_step_is_chosen_and_matches_a_fresh_solve(kind):
+    """A logistic loss (not a QP: exponential cones) over a box or R^n: L-BFGS-B with its certificate."""
+    agent, local = _local(kind, objective=True)
+    assert local.strategy == "lbfgsb" and local.kind == "exact"
+    rng = np.random.default_rng(32)
+    for weight in (0.5, 3.0):
+        linear = rng.normal(size=4)
+        assert np.max(np.abs(local.step(linear, weight) - _fresh_step(agent, linear, weight))) <= 1e-7
+    assert local.stats.solves == 2 and local.stats.fallbacks == 0 and local.stats.strategies == {"lbfgsb": 2}
+
+
+def test_a_smooth_step_is_certified_or_handed_to_clarabel(monkeypatch):
+    """The logistic step over the box (some coordinates at a bound) is accepted with a certified distance: it lies
+    within PROJECTION_ERROR of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration, the gradient-only polish
+    brings it to a certified answer; without the polish the certificate fails, and Clarabel answers the same (w, b),
+    counted as a fallback."""
+    agent, local = _local("smooth", objective=True)
+    linear = np.array([3.0, -3.0, 0.2, -0.1])  # pushes two coordinates onto the box
+    step = local.step(linear, 2.0)
+    assert np.sum(np.abs(step) == 0.3) == 2
+    reference = _fresh_step(agent, linear, 2.0)
+    assert np.linalg.norm(step - reference) <= PROJECTION_ERROR
+    monkeypatch.setitem(strategies.LBFGSB_OPTIONS, "maxiter", 1)
+    agent, polished = _local("smooth", objective=True)
+    assert np.linalg.norm(polished.step(linear, 2.0) - reference) <= PROJECTION_ERROR
+    assert polished.stats.fallbacks == 0 and polished.stats.strategies == {"lbfgsb": 1}
+    monkeypatch.setattr(strategies, "POLISH_STEPS", 0)
+    agent, stopped = _local("smooth", objective=True)
+    assert np.max(np.abs(stopped.step(linear, 2.0) - reference)) <= 1e-7
+    assert stopped.stats.fallbacks == 1 and stopped.stats.strategies == {"clarabel": 1}
+
+
+def test_pr_admm_releases_the_same_values_from_certified_smooth_steps_as_from_clarabel(monkeypatch):
+    """PR-ADMM on three logistic agents, with the same seed (the same noise): the releases from L-BFGS-B's certified
+    steps and from Clarabel's differ only at the solvers' tolerance, and the ledgers are equal."""
+    def problem() -> pc.DistributedProblem:
+        agents = []
+        for p in range(3):
+            x = cp.Variable(4)
+            data = np.random.default_rng(p).normal(size=(10, 4))
+            agents.append(pc.Agent(cp.sum(cp.logistic(data @ x)) / 10, [x >= -1.0, x <= 1.0], shared=x,
+                                   name=f"site-{p}", declared=pc.Declared(sensitivity=pc.Sensitivity(l2=0.2))))
+        return pc.DistributedProblem(agents)
+
+    method = PRADMM(epsilon=5.0, delta=1e-5)
+    smooth = problem().solve(method, rounds=6, seed=3)
+    assert {r["strategy"] for r in smooth.info["local_solve"].values()} == {"lbfgsb"}
+    monkeypatch.setattr(strategies.SmoothStep, "accepts", classmethod(lambda cls, local: False))
+    conic = problem().solve(method, rounds=6, seed=3)
+    assert {r["strategy"] for r in conic.info["local_solve"].values()} == {"clarabel"}
+    assert 0.0 < np.max(np.abs(np.asarray(smooth.w) - np.asarray(conic.w))) <= 1e-6
+    assert smooth.history["epsilon"].equals(conic.history["epsilon"])
 
 
 def _box_agents(count: int = 3) -> pc.DistributedProblem:

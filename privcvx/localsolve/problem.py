@@ -104,20 +104,22 @@ class LocalProblem:
 
     ``objective``: include f_p (a step) or not (a projection); ``penalized``: the positions in z_p of the penalty's
     coordinates (``None``: all of them). ``kind`` is the set's kind for the privacy analysis ("free", "box",
-    "conic"; "exact" for a step with f_p); ``strategy`` the first strategy of the chain.
+    "conic"; "exact" for a step with f_p), ``region`` W_p's kind for a step too; ``strategy`` the first strategy of
+    the chain.
     """
 
     def __init__(self, agent: Agent, layout: AgentLayout, *, objective: bool = False,
                  penalized: np.ndarray | None = None) -> None:
-        self.agent = agent
+        self.agent, self.layout = agent, layout
         self.agent_name = layout.name
         self.dim = layout.dim
         self.has_objective = objective
         self.penalized = np.arange(layout.dim) if penalized is None else np.asarray(penalized, dtype=int)
         if not objective and self.penalized.size != layout.dim:
             raise ValueError("a projection penalizes every coordinate")
-        self.bounds = None if objective else _closed_form_bounds(agent, layout)
-        self.kind = "exact" if objective else set_kind(agent, layout, self.bounds)
+        self.bounds = _closed_form_bounds(agent, layout)
+        self.region = set_kind(agent, layout, self.bounds)
+        self.kind = "exact" if objective else self.region
         self.stats = SolveStats()
         self.z = agent_vector(agent)
         self._problem: cp.Problem | None = None

@@ -11,6 +11,9 @@ Every strategy minimizes the same function over W_p,
 * `Factorization`: an unconstrained or equality-constrained quadratic: its KKT system, factored once per weight
   vector (rho or eta changed), after which a solve is one matrix product;
 * `OSQPStep`: any other QP, on OSQP set up once per weight vector, each solve an ``update(q=...)``, warm-started;
+* `SmoothStep`: a smooth convex f_p (not a QP) over R^n or a box, every coordinate penalized: L-BFGS-B on f_p's
+  numpy value and gradient, accepted only with a certified distance to the exact step (the federated logistic loss,
+  whose conic form has one exponential cone per sample and class);
 * `ClarabelStep`: any conic program (SOC, PSD, exponential and power cones) on Clarabel, its data built once per
   weight vector, each solve an ``update(q=...)``;
 * `CvxpyStep`: CVXPY's public solve path (Clarabel, then SCS): the fallback of every strategy, and the only one
@@ -27,10 +30,13 @@ import clarabel
 import cvxpy as cp
 import numpy as np
 import osqp
+import scipy.optimize
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
+from privcvx.gradients import GradientEvaluator
 from privcvx.solver_warnings import quiet_inaccurate
+from privcvx.tuning import is_smooth
 
 if TYPE_CHECKING:
     from privcvx.localsolve.problem import LocalProblem, SolveStats
@@ -286,6 +292,93 @@ class OSQPStep(_Weighted):
         self.last = None if state is None else [np.array(vector, dtype=float) for vector in state]
 
 
+#: L-BFGS-B's settings for `SmoothStep`: no stop on a small decrease of g (ftol 0), a projected-gradient stop far below
+#: what the certificate needs, and an iteration cap after which Clarabel answers instead.
+LBFGSB_OPTIONS = {"ftol": 0.0, "gtol": 1e-13, "maxiter": 1000, "maxcor": 20}
+#: The projected Barzilai-Borwein steps of `SmoothStep`'s polish, tried while L-BFGS-B's answer is not certified: they
+#: use the gradient alone, so they go on where L-BFGS-B's line search stops on g's rounding (about 3% of the digits
+#: steps under PR-ADMM's noise stopped at a certified 1.3e-8 to 2.6e-8).
+POLISH_STEPS = 50
+
+
+class SmoothStep(Strategy):
+    """(LS) for a smooth convex f_p over R^n or a box, every coordinate penalized, by L-BFGS-B on the numpy value and
+    gradient of f_p (`privcvx.gradients.GradientEvaluator`: the agent's oracle, or its compiled expression), started at
+    the minimizer of the penalty alone, clip(b / w): an answer is a function of (w, b) alone.
+
+    An answer z (in W_p: clipped to the box) is accepted only with a certificate. g + I_W is (min_i w_i)-strongly
+    convex, since f_p is convex; v, the least-norm element of grad g(z) + N_W(z) (grad_i g on a free coordinate,
+    min(grad_i g, 0) at a lower bound, max(grad_i g, 0) at an upper one), is in its subdifferential at z, and 0 is at
+    the exact step z*. Strong monotonicity, <v - 0, z - z*> >= min w ||z - z*||^2, gives ||z - z*||_2 <= ||v||_2 /
+    min w, and the answer is accepted when that is at most `PROJECTION_ERROR` (so `error_bound` holds in l2, not only
+    per coordinate). While it is not, up to `POLISH_STEPS` projected Barzilai-Borwein steps (gradients only) go on from
+    L-BFGS-B's answer, keeping the best certified point; if none is certified, `StrategyFailure`, and Clarabel solves
+    the conic form. On digits (10 classes, 64 features, about 135 samples per agent) a step under PR-ADMM takes a
+    median 7-15 ms, where Clarabel took 6-15 s on its 1350 exponential cones, with a median certified distance below
+    1e-12 (bench/bench_smooth_step.py).
+    """
+
+    name = "lbfgsb"
+
+    @classmethod
+    def accepts(cls, local: LocalProblem) -> bool:
+        objective = local.agent.objective  # a quadratic one is a QP: factored, on OSQP, or through CVXPY
+        return (local.has_objective and local.region in ("free", "box") and local.penalized.size == local.dim
+                and not objective.is_quadratic() and objective.is_dcp() and objective.is_convex()
+                and is_smooth(objective))
+
+    def __init__(self, local: LocalProblem) -> None:
+        super().__init__(local)
+        self.evaluator = GradientEvaluator(local.agent, local.layout)
+        infinite = np.full(local.dim, np.inf)
+        self.lower, self.upper = (-infinite, infinite) if local.bounds is None else local.bounds
+        self.box = scipy.optimize.Bounds(self.lower, self.upper)
+
+    def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
+              stats: SolveStats) -> tuple[np.ndarray, bool]:
+        evaluator, w = self.evaluator, np.broadcast_to(np.asarray(weights, dtype=float), linear.shape)
+        if not w.min() > 0.0:
+            raise StrategyFailure("L-BFGS-B: a zero penalty weight leaves the step without a certificate")
+
+        def value_and_gradient(z: np.ndarray) -> tuple[float, np.ndarray]:
+            return evaluator.value(z) + 0.5 * float(z @ (w * z)) - float(linear @ z), \
+                evaluator.gradient(z) + w * z - linear
+
+        def gradient_of(z: np.ndarray) -> np.ndarray:
+            return evaluator.gradient(z) + w * z - linear
+
+        with np.errstate(all="ignore"):  # a trial point outside dom f_p: L-BFGS-B backtracks, or the check refuses
+            result = scipy.optimize.minimize(value_and_gradient, np.clip(linear / w, self.lower, self.upper),
+                                             jac=True, method="L-BFGS-B", bounds=self.box, options=LBFGSB_OPTIONS)
+            z = np.clip(result.x, self.lower, self.upper)
+            gradient = gradient_of(z)
+            distance, best = self.certified_distance(z, gradient, w), z
+            step = 1.0 / float(w.max())
+            for _ in range(POLISH_STEPS):  # projected Barzilai-Borwein steps; the best certified point is kept
+                if distance <= PROJECTION_ERROR or not math.isfinite(step):
+                    break
+                moved = np.clip(z - step * gradient, self.lower, self.upper)
+                moved_gradient = gradient_of(moved)
+                change, turn = moved - z, moved_gradient - gradient
+                curvature = float(change @ turn)
+                step = float(change @ change) / curvature if curvature > 0.0 else math.inf
+                z, gradient = moved, moved_gradient
+                candidate = self.certified_distance(z, gradient, w)
+                if candidate < distance:
+                    distance, best = candidate, z
+            z = best
+        if not distance <= PROJECTION_ERROR:
+            raise StrategyFailure(f"L-BFGS-B: certified distance {distance:.2e} > {PROJECTION_ERROR:g} "
+                                  f"({result.message})")
+        return z, False
+
+    def certified_distance(self, z: np.ndarray, gradient: np.ndarray, w: np.ndarray) -> float:
+        """||v||_2 / min w, v the least-norm element of grad g(z) + N_W(z): a bound on ||z - z*||_2 (see the class)."""
+        least = np.where(z <= self.lower, np.minimum(gradient, 0.0),
+                         np.where(z >= self.upper, np.maximum(gradient, 0.0), gradient))
+        return float(np.linalg.norm(least)) / float(w.min())
+
+
 class ClarabelStep(_Weighted):
     """A conic program on Clarabel, its data built once per weight vector **with q = 0**, every solve passing its q
     through ``update(q=...)``: an answer is a function of (P, A, b, q) alone, whatever was solved before, so a run
@@ -429,4 +522,4 @@ class CvxpyStep(Strategy):
 
 
 #: The strategies in their order of preference: a local problem's chain is those that accept it.
-STRATEGIES: tuple[type[Strategy], ...] = (ClosedForm, Factorization, OSQPStep, ClarabelStep, CvxpyStep)
+STRATEGIES: tuple[type[Strategy], ...] = (ClosedForm, Factorization, OSQPStep, SmoothStep, ClarabelStep, CvxpyStep)
