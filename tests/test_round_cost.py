@@ -270,3 +270,33 @@ def test_the_rounds_run_with_the_heap_of_before_them_frozen_and_leave_the_collec
         assert 0 < during[-1] <= frozen and 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_constant_step_rule_is_checked_once_and_a_varying_one_every_round(monkeypatch):
+    """`ADMMAgent.step_size`: 1/L_p without privacy (and a number) is checked at its first round only, with the same
+    history as a check in every round; a callable eta is still checked in every round (a bad value at round 3 stops
+    the run there, naming the round)."""
+    from privcvx.algorithms import admm_agent
+    from privcvx.errors import RunFailed
+    from privcvx.schedules import checked_value
+
+    problem = _ridge(4, 3)
+    calls = []
+
+    def counted(rule, t, **kwargs):
+        calls.append(t)
+        return checked_value(rule, t, **kwargs)
+
+    monkeypatch.setattr(admm_agent, "checked_value", counted)
+    algorithm = LinearizedADMM(local_updates=2, rho=1.0, eta="auto")
+    kept = problem.solve(algorithm, rounds=6, seed=0)
+    assert calls == [1] * len(problem.agents)
+    calls.clear()
+    never_kept = property(lambda self: None, lambda self, value: None)  # every round's eta checked, as before
+    monkeypatch.setattr(admm_agent.ADMMAgent, "_constant_eta", never_kept, raising=False)
+    checked_every_round = problem.solve(algorithm, rounds=6, seed=0)
+    assert calls == [t for t in range(1, 7) for _ in problem.agents]
+    columns = [c for c in kept.history.columns if c != "time_s"]
+    assert kept.history[columns].equals(checked_every_round.history[columns])
+    with pytest.raises(RunFailed, match=r"round 3: argument 'eta\(t=3\)'"):
+        problem.solve(LinearizedADMM(local_updates=2, rho=1.0, eta=lambda t: 0.1 if t < 3 else -1.0), rounds=6)

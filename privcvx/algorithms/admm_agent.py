@@ -20,7 +20,7 @@ from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.problem import Agent, AgentLayout
-from privcvx.schedules import Schedule, checked_value, inverse_sqrt
+from privcvx.schedules import Constant, Schedule, checked_value, inverse_sqrt
 from privcvx.topology import SERVER
 from privcvx.tuning import SmoothStep, is_smooth, smoothness_of, update_epsilon
 
@@ -71,6 +71,7 @@ class ADMMAgent(AgentProgram):
         self._terms: RoundTerms | None = None
         self._metric: tuple[tuple[float, float], tuple[float | np.ndarray, np.ndarray]] | None = None
         self._last = {"noise_magnitude": 0.0, "eta": math.nan}
+        self._constant_eta: tuple[Schedule, float] | None = None  # a constant rule and its value, once checked
 
     @property
     def smoothness(self) -> float:
@@ -97,6 +98,20 @@ class ADMMAgent(AgentProgram):
             else:
                 self._step = SmoothStep(lipschitz, epsilon)
         return None if self._step is _NO_PROXIMAL_TERM else self._step
+
+    def step_size(self, t: int) -> float:
+        """eta^t: the given eta or `step_rule`'s, checked finite and > 0 (`checked_value`; inf without a proximal
+        term). A constant rule (a number, or 1/L_p without privacy) is checked at its first round and its value
+        kept: the same number every round, without the check's cost in every agent's round."""
+        rule = self.eta if self.eta is not None else self.step_rule()
+        if rule is None:
+            return math.inf
+        if self._constant_eta is not None and self._constant_eta[0] is rule:
+            return self._constant_eta[1]
+        eta = checked_value(rule, t, argument="eta")
+        if isinstance(rule, Constant) or (isinstance(rule, SmoothStep) and math.isinf(rule.epsilon)):
+            self._constant_eta = (rule, eta)
+        return eta
 
     def inverse_step(self, eta: float, rho: float) -> float | np.ndarray:
         """1/eta in Eq. (9); for eta = inf (L_p = 0) it is 0 on shared coordinates, whose step the penalty rho
@@ -189,8 +204,7 @@ class ADMMAgent(AgentProgram):
         rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
         if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
             self.lam = np.asarray(message["lam"], dtype=float)
-        rule = self.eta if self.eta is not None else self.step_rule()
-        eta = math.inf if rule is None else checked_value(rule, t, argument="eta")
+        eta = self.step_size(t)
         z = self.z
         total = np.zeros(self.layout.dim)
         noise = 0.0

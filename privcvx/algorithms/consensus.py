@@ -115,17 +115,33 @@ class ConsensusDuals:
 
     def average(self, released: list[np.ndarray], rho: float | np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
         """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0)."""
+        if self.full:  # every copy is all of w: the rows added in agent order from 0, as bincount adds them
+            total = np.zeros(self.dim)
+            for term in self._by_agent(self.stacked(released)) - self._by_agent(self.flat) / rho:
+                total += term
+            return total / multiplicity
         terms = self.stacked(released) - self.flat / self.copies(rho)
         return np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity
 
+    def _by_agent(self, stacked: np.ndarray) -> np.ndarray:
+        """A stacked vector as one row per agent (a view; every agent holds all of w)."""
+        return stacked.reshape(len(self.sizes), self.dim)
+
+    def _repeated(self, term: float) -> float:
+        """sum_p term over the agents, added in agent order from 0 (the sum `_totals` forms when the terms are
+        alike)."""
+        total = 0.0
+        for _ in self.sizes:
+            total += term
+        return total
+
     def _totals(self, *values: np.ndarray) -> list[float]:
         """sum_p ||values_p||^2 over the agents' slices, for each of ``values``: each agent's term a pairwise sum,
-        added in agent order from 0. Equal slices: one reduce over the rows of all of them (a row's reduce is the
-        1-d pairwise sum of that row, bitwise)."""
+        added in agent order from 0. Equal slices: one reduce over the rows of each value's squares (a row's reduce
+        is the 1-d pairwise sum of that row, bitwise; the values are not stacked first: a copy of them all, 150 kB
+        on digits, cost more in a round than the reduces)."""
         if self._rows is not None:
-            squares = np.concatenate(values).reshape(len(values), self._rows, -1)
-            squares *= squares
-            rows = np.add.reduce(squares, axis=2).tolist()
+            rows = [np.add.reduce((value * value).reshape(self._rows, -1), axis=1).tolist() for value in values]
         else:
             rows = [[float(part.sum()) for part in self._split(value * value)] for value in values]
         totals = []
@@ -147,18 +163,27 @@ class ConsensusDuals:
         scales are max(||A w||, ||z||) and ||lambda|| (all duals stacked).
         """
         stacked = self.stacked(released)
-        copies = w[self.index]
-        gap = copies - stacked
-        rho_copies = self.copies(rho)
-        self.flat = self.flat + rho_copies * (gap if used is None else np.concatenate(used) - stacked)
+        if self.full:  # every copy is all of w: w and rho broadcast over the agents' rows (the gathers' numbers)
+            gap = (w - self._by_agent(stacked)).reshape(-1)
+            step = gap if used is None else np.concatenate(used) - stacked
+            self.flat = self.flat + (rho * self._by_agent(step)).reshape(-1)
+        else:
+            copies = w[self.index]
+            gap = copies - stacked
+            self.flat = self.flat + self.copies(rho) * (gap if used is None else np.concatenate(used) - stacked)
         self.lam = self._split(self.flat)
         self._released = (released, stacked)
         if not residuals:
             return {}
-        change = (w - w_previous)[self.index]
+        change = w - w_previous
         if np.ndim(rho):
-            change = rho_copies * change
-        change_sq, gap_sq, stacked_sq, copies_sq, flat_sq = self._totals(change, gap, stacked, copies, self.flat)
+            change = rho * change
+        if self.full:  # the copies of w and of its change are alike: each agent's sum once, added once per agent
+            gap_sq, stacked_sq, flat_sq = self._totals(gap, stacked, self.flat)
+            change_sq, copies_sq = (self._repeated(float(np.add.reduce(value * value))) for value in (change, w))
+        else:
+            change_sq, gap_sq, stacked_sq, copies_sq, flat_sq = self._totals(change[self.index], gap, stacked,
+                                                                             copies, self.flat)
         dual = math.sqrt(change_sq)
         return {"primal_residual": math.sqrt(gap_sq),
                 "dual_residual": dual if np.ndim(rho) else rho * dual,
