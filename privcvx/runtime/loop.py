@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import math
 import os
 import time
@@ -250,8 +251,9 @@ class Run:
         self.logs: tuple[checkpoints.Log, checkpoints.Log] | None = None  # the checkpoint's transcript and history
         self.committer: checkpoints.Committer | None = None
         self.events: list[tuple[int, Any, int, str | None]] = []  # ledger entries not yet in the history log
-        self.mechanisms: dict[Any, int] = {}  # the history log's mechanisms, each written once, by index
+        self.mechanisms: dict[tuple, int] = {}  # the history log's mechanisms (by signature), written once, by index
         self.committed: int | None = None  # the next round of the checkpoint's last state file
+        self.header = ""  # the checkpoint's header, as JSON text
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
@@ -376,9 +378,11 @@ class Run:
 
     # ---- checkpoints --------------------------------------------------------------------------------
     def begin_checkpoint(self, path: str | os.PathLike, resume: str | os.PathLike | None,
-                         saved: SavedRun | None) -> None:
+                         saved: SavedRun | None, header: dict[str, Any]) -> None:
         """Open the checkpoint's logs: resuming into the same file, cut them to the committed round; else start
-        them, with the records of the resumed run (if any). Temporary files of a killed write are removed."""
+        them, with the records of the resumed run (if any). Temporary files of a killed write are removed.
+        ``header``: the run's fingerprint, which every round's state file holds (as JSON text, written once)."""
+        self.header = json.dumps(header)
         checkpoints.refuse_special(path, "checkpoint")
         checkpoints.remove_temporaries(path)
         same = resume is not None and os.path.abspath(resume) == os.path.abspath(path)
@@ -413,16 +417,16 @@ class Run:
         self.logs[0].append([encode_messages(sent)])
         new, events = [], []
         for i, mechanism, count, nominal in self.events:
-            index = self.mechanisms.get(mechanism)
+            signature = mechanism.signature()  # what mechanisms compare and hash by, computed once
+            index = self.mechanisms.get(signature)
             if index is None:
-                index = self.mechanisms[mechanism] = len(self.mechanisms)
+                index = self.mechanisms[signature] = len(self.mechanisms)
                 new.append(mechanism.to_dict())
             events.append([i, index, count, nominal])
         self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "mechanisms": new, "events": events})])
         self.events = []
 
-    def commit(self, backend: Any, path: str | os.PathLike, header: dict[str, Any], t: int,
-               sent: list[Message], elapsed: float) -> None:
+    def commit(self, backend: Any, path: str | os.PathLike, t: int, sent: list[Message], elapsed: float) -> None:
         """Checkpoint round ``t``: the logs' new records, the hosts' shards (of factory-built agents), then the
         state file, whose rename commits the round (`checkpoints.Committer`: flushed and renamed in the background
         while the next rounds run). With shards, each round waits for the previous round's commit, so that shards
@@ -435,7 +439,7 @@ class Run:
         self.log(t, self.rows[-1], sent)
         agents = backend.call("write_shards", t + 1, self.committed) if self.problem.data_local \
             else backend.call("states")
-        data = checkpoints.encode_state(header, {
+        data = checkpoints.encode_state(self.header, {
             "next_round": t + 1, "elapsed": elapsed, "agents": agents,
             "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
             "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
@@ -458,7 +462,7 @@ class Run:
                     self.ledgers[i].record(mechanisms[index], count, nominal=nominal)
                 if entry["row"] is not None:
                     self.rows.append(dict(entry["row"]))
-            self.mechanisms = {mechanism: index for index, mechanism in enumerate(mechanisms)}
+            self.mechanisms = {mechanism.signature(): index for index, mechanism in enumerate(mechanisms)}
             if len(self.rows) != saved.next_round - 1:
                 raise ValueError(f"{len(self.rows)} history rows for a checkpoint of round {saved.next_round - 1}")
             if self.coordinator is not None:
@@ -621,7 +625,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
         if saved is not None:
             start_round, elapsed = run_.load(hosts, saved)
         if checkpoint is not None:
-            run_.begin_checkpoint(checkpoint, resume, saved)
+            run_.begin_checkpoint(checkpoint, resume, saved, header)
         if saved is None:
             run_.start(hosts)
         if reference:
@@ -639,7 +643,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
                 if bar is not None:
                     bar.update(1)
                 if checkpoint is not None:
-                    run_.commit(hosts, checkpoint, header, t, sent, elapsed)
+                    run_.commit(hosts, checkpoint, t, sent, elapsed)
                 if callback is not None and callback(row) is False:
                     reason = "callback"
                 if reason is not None:
