@@ -179,8 +179,10 @@ def _remove_regular(path: str) -> None:
 class Log:
     """An append-only file of length-prefixed records with a running SHA-256 chain c_k = H(c_{k-1} || record_k).
 
-    It stays open for the run (opened once, never following a symlink); `append` writes, `sync` flushes to disk.
-    ``position`` (the size and the chain) goes into the state file; `read_log` checks a file against it.
+    It stays open for the run (opened once, never following a symlink). `append` keeps a round's records in memory
+    and `sync` writes them and flushes them to disk: the background commit (`Committer`) calls it, so that the run's
+    thread never waits for a write into a file being flushed. ``position`` (the size and the chain, of every
+    record appended) goes into the state file; `read_log` checks a file against it.
     """
 
     def __init__(self, path: str | os.PathLike, position: tuple[int, str] | None = None) -> None:
@@ -192,26 +194,39 @@ class Log:
             os.close(self.descriptor)
             raise
         self.size, self.chain = (0, _GENESIS) if position is None else (position[0], bytes.fromhex(position[1]))
+        self._unwritten: list[bytes] = []  # appended, for `write`
+        self._lock = threading.Lock()  # `append` (the run's thread) against `write` (the commit's)
 
     def append(self, records: Iterable[bytes]) -> None:
-        """Append records (a round's); `sync` flushes them to disk."""
+        """Append records (a round's): in memory until `write` or `sync`."""
         parts = []
         for record in records:
             self.chain = hashlib.sha256(self.chain + record).digest()
             parts += [_LENGTH.pack(len(record)), record]
         data = b"".join(parts)
+        with self._lock:
+            self._unwritten.append(data)
+        self.size += len(data)
+
+    def write(self) -> None:
+        """Write the records appended so far to the file (not flushed to disk)."""
+        with self._lock:
+            data, self._unwritten = memoryview(b"".join(self._unwritten)), []
         written = 0
         while written < len(data):
             written += os.write(self.descriptor, data[written:])
-        self.size += len(data)
 
     def sync(self) -> None:
-        """Flush the records appended so far to disk."""
+        """Write the records appended so far, and flush them to disk."""
+        self.write()
         os.fsync(self.descriptor)
 
     def close(self) -> None:
-        """Close the file (the records stay)."""
-        os.close(self.descriptor)
+        """Write the records appended so far, and close the file."""
+        try:
+            self.write()
+        finally:
+            os.close(self.descriptor)
 
     @property
     def position(self) -> list[Any]:
@@ -546,7 +561,8 @@ class Committer:
     """Commits a checkpoint's rounds in a background thread, so that the disk's flushes overlap the next rounds.
 
     A round's commit (`submit`): the state file is written to a temporary file (here, to the page cache); the
-    thread then flushes the logs' records and that file to disk (``os.fsync``) and renames it over the state file.
+    thread then writes the logs' new records (`Log.sync`), flushes them and that file to disk (``os.fsync``) and
+    renames it over the state file.
     The rename is the commit point, so a state file on disk never names log records that are not (the logs only
     grow, so a later round's records do not change an earlier round's). The thread commits one round at a time.
 
