@@ -4,7 +4,9 @@ A checkpoint at ``path`` is three files, each written so that a kill at any mome
 
 * ``path``: the *state file*, a small ``.npz`` archive of the round (`write_state`): a header (the format and
   library versions and a fingerprint of the run, `fingerprint`), the run's state as UTF-8 JSON, its arrays
-  beside it, and a SHA-256 digest over all of them. It holds no history: its size does not grow with the rounds.
+  beside it, and a SHA-256 digest over all of them. Values of one structure (every agent's state, the monitor's
+  releases, the undelivered messages) are stored as a table, one stacked array or JSON list per field
+  (`_Encoder`). It holds no history: its size does not grow with the rounds.
   It is written to a temporary file and renamed: that rename is the *commit point* of the round. Owner-only: it
   holds the agents' noise states and iterates, so it is as secret as their data.
 * ``path + ".transcript"``: every message of the run, and ``path + ".log"``: every history row and every
