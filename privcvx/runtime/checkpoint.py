@@ -562,24 +562,23 @@ def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str
 class Committer:
     """Commits a checkpoint's rounds in a background thread, so that the disk's flushes overlap the next rounds.
 
-    A round's commit (`submit`): the state file is written to a temporary file (here, to the page cache); the
-    thread then writes the logs' new records (`Log.sync`), flushes them and that file to disk (``os.fsync``) and
-    renames it over the state file.
+    A round's commit (`submit`): the thread writes the state file's bytes to a temporary file and the logs' new
+    records (`Log.sync`), flushes them and that file to disk (``os.fsync``) and renames it over the state file.
     The rename is the commit point, so a state file on disk never names log records that are not (the logs only
     grow, so a later round's records do not change an earlier round's). The thread commits one round at a time.
 
     ``coalesce=False``: `submit` first waits for the round in flight, so every round is committed in turn (per-host
     shards need this: a host deletes a shard once the state file naming a newer one is on disk). ``coalesce=True``:
-    `submit` never waits; a round submitted while another is in flight replaces any round still waiting, whose
-    temporary file is discarded, so when the disk is slower than the rounds, the state file on disk lags by a round
-    or two instead of the run waiting for it. `wait` returns when every submitted round is committed or replaced,
-    and raises the thread's first failure.
+    `submit` never waits; a round submitted while another is in flight replaces any round still waiting (whose
+    state file is never written; its log records are written with the next round's), so when the disk is slower
+    than the rounds, the state file on disk lags by a round or two instead of the run waiting for it. `wait`
+    returns when every submitted round is committed or replaced, and raises the thread's first failure.
     """
 
     def __init__(self, *, coalesce: bool) -> None:
         self.coalesce = coalesce
         self._condition = threading.Condition()
-        self._waiting: tuple[list[Log], int, str, str | os.PathLike] | None = None  # the next round to commit
+        self._waiting: tuple[list[Log], bytes, str | os.PathLike] | None = None  # the next round to commit
         self._busy = False
         self._closed = False
         self._error: BaseException | None = None
@@ -590,12 +589,9 @@ class Committer:
         """Commit the state file's bytes ``data`` at ``path``, after flushing ``logs``, in the background."""
         if not self.coalesce:
             self.wait()
-        descriptor, temporary = write_temporary(path, data, "checkpoint")
         with self._condition:
-            replaced, self._waiting = self._waiting, (list(logs), descriptor, temporary, path)
+            self._waiting = (list(logs), data, path)
             self._condition.notify_all()
-        if replaced is not None:
-            _discard(replaced[1], replaced[2])
         self._raise()
 
     def wait(self) -> None:
@@ -628,9 +624,10 @@ class Committer:
                     self._condition.wait()
                 if self._waiting is None:
                     return
-                (logs, descriptor, temporary, path), self._waiting, self._busy = self._waiting, None, True
+                (logs, data, path), self._waiting, self._busy = self._waiting, None, True
             error = None
             try:
+                descriptor, temporary = write_temporary(path, data, "checkpoint")
                 for log in logs:
                     log.sync()
                 replace_temporary(descriptor, temporary, path)

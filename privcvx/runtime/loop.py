@@ -434,11 +434,11 @@ class Run:
         commit finds the disk still busy replaces the round waiting for it (the file on disk lags by a round or
         two, never by more than the disk's delay)."""
         assert self.logs is not None and self.committer is not None
-        if self.problem.data_local:
+        shards = not self.committer.coalesce  # factory-built agents (`begin_checkpoint`)
+        if shards:
             self.committer.wait()  # the state file of self.committed is on disk
         self.log(t, self.rows[-1], sent)
-        agents = backend.call("write_shards", t + 1, self.committed) if self.problem.data_local \
-            else backend.call("states")
+        agents = backend.call("write_shards", t + 1, self.committed) if shards else backend.call("states")
         data = checkpoints.encode_state(self.header, {
             "next_round": t + 1, "elapsed": elapsed, "agents": agents,
             "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
