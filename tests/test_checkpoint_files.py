@@ -234,8 +234,11 @@ def test_a_header_that_is_not_an_object_is_refused(checkpoint, header):
 
 
 @pytest.mark.parametrize("change", [{"next_round": 10**9}, {"next_round": 0}, {"next_round": True},
-                                    {"agents": "x"}, {"monitor": [1]}, {"logs": {}}],
-                         ids=["far-future", "zero", "bool", "agents", "monitor", "logs"])
+                                    {"agents": "x"}, {"monitor": [1]}, {"logs": {}},
+                                    {"router": {"receivers": ["agent-0"], "sent": [999]}},
+                                    {"router": {"receivers": ["agent-0"], "sent": [-1]}}],
+                         ids=["far-future", "zero", "bool", "agents", "monitor", "logs", "router-index",
+                              "router-negative-index"])
 def test_a_forged_state_is_refused(checkpoint, change):
     state = _state(checkpoint)
     state.update(change)

@@ -442,11 +442,30 @@ class Run:
         data = checkpoints.encode_state(self.header, {
             "next_round": t + 1, "elapsed": elapsed, "agents": agents,
             "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
-            "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
+            "monitor": self.monitor.state_dict(), "router": self._router_state(sent),
             "ergodic": self.ergodic.state_dict(), "divergence": self.divergence.state_dict(),
             "logs": {"transcript": self.logs[0].position, "history": self.logs[1].position}})
         self.committer.submit(self.logs, path, data)
         self.committed = t + 1
+
+    def _router_state(self, sent: list[Message]) -> dict[str, Any]:
+        """The router's undelivered messages for the state file; those sent in the round (all of them, in a
+        synchronous method) by their index in the round's transcript record (``"sent"``), not again."""
+        state = self.router.state_dict()
+        index = {id(message): i for i, message in enumerate(sent)}
+        sent_as = [index.get(id(message)) for message in state["messages"]]
+        return state if None in sent_as else {"receivers": state["receivers"], "sent": sent_as}
+
+    @staticmethod
+    def _router_loaded(state: dict[str, Any], saved: SavedRun) -> dict[str, Any]:
+        """The inverse of `_router_state` (untrusted: an index out of the last record raises)."""
+        if "sent" not in state:
+            return state
+        sent = checkpoints.read_messages(saved.transcript[-1])
+        indices = [integer_field(i) for i in state["sent"]]
+        if not all(0 <= i < len(sent) for i in indices):
+            raise ValueError("the router names a message its round did not send")
+        return {"receivers": state["receivers"], "messages": [sent[i] for i in indices]}
 
     def load(self, backend: Any, saved: SavedRun) -> tuple[int, float]:
         """Restore a checkpointed run; return the next round and the elapsed time."""
@@ -470,7 +489,7 @@ class Run:
             self.monitor.load_state_dict(state["monitor"])
             self.ergodic.load_state_dict(state["ergodic"])
             self.divergence.load_state_dict(state["divergence"])
-            self.router.load_state_dict(state["router"])
+            self.router.load_state_dict(self._router_loaded(state["router"], saved))
             elapsed = float(state["elapsed"])
         except CheckpointError:
             raise
