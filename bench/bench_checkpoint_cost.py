@@ -12,7 +12,9 @@ stamps); the checkpointed runs also report the checkpoint's own cost per round: 
 ``Run.commit`` (the logs' records, the state's encoding, and the wait for the previous round's commit, whose
 writes, flushes and rename run in a background thread), as the mean over rounds 1-11 (about round 6) and over the
 last 11 rounds (about round 600), the CPU time per round of ``Run.commit`` on the run's thread and of the commit
-thread (``time.thread_time``), and the size of the files at the end. Both runs include the accounting's own cost per
+thread (``time.thread_time``), and the size of the files at the end. Per round, both runs also report the run's
+thread's CPU time, the process's system time and its voluntary context switches (``getrusage``: the commit
+thread's waits for the disk and the two threads' hand-offs of the GIL). Both runs include the accounting's own cost per
 round. A checkpoint flushes three files to disk each round (the two logs' new records, then the state file:
 ``os.fsync``), whose cost depends on the disk; ``--no-fsync`` replaces ``os.fsync`` by a no-op in this process to
 show the rest (what a process kill needs: the page cache survives it; a power loss needs the flushes).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 import warnings
@@ -59,15 +62,19 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            start, cpu = time.perf_counter(), time.process_time()
+            start, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+            usage = resource.getrusage(resource.RUSAGE_SELF)
             problem.solve(DPDistributedGradient(epsilon=1.0, q=0.9), pc.Topology.ring(), rounds=rounds, seed=1,
                           diagnostics=False, checkpoint=checkpoint,
                           callback=lambda row: stamps.append(time.perf_counter()))
-            total, cpu = time.perf_counter() - start, time.process_time() - cpu
+            total, cpu, main = time.perf_counter() - start, time.process_time() - cpu, time.thread_time() - main
+            after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
         loop.Run.commit, checkpoints.Committer._work = commit, work
     per_round = np.diff([start, *stamps]) * 1e3
-    out = {"total_s": total, "cpu_s": cpu, "first_ms": float(per_round[:100].mean()),
+    out = {"total_s": total, "cpu_s": cpu, "main_cpu_ms": main / rounds * 1e3,
+           "system_ms": (after.ru_stime - usage.ru_stime) / rounds * 1e3,
+           "switches": (after.ru_nvcsw - usage.ru_nvcsw) / rounds, "first_ms": float(per_round[:100].mean()),
            "last_ms": float(per_round[-100:].mean())}
     if commits:
         out.update(commit_first_ms=float(np.mean(commits[:11])) * 1e3,
@@ -116,6 +123,9 @@ def main() -> None:
     print(f"CPU time of the checkpoint per round: {saved_median['commit_cpu_ms']:.2f} ms on the run's thread "
           f"(Run.commit), {saved_median['background_cpu_ms']:.2f} ms on the commit thread; the round without a "
           f"checkpoint: {median['no checkpoint']['cpu_s'] / args.rounds * 1e3:.2f} ms of CPU time")
+    for label, r in median.items():
+        print(f"{label}: the run's thread {r['main_cpu_ms']:.2f} ms of CPU time per round, the process "
+              f"{r['system_ms']:.2f} ms of system time and {r['switches']:.1f} voluntary context switches per round")
 
 
 if __name__ == "__main__":
