@@ -29,14 +29,12 @@ import errno
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import stat
 import struct
 import tempfile
 import threading
-import time
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -577,10 +575,6 @@ class Committer:
     returns when every submitted round is committed or replaced, and raises the thread's first failure.
     """
 
-    #: With ``coalesce``, the least time between the starts of two commits, in seconds: each commit's writes,
-    #: flushes and rename take the GIL about ten times, each a hand-off with the run's thread.
-    INTERVAL = 0.02
-
     def __init__(self, *, coalesce: bool) -> None:
         self.coalesce = coalesce
         self._condition = threading.Condition()
@@ -624,17 +618,14 @@ class Committer:
             raise error
 
     def _work(self) -> None:
-        started = -math.inf
         while True:
-            if self.coalesce:  # group commit: at most one commit per INTERVAL (rounds between are replaced)
-                time.sleep(max(0.0, started + self.INTERVAL - time.monotonic()))
             with self._condition:
                 while self._waiting is None and not self._closed:
                     self._condition.wait()
                 if self._waiting is None:
                     return
                 (logs, data, path), self._waiting, self._busy = self._waiting, None, True
-            started, error = time.monotonic(), None
+            error = None
             try:
                 descriptor, temporary = write_temporary(path, data, "checkpoint")
                 for log in logs:
