@@ -10,8 +10,11 @@ its total time, its CPU time (``time.process_time``: every thread of the process
 load than the wall time), and the mean ms per round over its first and last 100 rounds (from a callback's time
 stamps); the checkpointed runs also report the checkpoint's own cost per round: the time the run loop spends in
 ``Run.commit`` (the logs' records, the state's encoding, and the wait for the previous round's commit, whose
-flushes and rename run in a background thread), as the mean over rounds 1-11 (about round 6) and over the last 11
-rounds (about round 600), and the size of the files at the end. Both runs include the accounting's own cost per
+writes, flushes and rename run in a background thread), as the mean over rounds 1-11 (about round 6) and over the
+last 11 rounds (about round 600), the CPU time per round of ``Run.commit`` on the run's thread and of the commit
+thread (``time.thread_time``), and the size of the files at the end. Per round, both runs also report the run's
+thread's CPU time, the process's system time and its voluntary context switches (``getrusage``: the commit
+thread's waits for the disk and the two threads' hand-offs of the GIL). Both runs include the accounting's own cost per
 round. A checkpoint flushes three files to disk each round (the two logs' new records, then the state file:
 ``os.fsync``), whose cost depends on the disk; ``--no-fsync`` replaces ``os.fsync`` by a no-op in this process to
 show the rest (what a process kill needs: the page cache survives it; a power loss needs the flushes).
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 import warnings
@@ -32,36 +36,51 @@ import numpy as np
 def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     import privcvx as pc
     from privcvx.algorithms import DPDistributedGradient
+    from privcvx.runtime import checkpoint as checkpoints
     from privcvx.runtime import loop
     from problems.rendezvous import rendezvous
 
     problem = rendezvous(np.random.default_rng(3).uniform(-1, 1, (agents, 2)), meeting=(-1.0, 0.2))
     stamps: list[float] = []
     commits: list[float] = []
-    commit = loop.Run.commit
+    cpu_times = {"commit": 0.0, "background": 0.0}
+    commit, work = loop.Run.commit, checkpoints.Committer._work
 
     def timed(*args: object, **kwargs: object) -> None:
-        begin = time.perf_counter()
+        begin, begin_cpu = time.perf_counter(), time.thread_time()
         commit(*args, **kwargs)
         commits.append(time.perf_counter() - begin)
+        cpu_times["commit"] += time.thread_time() - begin_cpu
 
-    loop.Run.commit = timed
+    def background(committer: object) -> None:  # the commit thread's CPU time, at its end
+        try:
+            work(committer)
+        finally:
+            cpu_times["background"] += time.thread_time()
+
+    loop.Run.commit, checkpoints.Committer._work = timed, background
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            start, cpu = time.perf_counter(), time.process_time()
+            start, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+            usage = resource.getrusage(resource.RUSAGE_SELF)
             problem.solve(DPDistributedGradient(epsilon=1.0, q=0.9), pc.Topology.ring(), rounds=rounds, seed=1,
                           diagnostics=False, checkpoint=checkpoint,
                           callback=lambda row: stamps.append(time.perf_counter()))
-            total, cpu = time.perf_counter() - start, time.process_time() - cpu
+            total, cpu, main = time.perf_counter() - start, time.process_time() - cpu, time.thread_time() - main
+            after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
-        loop.Run.commit = commit
+        loop.Run.commit, checkpoints.Committer._work = commit, work
     per_round = np.diff([start, *stamps]) * 1e3
-    out = {"total_s": total, "cpu_s": cpu, "first_ms": float(per_round[:100].mean()),
+    out = {"total_s": total, "cpu_s": cpu, "main_cpu_ms": main / rounds * 1e3,
+           "system_ms": (after.ru_stime - usage.ru_stime) / rounds * 1e3,
+           "switches": (after.ru_nvcsw - usage.ru_nvcsw) / rounds, "first_ms": float(per_round[:100].mean()),
            "last_ms": float(per_round[-100:].mean())}
     if commits:
         out.update(commit_first_ms=float(np.mean(commits[:11])) * 1e3,
-                   commit_last_ms=float(np.mean(commits[-11:])) * 1e3)
+                   commit_last_ms=float(np.mean(commits[-11:])) * 1e3,
+                   commit_cpu_ms=cpu_times["commit"] / len(commits) * 1e3,
+                   background_cpu_ms=cpu_times["background"] / len(commits) * 1e3)
     return out
 
 
@@ -100,6 +119,13 @@ def main() -> None:
           f"{median['checkpoint every round']['cpu_s'] / median['no checkpoint']['cpu_s']:.2f}x; checkpoint files at "
           "the end: "
           + ", ".join(f"{name} {size / 1e3:.0f} kB" for name, size in sorted(sizes.items())))
+    saved_median = median["checkpoint every round"]
+    print(f"CPU time of the checkpoint per round: {saved_median['commit_cpu_ms']:.2f} ms on the run's thread "
+          f"(Run.commit), {saved_median['background_cpu_ms']:.2f} ms on the commit thread; the round without a "
+          f"checkpoint: {median['no checkpoint']['cpu_s'] / args.rounds * 1e3:.2f} ms of CPU time")
+    for label, r in median.items():
+        print(f"{label}: the run's thread {r['main_cpu_ms']:.2f} ms of CPU time per round, the process "
+              f"{r['system_ms']:.2f} ms of system time and {r['switches']:.1f} voluntary context switches per round")
 
 
 if __name__ == "__main__":

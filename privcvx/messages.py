@@ -364,10 +364,14 @@ class Router:
         inbox, self.inboxes[name] = self.inboxes[name], []
         return inbox
 
-    def state_dict(self) -> dict[str, list[Message]]:
-        """The undelivered messages, per receiver."""
-        return {name: list(inbox) for name, inbox in self.inboxes.items()}
+    def state_dict(self) -> dict[str, list[Any]]:
+        """The undelivered messages, each with its receiver, in one list (a checkpoint stores messages of one
+        payload structure as one table, whatever the receivers' inboxes hold)."""
+        return {"receivers": [name for name, inbox in self.inboxes.items() for _ in inbox],
+                "messages": [message for inbox in self.inboxes.values() for message in inbox]}
 
-    def load_state_dict(self, state: dict[str, list[Message]]) -> None:
-        """Restore the undelivered messages."""
-        self.inboxes = {name: list(inbox) for name, inbox in state.items()}
+    def load_state_dict(self, state: dict[str, list[Any]]) -> None:
+        """Restore the undelivered messages (a receiver that is not an agent nor the server raises KeyError)."""
+        self.inboxes = {name: [] for name in self.inboxes}
+        for name, message in zip(state["receivers"], state["messages"], strict=True):
+            self.inboxes[name].append(message)

@@ -234,8 +234,11 @@ def test_a_header_that_is_not_an_object_is_refused(checkpoint, header):
 
 
 @pytest.mark.parametrize("change", [{"next_round": 10**9}, {"next_round": 0}, {"next_round": True},
-                                    {"agents": "x"}, {"monitor": [1]}, {"logs": {}}],
-                         ids=["far-future", "zero", "bool", "agents", "monitor", "logs"])
+                                    {"agents": "x"}, {"monitor": [1]}, {"logs": {}},
+                                    {"router": {"receivers": ["agent-0"], "sent": [999]}},
+                                    {"router": {"receivers": ["agent-0"], "sent": [-1]}}],
+                         ids=["far-future", "zero", "bool", "agents", "monitor", "logs", "router-index",
+                              "router-negative-index"])
 def test_a_forged_state_is_refused(checkpoint, change):
     state = _state(checkpoint)
     state.update(change)
@@ -297,3 +300,81 @@ def test_a_secure_run_refuses_a_checkpoint_before_any_work(tmp_path):
     with pytest.raises(PrivacyError, match="secure noise cannot be checkpointed"):
         _problem().solve(rounds=3, privacy=PRIVACY, checkpoint=tmp_path / "run.ckpt")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- the state's tables (format 4) -------------------------------------------------------------------------
+
+def test_a_state_of_many_agents_is_stored_as_tables_and_read_back_exactly(tmp_path):
+    """Values of one structure (every agent's state, the monitor's releases, undelivered Messages) become a table:
+    one stacked array per array field, one list per other field; reading gives back the same types and bits (0-d
+    arrays stay arrays, tuples become lists as in JSON), and values that differ in structure stay as they are."""
+    from privcvx.messages import Message
+
+    rng = np.random.default_rng(0)
+    state = {
+        "agents": [{"program": {"x": rng.normal(size=3), "rho": np.array(0.5 + p), "k": np.arange(2, dtype=np.int32)},
+                    "noise": {"state": hex(2**100 + p), "count": p, "nan": float("nan")}} for p in range(50)],
+        "latest": {f"agent-{p}": rng.normal(size=(2, 2)) for p in range(50)},
+        "messages": [Message(round=7, sender=f"agent-{p}", receiver=None if p % 2 else "agent-0",
+                             payload={"y": rng.normal(size=2)}) for p in range(50)],
+        "mixed": [rng.normal(size=2), rng.normal(size=3), {"a": 1}, (1, 2), 4.0],
+        "pairs": [(1, "a"), (2, "b"), (3, "c"), (4, "d")],
+        "empty": [{}, {}, {}, {}],
+    }
+    header = {"format": checkpoints.FORMAT_VERSION}
+    data = checkpoints.encode_state(header, state)
+    path = tmp_path / "state.ckpt"
+    path.write_bytes(data)
+    text = json.dumps(json.loads(bytes(_members(path)["__state__"])))
+    assert text.count("\\u0000array") == 7  # x, rho, k, latest, y: stacked; the two arrays of "mixed" as they are
+    back = checkpoints.read_state(path, header)
+
+    def same(a: object, b: object) -> None:
+        if isinstance(a, dict):
+            assert type(b) is dict and list(a) == list(b)
+            for key in a:
+                same(a[key], b[key])
+        elif isinstance(a, list | tuple):
+            assert type(b) is list and len(a) == len(b)
+            for x, y in zip(a, b, strict=True):
+                same(x, y)
+        elif isinstance(a, np.ndarray):
+            assert type(b) is np.ndarray and (a.dtype, a.shape) == (b.dtype, b.shape) and a.tobytes() == b.tobytes()
+            assert b.flags.writeable
+        elif isinstance(a, Message):
+            assert type(b) is Message and (a.round, a.phase, a.sender, a.receiver) == (b.round, b.phase, b.sender,
+                                                                                      b.receiver)
+            same(dict(a.payload), dict(b.payload))
+        else:
+            assert type(a) is type(b) and (a == b or a != a and b != b)
+
+    same(state, back)
+    back["agents"][0]["program"]["x"][:] = 0.0  # a row of a stacked array is its own value
+    assert np.array_equal(back["agents"][1]["program"]["x"], state["agents"][1]["program"]["x"])
+
+
+TABLE = "\0table"
+
+
+@pytest.mark.parametrize("table", [
+    [10**9, ["d", []]],  # a billion empty dicts from a few bytes
+    [10**6, ["l", [["d", []], ["d", []]]]],
+    [3, ["v", [1, 2]]],  # a column shorter than the rows
+    [2, ["a", {"\0array": ["<f8", [3, 2]]}]],  # an array column of three rows for two
+    [2, ["x", [1, 2]]],  # no such column
+    [["a", 7], ["v", [1, 2]]],  # a key that is not a string
+], ids=["billion-rows", "million-rows-of-pairs", "short-column", "array-rows", "unknown-column", "number-key"])
+def test_a_forged_table_is_refused_fast(checkpoint, table):
+    state = _state(checkpoint)
+    state["monitor"] = {TABLE: table}
+    _forged(checkpoint, __state__=_text(state))
+    _refused_fast(lambda: _solve(resume=checkpoint), match="damaged")
+
+
+def test_a_checkpoint_of_an_older_format_is_refused_naming_its_format(checkpoint):
+    header = json.loads(bytes(_members(checkpoint)["__header__"]))
+    header["format"] = checkpoints.FORMAT_VERSION - 1
+    _forged(checkpoint, __header__=_text(header))
+    _refused_fast(lambda: _solve(resume=checkpoint),
+                  match=f"checkpoint of format {checkpoints.FORMAT_VERSION - 1}; this privcvx reads format "
+                        f"{checkpoints.FORMAT_VERSION} only")

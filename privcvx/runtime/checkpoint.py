@@ -4,7 +4,9 @@ A checkpoint at ``path`` is three files, each written so that a kill at any mome
 
 * ``path``: the *state file*, a small ``.npz`` archive of the round (`write_state`): a header (the format and
   library versions and a fingerprint of the run, `fingerprint`), the run's state as UTF-8 JSON, its arrays
-  beside it, and a SHA-256 digest over all of them. It holds no history: its size does not grow with the rounds.
+  beside it, and a SHA-256 digest over all of them. Values of one structure (every agent's state, the monitor's
+  releases, the undelivered messages) are stored as a table, one stacked array or JSON list per field
+  (`_Encoder`). It holds no history: its size does not grow with the rounds.
   It is written to a temporary file and renamed: that rename is the *commit point* of the round. Owner-only: it
   holds the agents' noise states and iterates, so it is as secret as their data.
 * ``path + ".transcript"``: every message of the run, and ``path + ".log"``: every history row and every
@@ -54,7 +56,7 @@ from privcvx.messages import (
 from privcvx.problem import AgentSpec, data_leaves
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 #: The largest ``.npy`` header read (numpy's own default limit).
 MAX_NPY_HEADER = 10_000
@@ -62,6 +64,7 @@ MAX_NPY_HEADER = 10_000
 _LENGTH = struct.Struct("<Q")
 _MEMBERS = {"__header__.npy", "__state__.npy", "__arrays__.npy", "__digest__.npy"}
 _GENESIS = b"\0" * 32
+_NPY_MAGIC = b"\x93NUMPY\x01\x00"
 
 
 # ---- files that may be hostile ----------------------------------------------------------------------------
@@ -178,8 +181,10 @@ def _remove_regular(path: str) -> None:
 class Log:
     """An append-only file of length-prefixed records with a running SHA-256 chain c_k = H(c_{k-1} || record_k).
 
-    It stays open for the run (opened once, never following a symlink); `append` writes, `sync` flushes to disk.
-    ``position`` (the size and the chain) goes into the state file; `read_log` checks a file against it.
+    It stays open for the run (opened once, never following a symlink). `append` keeps a round's records in memory
+    and `sync` writes them and flushes them to disk: the background commit (`Committer`) calls it, so that the run's
+    thread never waits for a write into a file being flushed. ``position`` (the size and the chain, of every
+    record appended) goes into the state file; `read_log` checks a file against it.
     """
 
     def __init__(self, path: str | os.PathLike, position: tuple[int, str] | None = None) -> None:
@@ -191,26 +196,39 @@ class Log:
             os.close(self.descriptor)
             raise
         self.size, self.chain = (0, _GENESIS) if position is None else (position[0], bytes.fromhex(position[1]))
+        self._unwritten: list[bytes] = []  # appended, for `write`
+        self._lock = threading.Lock()  # `append` (the run's thread) against `write` (the commit's)
 
     def append(self, records: Iterable[bytes]) -> None:
-        """Append records (a round's); `sync` flushes them to disk."""
+        """Append records (a round's): in memory until `write` or `sync`."""
         parts = []
         for record in records:
             self.chain = hashlib.sha256(self.chain + record).digest()
             parts += [_LENGTH.pack(len(record)), record]
         data = b"".join(parts)
+        with self._lock:
+            self._unwritten.append(data)
+        self.size += len(data)
+
+    def write(self) -> None:
+        """Write the records appended so far to the file (not flushed to disk)."""
+        with self._lock:
+            data, self._unwritten = memoryview(b"".join(self._unwritten)), []
         written = 0
         while written < len(data):
             written += os.write(self.descriptor, data[written:])
-        self.size += len(data)
 
     def sync(self) -> None:
-        """Flush the records appended so far to disk."""
+        """Write the records appended so far, and flush them to disk."""
+        self.write()
         os.fsync(self.descriptor)
 
     def close(self) -> None:
-        """Close the file (the records stay)."""
-        os.close(self.descriptor)
+        """Write the records appended so far, and close the file."""
+        try:
+            self.write()
+        finally:
+            os.close(self.descriptor)
 
     @property
     def position(self) -> list[Any]:
@@ -286,18 +304,51 @@ def read_json_record(record: bytes) -> Any:
 
 # ---- the state file ----------------------------------------------------------------------------------------
 
-#: The keys that mark an array and a Message in a state's JSON; a dict of the state may not use them.
-_ARRAY, _MESSAGE = "\0array", "\0message"
-_RESERVED = frozenset({_ARRAY, _MESSAGE})
+#: The keys that mark an array, a Message and a table in a state's JSON; a dict of the state may not use them.
+_ARRAY, _MESSAGE, _TABLE = "\0array", "\0message", "\0table"
+_RESERVED = frozenset({_ARRAY, _MESSAGE, _TABLE})
 _PLAIN = frozenset({float, int, str, bool, type(None)})  # JSON as they are (a non-finite float as NaN, Infinity)
+_TABLE_ROWS = 4  # the fewest values of a list or dict stored as a table
+_NODES_PER_BYTE = 16  # a table's row may have at most this many nodes per byte it takes in the file (at least)
+
+
+def _structure(value: Any, leaves: list[Any]) -> Any:
+    """The structure of ``value`` (nested dicts, lists and Messages, with their keys; the dtype and shape of its
+    arrays), its leaves appended to ``leaves`` in order: two values of one structure are one row of a table."""
+    kind = type(value)
+    if kind is dict:
+        parts: list[Any] = [dict]
+        for key, item in value.items():  # a leaf here, without a call (a state has hundreds)
+            kind = type(item)
+            if kind is dict or kind is list or kind is tuple or kind is Message:
+                parts.append((key, _structure(item, leaves)))
+            else:
+                leaves.append(item)
+                parts.append((key, (item.dtype, item.shape) if kind is np.ndarray else None))
+        return tuple(parts)
+    if kind is list or kind is tuple:
+        return (list, *[_structure(v, leaves) for v in value])
+    if kind is Message:  # its payload: numpy arrays (Message's constructor)
+        payload = value.payload
+        leaves += (value.round, value.phase, value.sender, value.receiver, *payload.values())
+        return (Message, *[(k, array.dtype, array.shape) for k, array in payload.items()])
+    leaves.append(value)
+    return (value.dtype, value.shape) if kind is np.ndarray else None
 
 
 class _Encoder:
     """Turns nested dicts, lists, arrays, numbers, strings and Messages into JSON, the arrays' bytes laid end to end
-    in one blob, in the order the JSON names them (an array is ``{"\\0array": [dtype, shape]}``)."""
+    in one blob, in the order the JSON names them (an array is ``{"\\0array": [dtype, shape]}``).
+
+    A list or dict of at least `_TABLE_ROWS` values of one structure (`_structure`: every agent's state, the
+    monitor's releases, the undelivered messages) is a *table*, ``{"\\0table": [rows, schema]}``: ``rows`` is the
+    number of values (a list) or their keys (a dict), and ``schema`` their structure with a column per leaf, all
+    rows' arrays stacked into one array, all rows' other values in one JSON list. A state of 50 agents is then a few
+    arrays and lists, not hundreds of small ones."""
 
     def __init__(self) -> None:
         self.arrays: list[np.ndarray] = []
+        self.nodes = self.least_bytes = 0  # of one row of the table being built
 
     def _array(self, value: np.ndarray) -> dict[str, list[Any]]:
         if value.dtype.kind not in ARRAY_KINDS:
@@ -306,23 +357,70 @@ class _Encoder:
         self.arrays.append(value)
         return {_ARRAY: [value.dtype.str, list(value.shape)]}
 
-    def _mapping(self, value: Mapping) -> dict[str, Any]:
-        if not set(map(type, value)) <= {str} and not all(isinstance(k, str) for k in value) \
-                or not _RESERVED.isdisjoint(value):
+    def _keys(self, keys: Iterable[Any]) -> list[str]:
+        keys = list(keys)
+        if not all(type(k) is str for k in keys) or not _RESERVED.isdisjoint(keys):
             raise CheckpointError(f"checkpoint dictionaries need string keys (not {sorted(_RESERVED)}), got "
-                                  f"{list(value)[:5]}", argument="checkpoint")
+                                  f"{keys[:5]}", argument="checkpoint")
+        return keys
+
+    def _mapping(self, value: Mapping) -> dict[str, Any]:
+        self._keys(value)
         return {k: v if type(v) in _PLAIN else self.encode(v) for k, v in value.items()}
 
+    def _table(self, rows: Any, values: list[Any]) -> dict[str, Any] | None:
+        """``values`` as a table (``rows``: their number or keys), or None when they differ in structure, are plain
+        values (JSON stores those as they are), or would make a table the reader refuses (`_Decoder._rows`)."""
+        if len({type(v) for v in values}) != 1 or type(values[0]) in _PLAIN:
+            return None
+        leaves: list[Any] = []
+        first = _structure(values[0], leaves)
+        table = [leaves]
+        for value in values[1:]:
+            leaves = []
+            if _structure(value, leaves) != first:
+                return None
+            table.append(leaves)
+        kept, self.nodes, self.least_bytes = len(self.arrays), 0, 0
+        schema = self._schema(first, iter(list(zip(*table, strict=True))))
+        if self.nodes > _NODES_PER_BYTE * self.least_bytes:  # rows of empty arrays and dicts: not as a table
+            del self.arrays[kept:]
+            return None
+        return {_TABLE: [rows, schema]}
+
+    def _schema(self, structure: Any, columns: Iterator[tuple[Any, ...]]) -> list[Any]:
+        """The schema of a table's rows of ``structure``, taking their leaves' columns in order: ``["v", values]``,
+        ``["a", array]`` (the rows' arrays stacked), ``["d", [[key, schema], ...]]``, ``["l", [schema, ...]]`` or
+        ``["m", round, phase, sender, receiver, [[key, schema], ...]]`` (Messages)."""
+        self.nodes += 1
+        if structure is None:
+            self.least_bytes += 2  # a JSON list's value and its separator
+            return ["v", [v if type(v) in _PLAIN else self.encode(v) for v in next(columns)]]
+        head, *parts = structure
+        if head is dict:
+            keys = self._keys(key for key, _ in parts)
+            return ["d", [[key, self._schema(part, columns)] for key, (_, part) in zip(keys, parts, strict=True)]]
+        if head is list:
+            return ["l", [self._schema(part, columns) for part in parts]]
+        if head is Message:
+            fields = [self._schema(None, columns) for _ in range(4)]
+            return ["m", *fields, [[key, self._schema((kind, shape), columns)] for key, kind, shape in parts]]
+        stacked = np.stack(next(columns))
+        self.least_bytes += stacked.nbytes // len(stacked)
+        return ["a", self._array(stacked)]
+
     def encode(self, value: Any) -> Any:
-        kind = type(value)  # the common types first, by identity (a state has hundreds of values)
+        kind = type(value)  # the common types first, by identity
         if kind in _PLAIN:
             return value
         if kind is np.ndarray:
             return self._array(value)
         if kind is dict:
-            return self._mapping(value)
+            table = self._table(self._keys(value), list(value.values())) if len(value) >= _TABLE_ROWS else None
+            return self._mapping(value) if table is None else table
         if kind is list or kind is tuple:
-            return [v if type(v) in _PLAIN else self.encode(v) for v in value]
+            table = self._table(len(value), list(value)) if len(value) >= _TABLE_ROWS else None
+            return [v if type(v) in _PLAIN else self.encode(v) for v in value] if table is None else table
         if kind is Message:
             return {_MESSAGE: [value.round, value.phase, value.sender, value.receiver,
                                {k: self._array(np.asarray(v)) for k, v in value.payload.items()}]}
@@ -349,16 +447,22 @@ class _Encoder:
 
 class _Decoder:
     """The inverse of `_Encoder` on untrusted input: the arrays must lie end to end in the blob, in the order the
-    JSON names them, and fill it."""
+    JSON names them, and fill it; the tables may build at most `_NODES_PER_BYTE` values per byte of the state (twice
+    that: a table's value may hold a table), so that a small file cannot make a large state."""
 
-    def __init__(self, blob: bytes) -> None:
-        self.blob, self.position = blob, 0
+    def __init__(self, blob: bytes, size: int) -> None:
+        self.blob, self.position = memoryview(blob), 0
+        self.budget = 2 * _NODES_PER_BYTE * size
 
     def _array(self, spec: Any) -> np.ndarray:
         kind, shape = spec
         array = array_from_bytes(self.blob[self.position:], kind, shape)
         self.position += array.nbytes
         return array
+
+    def _message(self, round_: Any, phase: Any, sender: Any, receiver: Any, payload: dict[str, Any]) -> Message:
+        return Message(round=integer_field(round_), sender=text_field(sender), payload=payload,
+                       receiver=None if receiver is None else text_field(receiver), phase=integer_field(phase))
 
     def decode(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -370,10 +474,48 @@ class _Decoder:
                 raise ValueError(f"a marker among other keys: {sorted(value)[:5]}")
             if _ARRAY in value:
                 return self._array(value[_ARRAY])
+            if _TABLE in value:
+                rows, schema = value[_TABLE]
+                if isinstance(rows, list):
+                    return dict(zip(map(text_field, rows), self._rows(schema, len(rows)), strict=True))
+                return self._rows(schema, integer_field(rows))
             round_, phase, sender, receiver, payload = value[_MESSAGE]
-            return Message(round=integer_field(round_), sender=text_field(sender), receiver=receiver,
-                           phase=integer_field(phase), payload={k: self._array(v[_ARRAY]) for k, v in payload.items()})
+            return self._message(round_, phase, sender, receiver,
+                                 {text_field(k): self._array(v[_ARRAY]) for k, v in payload.items()})
         return {k: self.decode(v) for k, v in value.items()}
+
+    def _rows(self, schema: Any, count: int) -> list[Any]:
+        """The ``count`` rows of a table's ``schema`` (`_Encoder._schema`)."""
+        self.budget -= count
+        if count < 0 or self.budget < 0:
+            raise ValueError("a table with more values than its file can hold")
+        kind, *parts = schema
+        if kind == "v":
+            (values,) = parts
+            if not isinstance(values, list) or len(values) != count:
+                raise ValueError(f"a table's column of {type(values).__name__} for {count} rows")
+            return [self.decode(v) for v in values]
+        if kind == "a":
+            (spec,) = parts
+            stacked = self._array(spec[_ARRAY])
+            if stacked.shape[:1] != (count,):
+                raise ValueError(f"a table's column of shape {stacked.shape} for {count} rows")
+            return [stacked[i, ...] for i in range(count)]
+        if kind == "d":
+            (fields,) = parts
+            columns = {text_field(key): self._rows(part, count) for key, part in fields}
+            return [{key: column[i] for key, column in columns.items()} for i in range(count)]
+        if kind == "l":
+            (fields,) = parts
+            columns = [self._rows(part, count) for part in fields]
+            return [[column[i] for column in columns] for i in range(count)]
+        if kind == "m":
+            *fields, payload = parts
+            heads = [self._rows(field, count) for field in fields]
+            arrays = {text_field(key): self._rows(part, count) for key, part in payload}
+            return [self._message(*[head[i] for head in heads], {key: column[i] for key, column in arrays.items()})
+                    for i in range(count)]
+        raise ValueError(f"unknown table column {kind!r}")
 
     def finish(self, value: Any) -> Any:
         """``value`` decoded, every byte of the blob used."""
@@ -387,16 +529,27 @@ def _text_array(text: str) -> np.ndarray:
     return np.frombuffer(text.encode(), dtype=np.uint8)
 
 
-def encode_state(header: dict[str, Any], state: dict[str, Any]) -> bytes:
-    """The bytes of a state file: an uncompressed ``.npz`` of four byte arrays: the header (JSON), the state
-    (JSON), its arrays' bytes end to end, and the SHA-256 of the three."""
+def encode_state(header: dict[str, Any] | str, state: dict[str, Any]) -> bytes:
+    """The bytes of a state file: an uncompressed ``.npz`` of four byte arrays: the header (JSON; ``header`` is
+    the dict or its JSON text, which a run writes once for all its rounds), the state (JSON), its arrays' bytes end
+    to end, and the SHA-256 of the three."""
     encoder = _Encoder()
     text = json.dumps(encoder.encode(state))
-    members = {"__header__": _text_array(json.dumps(header)), "__state__": _text_array(text),
-               "__arrays__": np.frombuffer(encoder.blob(), dtype=np.uint8)}
+    members = {"__header__": _text_array(header if isinstance(header, str) else json.dumps(header)),
+               "__state__": _text_array(text), "__arrays__": np.frombuffer(encoder.blob(), dtype=np.uint8)}
+    members["__digest__"] = _text_array(_digest(members))
     buffer = io.BytesIO()
-    np.savez(buffer, __digest__=_text_array(_digest(members)), **members)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:  # what np.savez writes, at a third of its cost
+        for key, array in members.items():
+            archive.writestr(f"{key}.npy", _npy_bytes(array.tobytes()))
     return buffer.getvalue()
+
+
+def _npy_bytes(data: bytes) -> bytes:
+    """``data`` as a one-dimensional ``uint8`` ``.npy`` (version 1.0; its header padded to 64 bytes, as numpy's)."""
+    header = f"{{'descr': '|u1', 'fortran_order': False, 'shape': ({len(data)},), }}"
+    header = header.ljust(len(header) + -(len(_NPY_MAGIC) + 2 + len(header) + 1) % 64) + "\n"
+    return _NPY_MAGIC + struct.pack("<H", len(header)) + header.encode() + data
 
 
 def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str, Any]) -> str:
@@ -409,23 +562,23 @@ def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str
 class Committer:
     """Commits a checkpoint's rounds in a background thread, so that the disk's flushes overlap the next rounds.
 
-    A round's commit (`submit`): the state file is written to a temporary file (here, to the page cache); the
-    thread then flushes the logs' records and that file to disk (``os.fsync``) and renames it over the state file.
+    A round's commit (`submit`): the thread writes the state file's bytes to a temporary file and the logs' new
+    records (`Log.sync`), flushes them and that file to disk (``os.fsync``) and renames it over the state file.
     The rename is the commit point, so a state file on disk never names log records that are not (the logs only
     grow, so a later round's records do not change an earlier round's). The thread commits one round at a time.
 
     ``coalesce=False``: `submit` first waits for the round in flight, so every round is committed in turn (per-host
     shards need this: a host deletes a shard once the state file naming a newer one is on disk). ``coalesce=True``:
-    `submit` never waits; a round submitted while another is in flight replaces any round still waiting, whose
-    temporary file is discarded, so when the disk is slower than the rounds, the state file on disk lags by a round
-    or two instead of the run waiting for it. `wait` returns when every submitted round is committed or replaced,
-    and raises the thread's first failure.
+    `submit` never waits; a round submitted while another is in flight replaces any round still waiting (whose
+    state file is never written; its log records are written with the next round's), so when the disk is slower
+    than the rounds, the state file on disk lags by a round or two instead of the run waiting for it. `wait`
+    returns when every submitted round is committed or replaced, and raises the thread's first failure.
     """
 
     def __init__(self, *, coalesce: bool) -> None:
         self.coalesce = coalesce
         self._condition = threading.Condition()
-        self._waiting: tuple[list[Log], int, str, str | os.PathLike] | None = None  # the next round to commit
+        self._waiting: tuple[list[Log], bytes, str | os.PathLike] | None = None  # the next round to commit
         self._busy = False
         self._closed = False
         self._error: BaseException | None = None
@@ -436,12 +589,9 @@ class Committer:
         """Commit the state file's bytes ``data`` at ``path``, after flushing ``logs``, in the background."""
         if not self.coalesce:
             self.wait()
-        descriptor, temporary = write_temporary(path, data, "checkpoint")
         with self._condition:
-            replaced, self._waiting = self._waiting, (list(logs), descriptor, temporary, path)
+            self._waiting = (list(logs), data, path)
             self._condition.notify_all()
-        if replaced is not None:
-            _discard(replaced[1], replaced[2])
         self._raise()
 
     def wait(self) -> None:
@@ -474,9 +624,10 @@ class Committer:
                     self._condition.wait()
                 if self._waiting is None:
                     return
-                (logs, descriptor, temporary, path), self._waiting, self._busy = self._waiting, None, True
+                (logs, data, path), self._waiting, self._busy = self._waiting, None, True
             error = None
             try:
+                descriptor, temporary = write_temporary(path, data, "checkpoint")
                 for log in logs:
                     log.sync()
                 replace_temporary(descriptor, temporary, path)
@@ -561,12 +712,16 @@ def read_state(path: str | os.PathLike, expected: dict[str, Any], argument: str 
             raise TypeError(f"the header is a {type(header).__name__}")
     except Exception as exc:  # noqa: BLE001 - a damaged header
         raise CheckpointError(f"{name!r} has a damaged header: {exc}", argument=argument) from None
+    if "format" in expected and header.get("format") != expected["format"]:
+        raise CheckpointError(f"{name!r} is a checkpoint of format {header.get('format')!r}; this privcvx reads "
+                              f"format {expected['format']} only (resume it with the privcvx that wrote it)",
+                              argument=argument)
     differences = [f"{key}: the file has {header.get(key)!r}, this run has {value!r}"
                    for key, value in expected.items() if header.get(key) != value]
     if differences:
         raise CheckpointError("the checkpoint belongs to another run; " + "; ".join(differences), argument=argument)
     try:
-        state = _Decoder(blob).finish(json.loads(texts["__state__"]))
+        state = _Decoder(blob, len(blob) + len(texts["__state__"])).finish(json.loads(texts["__state__"]))
         if not isinstance(state, dict):
             raise TypeError(f"the state is a {type(state).__name__}")
     except Exception as exc:  # noqa: BLE001 - a damaged state

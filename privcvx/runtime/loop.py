@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import json
 import math
 import os
 import time
@@ -257,8 +258,9 @@ class Run:
         self.logs: tuple[checkpoints.Log, checkpoints.Log] | None = None  # the checkpoint's transcript and history
         self.committer: checkpoints.Committer | None = None
         self.events: list[tuple[int, Any, int, str | None]] = []  # ledger entries not yet in the history log
-        self.mechanisms: dict[Any, int] = {}  # the history log's mechanisms, each written once, by index
+        self.mechanisms: dict[tuple, int] = {}  # the history log's mechanisms (by signature), written once, by index
         self.committed: int | None = None  # the next round of the checkpoint's last state file
+        self.header = ""  # the checkpoint's header, as JSON text
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
@@ -393,9 +395,11 @@ class Run:
 
     # ---- checkpoints --------------------------------------------------------------------------------
     def begin_checkpoint(self, path: str | os.PathLike, resume: str | os.PathLike | None,
-                         saved: SavedRun | None) -> None:
+                         saved: SavedRun | None, header: dict[str, Any]) -> None:
         """Open the checkpoint's logs: resuming into the same file, cut them to the committed round; else start
-        them, with the records of the resumed run (if any). Temporary files of a killed write are removed."""
+        them, with the records of the resumed run (if any). Temporary files of a killed write are removed.
+        ``header``: the run's fingerprint, which every round's state file holds (as JSON text, written once)."""
+        self.header = json.dumps(header)
         checkpoints.refuse_special(path, "checkpoint")
         checkpoints.remove_temporaries(path)
         same = resume is not None and os.path.abspath(resume) == os.path.abspath(path)
@@ -430,16 +434,16 @@ class Run:
         self.logs[0].append([encode_messages(sent)])
         new, events = [], []
         for i, mechanism, count, nominal in self.events:
-            index = self.mechanisms.get(mechanism)
+            signature = mechanism.signature()  # what mechanisms compare and hash by, computed once
+            index = self.mechanisms.get(signature)
             if index is None:
-                index = self.mechanisms[mechanism] = len(self.mechanisms)
+                index = self.mechanisms[signature] = len(self.mechanisms)
                 new.append(mechanism.to_dict())
             events.append([i, index, count, nominal])
         self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "mechanisms": new, "events": events})])
         self.events = []
 
-    def commit(self, backend: Any, path: str | os.PathLike, header: dict[str, Any], t: int,
-               sent: list[Message], elapsed: float) -> None:
+    def commit(self, backend: Any, path: str | os.PathLike, t: int, sent: list[Message], elapsed: float) -> None:
         """Checkpoint round ``t``: the logs' new records, the hosts' shards (of factory-built agents), then the
         state file, whose rename commits the round (`checkpoints.Committer`: flushed and renamed in the background
         while the next rounds run). With shards, each round waits for the previous round's commit, so that shards
@@ -447,19 +451,38 @@ class Run:
         commit finds the disk still busy replaces the round waiting for it (the file on disk lags by a round or
         two, never by more than the disk's delay)."""
         assert self.logs is not None and self.committer is not None
-        if self.problem.data_local:
+        shards = not self.committer.coalesce  # factory-built agents (`begin_checkpoint`)
+        if shards:
             self.committer.wait()  # the state file of self.committed is on disk
         self.log(t, self.rows[-1], sent)
-        agents = backend.call("write_shards", t + 1, self.committed) if self.problem.data_local \
-            else backend.call("states")
-        data = checkpoints.encode_state(header, {
+        agents = backend.call("write_shards", t + 1, self.committed) if shards else backend.call("states")
+        data = checkpoints.encode_state(self.header, {
             "next_round": t + 1, "elapsed": elapsed, "agents": agents,
             "coordinator": None if self.coordinator is None else self.coordinator.state_dict(),
-            "monitor": self.monitor.state_dict(), "router": self.router.state_dict(),
+            "monitor": self.monitor.state_dict(), "router": self._router_state(sent),
             "ergodic": self.ergodic.state_dict(), "divergence": self.divergence.state_dict(),
             "logs": {"transcript": self.logs[0].position, "history": self.logs[1].position}})
         self.committer.submit(self.logs, path, data)
         self.committed = t + 1
+
+    def _router_state(self, sent: list[Message]) -> dict[str, Any]:
+        """The router's undelivered messages for the state file; those sent in the round (all of them, in a
+        synchronous method) by their index in the round's transcript record (``"sent"``), not again."""
+        state = self.router.state_dict()
+        index = {id(message): i for i, message in enumerate(sent)}
+        sent_as = [index.get(id(message)) for message in state["messages"]]
+        return state if None in sent_as else {"receivers": state["receivers"], "sent": sent_as}
+
+    @staticmethod
+    def _router_loaded(state: dict[str, Any], saved: SavedRun) -> dict[str, Any]:
+        """The inverse of `_router_state` (untrusted: an index out of the last record raises)."""
+        if "sent" not in state:
+            return state
+        sent = checkpoints.read_messages(saved.transcript[-1])
+        indices = [integer_field(i) for i in state["sent"]]
+        if not all(0 <= i < len(sent) for i in indices):
+            raise ValueError("the router names a message its round did not send")
+        return {"receivers": state["receivers"], "messages": [sent[i] for i in indices]}
 
     def load(self, backend: Any, saved: SavedRun) -> tuple[int, float]:
         """Restore a checkpointed run; return the next round and the elapsed time."""
@@ -475,7 +498,7 @@ class Run:
                     self.ledgers[i].record(mechanisms[index], count, nominal=nominal)
                 if entry["row"] is not None:
                     self.rows.append(dict(entry["row"]))
-            self.mechanisms = {mechanism: index for index, mechanism in enumerate(mechanisms)}
+            self.mechanisms = {mechanism.signature(): index for index, mechanism in enumerate(mechanisms)}
             if len(self.rows) != saved.next_round - 1:
                 raise ValueError(f"{len(self.rows)} history rows for a checkpoint of round {saved.next_round - 1}")
             if self.coordinator is not None:
@@ -483,7 +506,7 @@ class Run:
             self.monitor.load_state_dict(state["monitor"])
             self.ergodic.load_state_dict(state["ergodic"])
             self.divergence.load_state_dict(state["divergence"])
-            self.router.load_state_dict(state["router"])
+            self.router.load_state_dict(self._router_loaded(state["router"], saved))
             elapsed = float(state["elapsed"])
         except CheckpointError:
             raise
@@ -638,7 +661,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
         if saved is not None:
             start_round, elapsed = run_.load(hosts, saved)
         if checkpoint is not None:
-            run_.begin_checkpoint(checkpoint, resume, saved)
+            run_.begin_checkpoint(checkpoint, resume, saved, header)
         if saved is None:
             run_.start(hosts)
         if reference:
@@ -656,7 +679,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
                 if bar is not None:
                     bar.update(1)
                 if checkpoint is not None:
-                    run_.commit(hosts, checkpoint, header, t, sent, elapsed)
+                    run_.commit(hosts, checkpoint, t, sent, elapsed)
                 if callback is not None and callback(row) is False:
                     reason = "callback"
                 if reason is not None:

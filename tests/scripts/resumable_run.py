@@ -72,6 +72,9 @@ def main() -> None:
 
     def pause(row: dict) -> bool:
         if args.pause_after is not None and row["round"] == args.pause_after:
+            deadline = time.monotonic() + 60  # a round on disk first: the background commit may lag behind the rounds
+            while args.checkpoint is not None and not args.checkpoint.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
             Path(str(args.out) + ".paused").write_text("paused")
             time.sleep(600)  # killed here
         return True
