@@ -35,6 +35,7 @@ import stat
 import struct
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -65,6 +66,10 @@ _LENGTH = struct.Struct("<Q")
 _MEMBERS = {"__header__.npy", "__state__.npy", "__arrays__.npy", "__digest__.npy"}
 _GENESIS = b"\0" * 32
 _NPY_MAGIC = b"\x93NUMPY\x01\x00"
+
+#: The least time in seconds between the starts of two commits of a run without per-host shards (`Committer.ready`):
+#: the state file on disk lags by at most this (and the commit in flight); a kill recomputes at most that many rounds.
+COMMIT_INTERVAL = 0.05
 
 
 # ---- files that may be hostile ----------------------------------------------------------------------------
@@ -573,10 +578,16 @@ class Committer:
     state file is never written; its log records are written with the next round's), so when the disk is slower
     than the rounds, the state file on disk lags by a round or two instead of the run waiting for it. `wait`
     returns when every submitted round is committed or replaced, and raises the thread's first failure.
+
+    `ready` (``coalesce=True``): whether a round submitted now would be committed at once, at least ``interval``
+    seconds after the last commit began. The run encodes and submits only such rounds (and its last one), so the
+    thread wakes, and takes the GIL for its system calls, a few times a second rather than every round.
     """
 
-    def __init__(self, *, coalesce: bool) -> None:
+    def __init__(self, *, coalesce: bool, interval: float = COMMIT_INTERVAL) -> None:
         self.coalesce = coalesce
+        self.interval = interval
+        self._began = -float("inf")  # time.monotonic() at the start of the last commit
         self._condition = threading.Condition()
         self._waiting: tuple[list[Log], bytes, str | os.PathLike] | None = None  # the next round to commit
         self._busy = False
@@ -593,6 +604,12 @@ class Committer:
             self._waiting = (list(logs), data, path)
             self._condition.notify_all()
         self._raise()
+
+    def ready(self) -> bool:
+        """Whether a round submitted now would be committed at once (always, without ``coalesce``): no round in
+        flight or waiting, and ``interval`` seconds since the last commit began."""
+        return not self.coalesce or (not self._busy and self._waiting is None
+                                     and time.monotonic() - self._began >= self.interval)
 
     def wait(self) -> None:
         """Return when every submitted round is on disk (or replaced by a later one that is); raise a failure."""
@@ -625,6 +642,7 @@ class Committer:
                 if self._waiting is None:
                     return
                 (logs, data, path), self._waiting, self._busy = self._waiting, None, True
+                self._began = time.monotonic()
             error = None
             try:
                 descriptor, temporary = write_temporary(path, data, "checkpoint")

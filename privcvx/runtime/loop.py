@@ -260,6 +260,7 @@ class Run:
         self.events: list[tuple[int, Any, int, str | None]] = []  # ledger entries not yet in the history log
         self.mechanisms: dict[tuple, int] = {}  # the history log's mechanisms (by signature), written once, by index
         self.committed: int | None = None  # the next round of the checkpoint's last state file
+        self.deferred: tuple[Any, str | os.PathLike, int, list[Message], float] | None = None  # `commit`'s arguments
         self.header = ""  # the checkpoint's header, as JSON text
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
@@ -415,11 +416,15 @@ class Run:
         self.committer = checkpoints.Committer(coalesce=not self.problem.data_local)
         self.committed = None if saved is None else saved.next_round
 
-    def end_checkpoint(self) -> None:
-        """Wait until the last round's checkpoint is on disk (raising its failure), then close the logs."""
+    def end_checkpoint(self, *, finished: bool = False) -> None:
+        """Wait until the last round's checkpoint is on disk (raising its failure), then close the logs.
+        ``finished``: the run ended after its last round's `commit` (not by a failure or Ctrl-C inside a round), so
+        a last round whose state file `commit` deferred is committed now."""
         if self.committer is None or self.logs is None:
             return
         try:
+            if finished and self.deferred is not None:
+                self.commit(*self.deferred, deferrable=False)
             self.committer.close()
         finally:
             for log in self.logs:
@@ -443,18 +448,27 @@ class Run:
         self.logs[1].append([checkpoints.json_record({"round": t, "row": row, "mechanisms": new, "events": events})])
         self.events = []
 
-    def commit(self, backend: Any, path: str | os.PathLike, t: int, sent: list[Message], elapsed: float) -> None:
+    def commit(self, backend: Any, path: str | os.PathLike, t: int, sent: list[Message], elapsed: float, *,
+               deferrable: bool = True) -> None:
         """Checkpoint round ``t``: the logs' new records, the hosts' shards (of factory-built agents), then the
         state file, whose rename commits the round (`checkpoints.Committer`: flushed and renamed in the background
         while the next rounds run). With shards, each round waits for the previous round's commit, so that shards
         of older rounds are deleted only once the state file naming newer ones is on disk; without, a round whose
         commit finds the disk still busy replaces the round waiting for it (the file on disk lags by a round or
-        two, never by more than the disk's delay)."""
+        two, never by more than the disk's delay). Without shards, a round is committed only when the commit
+        thread is ready for it (`checkpoints.Committer.ready`: at most every `checkpoints.COMMIT_INTERVAL`
+        seconds); another round only appends its log records, and ``deferrable=False`` (`end_checkpoint`) commits
+        it."""
         assert self.logs is not None and self.committer is not None
         shards = not self.committer.coalesce  # factory-built agents (`begin_checkpoint`)
         if shards:
             self.committer.wait()  # the state file of self.committed is on disk
-        self.log(t, self.rows[-1], sent)
+        if self.deferred is None or self.deferred[2] != t:
+            self.log(t, self.rows[-1], sent)
+        if deferrable and not self.committer.ready():
+            self.deferred = (backend, path, t, sent, elapsed)
+            return
+        self.deferred = None
         agents = backend.call("write_shards", t + 1, self.committed) if shards else backend.call("states")
         data = checkpoints.encode_state(self.header, {
             "next_round": t + 1, "elapsed": elapsed, "agents": agents,
@@ -685,7 +699,7 @@ def _run_rounds(run_: Run, backend: str | Ray, timeout: float, saved: SavedRun |
                 if reason is not None:
                     stop = reason
                     break
-            run_.end_checkpoint()  # the last round's state file is on disk (a failure to write it is a RunFailed)
+            run_.end_checkpoint(finished=True)  # the last round's state file is on disk (a failure is a RunFailed)
         except KeyboardInterrupt:
             shield.enter_context(sigint_ignored())
             stop = "interrupted"
