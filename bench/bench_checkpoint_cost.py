@@ -15,7 +15,9 @@ last 11 rounds (about round 600), the CPU time per round of ``Run.commit`` on th
 thread (``time.thread_time``), and the size of the files at the end. Per round, both runs also report the run's
 thread's CPU time, the process's system time and its voluntary context switches (``getrusage``: the commit
 thread's waits for the disk and the two threads' hand-offs of the GIL). Both runs include the accounting's own cost per
-round. A checkpoint flushes three files to disk each round (the two logs' new records, then the state file:
+round. Every round appends its records to the logs; its state file is committed when the commit thread is
+ready for it (at most every ``checkpoint.COMMIT_INTERVAL`` seconds) and at the end: the runs report how many state
+files they committed. A commit flushes three files to disk (the two logs' new records, then the state file:
 ``os.fsync``), whose cost depends on the disk; ``--no-fsync`` replaces ``os.fsync`` by a no-op in this process to
 show the rest (what a process kill needs: the page cache survives it; a power loss needs the flushes).
 """
@@ -44,7 +46,12 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     stamps: list[float] = []
     commits: list[float] = []
     cpu_times = {"commit": 0.0, "background": 0.0}
-    commit, work = loop.Run.commit, checkpoints.Committer._work
+    commit, work, replace = loop.Run.commit, checkpoints.Committer._work, checkpoints.replace_temporary
+    renames = [0]  # the state files committed (renamed into place)
+
+    def renamed(*args: object) -> None:
+        replace(*args)
+        renames[0] += 1
 
     def timed(*args: object, **kwargs: object) -> None:
         begin, begin_cpu = time.perf_counter(), time.thread_time()
@@ -58,7 +65,7 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
         finally:
             cpu_times["background"] += time.thread_time()
 
-    loop.Run.commit, checkpoints.Committer._work = timed, background
+    loop.Run.commit, checkpoints.Committer._work, checkpoints.replace_temporary = timed, background, renamed
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -70,7 +77,7 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
             total, cpu, main = time.perf_counter() - start, time.process_time() - cpu, time.thread_time() - main
             after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
-        loop.Run.commit, checkpoints.Committer._work = commit, work
+        loop.Run.commit, checkpoints.Committer._work, checkpoints.replace_temporary = commit, work, replace
     per_round = np.diff([start, *stamps]) * 1e3
     out = {"total_s": total, "cpu_s": cpu, "main_cpu_ms": main / rounds * 1e3,
            "system_ms": (after.ru_stime - usage.ru_stime) / rounds * 1e3,
@@ -79,7 +86,7 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     if commits:
         out.update(commit_first_ms=float(np.mean(commits[:11])) * 1e3,
                    commit_last_ms=float(np.mean(commits[-11:])) * 1e3,
-                   commit_cpu_ms=cpu_times["commit"] / len(commits) * 1e3,
+                   commit_cpu_ms=cpu_times["commit"] / len(commits) * 1e3, state_files=float(renames[0]),
                    background_cpu_ms=cpu_times["background"] / len(commits) * 1e3)
     return out
 
@@ -120,9 +127,11 @@ def main() -> None:
           "the end: "
           + ", ".join(f"{name} {size / 1e3:.0f} kB" for name, size in sorted(sizes.items())))
     saved_median = median["checkpoint every round"]
+    files = ", ".join(str(int(r["state_files"])) for r in saved)
     print(f"CPU time of the checkpoint per round: {saved_median['commit_cpu_ms']:.2f} ms on the run's thread "
           f"(Run.commit), {saved_median['background_cpu_ms']:.2f} ms on the commit thread; the round without a "
-          f"checkpoint: {median['no checkpoint']['cpu_s'] / args.rounds * 1e3:.2f} ms of CPU time")
+          f"checkpoint: {median['no checkpoint']['cpu_s'] / args.rounds * 1e3:.2f} ms of CPU time; state files "
+          f"committed per run: {files} (of {args.rounds} rounds)")
     for label, r in median.items():
         print(f"{label}: the run's thread {r['main_cpu_ms']:.2f} ms of CPU time per round, the process "
               f"{r['system_ms']:.2f} ms of system time and {r['switches']:.1f} voluntary context switches per round")

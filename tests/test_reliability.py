@@ -424,3 +424,35 @@ def test_the_background_commit_keeps_the_order_and_the_last_round(tmp_path, monk
         committer.wait()
     committer.close()
     log.close()
+
+
+def test_deferred_rounds_only_append_their_records_and_the_last_round_is_committed(tmp_path, monkeypatch):
+    """Commits at most every 100 s (`checkpoint.COMMIT_INTERVAL`): a run commits the state files of its first
+    round and its last, no other; the files as a kill in round 4 leaves them (round 1's state file, its records)
+    resume bitwise equal to the uninterrupted run."""
+    from privcvx.runtime import checkpoint as checkpoints
+    from problems.rendezvous import rendezvous
+
+    problem = rendezvous(np.random.default_rng(0).uniform(-1, 1, (3, 2)))
+    privacy = pc.ObjectivePerturbation(pc.Laplace(1.0))
+    monkeypatch.setattr(checkpoints, "COMMIT_INTERVAL", 100.0)
+    renamed, replace = [], checkpoints.replace_temporary
+    monkeypatch.setattr(checkpoints, "replace_temporary",
+                        lambda *args: (replace(*args), renamed.append(checkpoints.read_state(args[2], {}))))
+    path, copy = tmp_path / "run.ckpt", tmp_path / "copy"
+
+    def kill_in_round_4(row: dict) -> None:
+        if row["round"] == 4:
+            deadline = time.monotonic() + 10
+            while not renamed and time.monotonic() < deadline:  # round 1's commit, in the background
+                time.sleep(0.01)
+            copy.mkdir()
+            for file in tmp_path.glob("run.ckpt*"):
+                (copy / file.name).write_bytes(file.read_bytes())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = problem.solve(privacy=privacy, rounds=6, seed=1, checkpoint=path, callback=kill_in_round_4)
+        assert [state["next_round"] for state in renamed] == [2, 7]
+        resumed = problem.solve(privacy=privacy, rounds=6, seed=1, resume=copy / "run.ckpt")
+    _assert_same(full, resumed)

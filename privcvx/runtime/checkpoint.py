@@ -580,13 +580,13 @@ class Committer:
     returns when every submitted round is committed or replaced, and raises the thread's first failure.
 
     `ready` (``coalesce=True``): whether a round submitted now would be committed at once, at least ``interval``
-    seconds after the last commit began. The run encodes and submits only such rounds (and its last one), so the
+    seconds (default `COMMIT_INTERVAL`) after the last commit began. The run encodes and submits only such rounds (and its last one), so the
     thread wakes, and takes the GIL for its system calls, a few times a second rather than every round.
     """
 
-    def __init__(self, *, coalesce: bool, interval: float = COMMIT_INTERVAL) -> None:
+    def __init__(self, *, coalesce: bool, interval: float | None = None) -> None:
         self.coalesce = coalesce
-        self.interval = interval
+        self.interval = COMMIT_INTERVAL if interval is None else interval
         self._began = -float("inf")  # time.monotonic() at the start of the last commit
         self._condition = threading.Condition()
         self._waiting: tuple[list[Log], bytes, str | os.PathLike] | None = None  # the next round to commit
