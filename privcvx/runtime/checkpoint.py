@@ -580,8 +580,9 @@ class Committer:
     returns when every submitted round is committed or replaced, and raises the thread's first failure.
 
     `ready` (``coalesce=True``): whether a round submitted now would be committed at once, at least ``interval``
-    seconds (default `COMMIT_INTERVAL`) after the last commit began. The run encodes and submits only such rounds (and its last one), so the
-    thread wakes, and takes the GIL for its system calls, a few times a second rather than every round.
+    seconds (default `COMMIT_INTERVAL`) after the last commit began. The run encodes and submits only such rounds
+    (and its last one), so the thread wakes, and takes the GIL for its system calls, a few times a second rather
+    than every round.
     """
 
     def __init__(self, *, coalesce: bool, interval: float | None = None) -> None:
