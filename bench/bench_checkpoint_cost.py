@@ -17,8 +17,9 @@ thread's CPU time, the process's system time and its voluntary context switches 
 thread's waits for the disk and the two threads' hand-offs of the GIL). Both runs include the accounting's own cost per
 round. Every round appends its records to the logs; its state file is committed when the commit thread is
 ready for it (at most every ``checkpoint.COMMIT_INTERVAL`` seconds) and at the end: the runs report how many state
-files they committed. A commit flushes three files to disk (the two logs' new records, then the state file:
-``os.fsync``), whose cost depends on the disk; ``--no-fsync`` replaces ``os.fsync`` by a no-op in this process to
+files they committed, and how long a commit took from its submit to its rename. A commit flushes three files to
+disk (the two logs' new records, then the state file: ``os.fsync``), whose cost depends on the disk;
+``--no-fsync`` replaces ``os.fsync`` by a no-op in this process to
 show the rest (what a process kill needs: the page cache survives it; a power loss needs the flushes).
 """
 
@@ -47,11 +48,16 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     commits: list[float] = []
     cpu_times = {"commit": 0.0, "background": 0.0}
     commit, work, replace = loop.Run.commit, checkpoints.Committer._work, checkpoints.replace_temporary
-    renames = [0]  # the state files committed (renamed into place)
+    submit = checkpoints.Committer.submit
+    submitted, latencies = [0.0], []  # the time of the last submit; from each submit to its state file's rename
+
+    def handed(committer: object, *args: object) -> None:
+        submitted[0] = time.perf_counter()
+        submit(committer, *args)
 
     def renamed(*args: object) -> None:
         replace(*args)
-        renames[0] += 1
+        latencies.append(time.perf_counter() - submitted[0])
 
     def timed(*args: object, **kwargs: object) -> None:
         begin, begin_cpu = time.perf_counter(), time.thread_time()
@@ -66,6 +72,7 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
             cpu_times["background"] += time.thread_time()
 
     loop.Run.commit, checkpoints.Committer._work, checkpoints.replace_temporary = timed, background, renamed
+    checkpoints.Committer.submit = handed
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -78,6 +85,7 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
             after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
         loop.Run.commit, checkpoints.Committer._work, checkpoints.replace_temporary = commit, work, replace
+        checkpoints.Committer.submit = submit
     per_round = np.diff([start, *stamps]) * 1e3
     out = {"total_s": total, "cpu_s": cpu, "main_cpu_ms": main / rounds * 1e3,
            "system_ms": (after.ru_stime - usage.ru_stime) / rounds * 1e3,
@@ -86,7 +94,8 @@ def run(rounds: int, agents: int, checkpoint: Path | None) -> dict[str, float]:
     if commits:
         out.update(commit_first_ms=float(np.mean(commits[:11])) * 1e3,
                    commit_last_ms=float(np.mean(commits[-11:])) * 1e3,
-                   commit_cpu_ms=cpu_times["commit"] / len(commits) * 1e3, state_files=float(renames[0]),
+                   commit_cpu_ms=cpu_times["commit"] / len(commits) * 1e3, state_files=float(len(latencies)),
+                   latency_ms=float(np.median(latencies)) * 1e3, latency_max_ms=max(latencies) * 1e3,
                    background_cpu_ms=cpu_times["background"] / len(commits) * 1e3)
     return out
 
@@ -127,11 +136,11 @@ def main() -> None:
           "the end: "
           + ", ".join(f"{name} {size / 1e3:.0f} kB" for name, size in sorted(sizes.items())))
     saved_median = median["checkpoint every round"]
-    files = ", ".join(str(int(r["state_files"])) for r in saved)
+    files = ", ".join(f"{int(r['state_files'])} ({r['latency_ms']:.0f}, {r['latency_max_ms']:.0f} ms)" for r in saved)
     print(f"CPU time of the checkpoint per round: {saved_median['commit_cpu_ms']:.2f} ms on the run's thread "
           f"(Run.commit), {saved_median['background_cpu_ms']:.2f} ms on the commit thread; the round without a "
           f"checkpoint: {median['no checkpoint']['cpu_s'] / args.rounds * 1e3:.2f} ms of CPU time; state files "
-          f"committed per run: {files} (of {args.rounds} rounds)")
+          f"committed per run (of {args.rounds} rounds; from submit to rename, median and max): {files}")
     for label, r in median.items():
         print(f"{label}: the run's thread {r['main_cpu_ms']:.2f} ms of CPU time per round, the process "
               f"{r['system_ms']:.2f} ms of system time and {r['switches']:.1f} voluntary context switches per round")
