@@ -382,10 +382,10 @@ def test_results_are_written_back_to_the_users_variables():
 
 @pytest.mark.parametrize("coalesce", [False, True])
 def test_the_background_commit_keeps_the_order_and_the_last_round(tmp_path, monkeypatch, coalesce):
-    """Rounds submitted faster than the disk flushes (a 20 ms fsync): the state file on disk is always a whole
-    round whose log records are flushed; at the end it is the last round, with no temporary file left; with
-    ``coalesce`` some rounds are skipped, without, none. A failure of the background write is raised by the next
-    call."""
+    """Rounds faster than the disk flushes (a 20 ms fsync): the state file on disk is always a whole round whose
+    log records are flushed; at the end it is the last round, with no temporary file left; with ``coalesce`` the
+    rounds the thread is not ready for are skipped (their records go with the next commit's), without, none. A
+    failure of the background flush or rename is raised by the next call."""
     from privcvx.runtime import checkpoint as checkpoints
 
     flushed: list[tuple[int, int]] = []  # (descriptor, size) of every flush
@@ -398,7 +398,7 @@ def test_the_background_commit_keeps_the_order_and_the_last_round(tmp_path, monk
 
     monkeypatch.setattr(os, "fsync", slow_fsync)
     path, log = tmp_path / "run.ckpt", checkpoints.Log(tmp_path / "run.ckpt.log")
-    committer = checkpoints.Committer(coalesce=coalesce)
+    committer = checkpoints.Committer(coalesce=coalesce, interval=0.0)
     renamed = []
     replace = checkpoints.replace_temporary
 
@@ -412,7 +412,8 @@ def test_the_background_commit_keeps_the_order_and_the_last_round(tmp_path, monk
     monkeypatch.setattr(checkpoints, "replace_temporary", recorded)
     for t in range(1, 21):
         log.append([f"round {t}".encode()])
-        committer.submit([log], path, checkpoints.encode_state({}, {"next_round": t + 1, "logs": log.position}))
+        if committer.ready() or t == 20:  # as `Run.commit` does
+            committer.submit([log], path, checkpoints.encode_state({}, {"next_round": t + 1, "logs": log.position}))
     committer.wait()
     assert [state["next_round"] for state in renamed] == sorted({state["next_round"] for state in renamed})
     assert renamed[-1]["next_round"] == 21 and (len(renamed) < 20) == coalesce

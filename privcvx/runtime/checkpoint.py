@@ -186,9 +186,9 @@ def _remove_regular(path: str) -> None:
 class Log:
     """An append-only file of length-prefixed records with a running SHA-256 chain c_k = H(c_{k-1} || record_k).
 
-    It stays open for the run (opened once, never following a symlink). `append` keeps a round's records in memory
-    and `sync` writes them and flushes them to disk: the background commit (`Committer`) calls it, so that the run's
-    thread never waits for a write into a file being flushed. ``position`` (the size and the chain, of every
+    It stays open for the run (opened once, never following a symlink). `append` keeps a round's records in memory,
+    `write` writes them (`Committer.submit`, while no flush of the file runs) and `flush` flushes them to disk (the
+    commit thread). ``position`` (the size and the chain, of every
     record appended) goes into the state file; `read_log` checks a file against it.
     """
 
@@ -202,7 +202,6 @@ class Log:
             raise
         self.size, self.chain = (0, _GENESIS) if position is None else (position[0], bytes.fromhex(position[1]))
         self._unwritten: list[bytes] = []  # appended, for `write`
-        self._lock = threading.Lock()  # `append` (the run's thread) against `write` (the commit's)
 
     def append(self, records: Iterable[bytes]) -> None:
         """Append records (a round's): in memory until `write` or `sync`."""
@@ -211,21 +210,18 @@ class Log:
             self.chain = hashlib.sha256(self.chain + record).digest()
             parts += [_LENGTH.pack(len(record)), record]
         data = b"".join(parts)
-        with self._lock:
-            self._unwritten.append(data)
+        self._unwritten.append(data)
         self.size += len(data)
 
     def write(self) -> None:
         """Write the records appended so far to the file (not flushed to disk)."""
-        with self._lock:
-            data, self._unwritten = memoryview(b"".join(self._unwritten)), []
+        data, self._unwritten = memoryview(b"".join(self._unwritten)), []
         written = 0
         while written < len(data):
             written += os.write(self.descriptor, data[written:])
 
-    def sync(self) -> None:
-        """Write the records appended so far, and flush them to disk."""
-        self.write()
+    def flush(self) -> None:
+        """Flush the records written so far to disk."""
         os.fsync(self.descriptor)
 
     def close(self) -> None:
@@ -565,24 +561,22 @@ def write_state(path: str | os.PathLike, header: dict[str, Any], state: dict[str
 
 
 class Committer:
-    """Commits a checkpoint's rounds in a background thread, so that the disk's flushes overlap the next rounds.
+    """Commits a checkpoint's rounds; the flushes to disk and the rename run in a background thread, so that they
+    overlap the next rounds.
 
-    A round's commit (`submit`): the thread writes the state file's bytes to a temporary file and the logs' new
-    records (`Log.sync`), flushes them and that file to disk (``os.fsync``) and renames it over the state file.
-    The rename is the commit point, so a state file on disk never names log records that are not (the logs only
-    grow, so a later round's records do not change an earlier round's). The thread commits one round at a time.
+    A round's commit (`submit`): on the run's thread, once the previous commit is done, the state file's bytes are
+    written to a temporary file and the logs' new records to the logs (into the page cache: fast, and no flush of
+    these files is running); then the thread flushes the logs and that file to disk (``os.fsync``) and renames it
+    over the state file. The rename is the commit point, so a state file on disk never names log records that are
+    not (the logs only grow, so a later round's records do not change an earlier round's). The thread makes four
+    system calls a commit (the flushes and the rename); each gives the GIL back and waits to take it again, which
+    while the run's thread computes takes milliseconds (docs/performance.md, "Checkpoints").
 
-    ``coalesce=False``: `submit` first waits for the round in flight, so every round is committed in turn (per-host
-    shards need this: a host deletes a shard once the state file naming a newer one is on disk). ``coalesce=True``:
-    `submit` never waits; a round submitted while another is in flight replaces any round still waiting (whose
-    state file is never written; its log records are written with the next round's), so when the disk is slower
-    than the rounds, the state file on disk lags by a round or two instead of the run waiting for it. `wait`
-    returns when every submitted round is committed or replaced, and raises the thread's first failure.
-
-    `ready` (``coalesce=True``): whether a round submitted now would be committed at once, at least ``interval``
-    seconds (default `COMMIT_INTERVAL`) after the last commit began. The run encodes and submits only such rounds
-    (and its last one), so the thread wakes, and takes the GIL for its system calls, a few times a second rather
-    than every round.
+    `ready`: whether a round submitted now would be committed at once: always without ``coalesce`` (per-host
+    shards: every round is committed, `submit` waiting for the previous one); with ``coalesce``, when the thread is
+    idle and at least ``interval`` seconds (default `COMMIT_INTERVAL`) have passed since its last commit began. The
+    run submits only such rounds (and its last one), so the thread wakes a few times a second, not every round.
+    `wait` returns when every submitted round is committed, and raises the thread's first failure.
     """
 
     def __init__(self, *, coalesce: bool, interval: float | None = None) -> None:
@@ -590,7 +584,7 @@ class Committer:
         self.interval = COMMIT_INTERVAL if interval is None else interval
         self._began = -float("inf")  # time.monotonic() at the start of the last commit
         self._condition = threading.Condition()
-        self._waiting: tuple[list[Log], bytes, str | os.PathLike] | None = None  # the next round to commit
+        self._waiting: tuple[list[Log], int, str, str | os.PathLike] | None = None  # the next round to commit
         self._busy = False
         self._closed = False
         self._error: BaseException | None = None
@@ -598,17 +592,24 @@ class Committer:
         self._thread.start()
 
     def submit(self, logs: Iterable[Log], path: str | os.PathLike, data: bytes) -> None:
-        """Commit the state file's bytes ``data`` at ``path``, after flushing ``logs``, in the background."""
-        if not self.coalesce:
-            self.wait()
+        """Commit the state file's bytes ``data`` at ``path``, with the records appended to ``logs``: wait for the
+        previous commit, write them, and flush and rename in the background."""
+        self.wait()
+        logs = list(logs)
+        descriptor, temporary = write_temporary(path, data, "checkpoint")
+        try:
+            for log in logs:
+                log.write()
+        except BaseException:
+            _discard(descriptor, temporary)
+            raise
         with self._condition:
-            self._waiting = (list(logs), data, path)
+            self._waiting = (logs, descriptor, temporary, path)
             self._condition.notify_all()
-        self._raise()
 
     def ready(self) -> bool:
         """Whether a round submitted now would be committed at once (always, without ``coalesce``): no round in
-        flight or waiting, and ``interval`` seconds since the last commit began."""
+        flight, and ``interval`` seconds since the last commit began."""
         return not self.coalesce or (not self._busy and self._waiting is None
                                      and time.monotonic() - self._began >= self.interval)
 
@@ -642,13 +643,16 @@ class Committer:
                     self._condition.wait()
                 if self._waiting is None:
                     return
-                (logs, data, path), self._waiting, self._busy = self._waiting, None, True
+                (logs, descriptor, temporary, path), self._waiting, self._busy = self._waiting, None, True
                 self._began = time.monotonic()
             error = None
             try:
-                descriptor, temporary = write_temporary(path, data, "checkpoint")
-                for log in logs:
-                    log.sync()
+                try:
+                    for log in logs:
+                        log.flush()
+                except BaseException:
+                    _discard(descriptor, temporary)
+                    raise
                 replace_temporary(descriptor, temporary, path)
             except BaseException as exc:  # noqa: BLE001 - raised in the run's thread by the next submit or wait
                 error = exc

@@ -452,13 +452,12 @@ class Run:
                deferrable: bool = True) -> None:
         """Checkpoint round ``t``: the logs' new records, the hosts' shards (of factory-built agents), then the
         state file, whose rename commits the round (`checkpoints.Committer`: flushed and renamed in the background
-        while the next rounds run). With shards, each round waits for the previous round's commit, so that shards
-        of older rounds are deleted only once the state file naming newer ones is on disk; without, a round whose
-        commit finds the disk still busy replaces the round waiting for it (the file on disk lags by a round or
-        two, never by more than the disk's delay). Without shards, a round is committed only when the commit
-        thread is ready for it (`checkpoints.Committer.ready`: at most every `checkpoints.COMMIT_INTERVAL`
-        seconds); another round only appends its log records, and ``deferrable=False`` (`end_checkpoint`) commits
-        it."""
+        while the next rounds run). With shards, every round is committed, each waiting for the previous round's
+        commit, so that shards of older rounds are deleted only once the state file naming newer ones is on disk.
+        Without, a round is committed only when the commit thread is ready for it (`checkpoints.Committer.ready`:
+        idle, and at most every `checkpoints.COMMIT_INTERVAL` seconds); another round only appends its log records
+        (the file on disk lags by at most that and the commit in flight), and ``deferrable=False``
+        (`end_checkpoint`) commits it."""
         assert self.logs is not None and self.committer is not None
         shards = not self.committer.coalesce  # factory-built agents (`begin_checkpoint`)
         if shards:
