@@ -69,7 +69,10 @@ _NPY_MAGIC = b"\x93NUMPY\x01\x00"
 
 #: The least time in seconds between the starts of two commits of a run without per-host shards (`Committer.ready`):
 #: the state file on disk lags by at most this (and the commit in flight); a kill recomputes at most that many rounds.
-COMMIT_INTERVAL = 0.05
+COMMIT_INTERVAL = 0.1
+
+#: How long the run's thread sleeps, once a round, while a commit is in flight (`Committer.make_way`).
+_MAKE_WAY = 5e-5
 
 
 # ---- files that may be hostile ----------------------------------------------------------------------------
@@ -612,6 +615,15 @@ class Committer:
         flight, and ``interval`` seconds since the last commit began."""
         return not self.coalesce or (not self._busy and self._waiting is None
                                      and time.monotonic() - self._began >= self.interval)
+
+    def make_way(self) -> None:
+        """While a commit is in flight, sleep briefly without the GIL, so that the commit thread, waiting to take the
+        GIL back after one of its system calls, can. (The run's thread drops the GIL only for moments, e.g. in each
+        noise draw, and takes it back before the waiting thread wakes; a waiting thread asks for it only after 5 ms
+        without any switch, so it waited tens of milliseconds a system call.) The run's thread calls it once a
+        round."""
+        if self._busy:
+            time.sleep(_MAKE_WAY)
 
     def wait(self) -> None:
         """Return when every submitted round is on disk (or replaced by a later one that is); raise a failure."""

@@ -466,6 +466,7 @@ class Run:
             self.log(t, self.rows[-1], sent)
         if deferrable and not self.committer.ready():
             self.deferred = (backend, path, t, sent, elapsed)
+            self.committer.make_way()
             return
         self.deferred = None
         agents = backend.call("write_shards", t + 1, self.committed) if shards else backend.call("states")
