@@ -1,7 +1,10 @@
 """Per-host checkpoints under random kills (issue 29): a factory-built private DPDG run, killed with SIGKILL at a
 random step of its checkpoint writes, resumed in a new process, compared bitwise with the uninterrupted run.
+``--case`` runs another case of tests/scripts/resumable_run.py instead (no shards: the state file is committed
+at most every ``checkpoint.COMMIT_INTERVAL`` and at the end, every round's records appended to the logs).
 
     PYTHONPATH=. .venv/bin/python bench/bench_kill_resume.py [--kills 30] [--backends serial process] [--seed 0]
+        [--case objpert-gaussian]
 
 The run is tests/scripts/resumable_run.py's ``dpdg-factory`` case (4 agents on a ring, each built by its host from
 a row of an addresses file, shards beside the checkpoint, 12 rounds, DPDG(epsilon=1, q=0.9), seed 17). Each trial
@@ -74,6 +77,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=30)
     parser.add_argument("--backends", nargs="+", default=["serial", "process"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--case", default="dpdg-factory", help="a case of tests/scripts/resumable_run.py")
     args = parser.parse_args()
     import privcvx as pc
 
@@ -81,7 +85,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         np.save(folder / "addresses.npy", np.random.default_rng(5).uniform(-1, 1, (4, 2)))
-        case = f"dpdg-factory:{folder / 'addresses.npy'}"
+        case = f"dpdg-factory:{folder / 'addresses.npy'}" if args.case == "dpdg-factory" else args.case
         subprocess.run([sys.executable, str(SCRIPT), case, "serial", str(folder / "full.npz")], check=True)
         full = pc.load_result(folder / "full.npz")
         start = time.perf_counter()
