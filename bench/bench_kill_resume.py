@@ -4,7 +4,7 @@ random step of its checkpoint writes, resumed in a new process, compared bitwise
 at most every ``checkpoint.COMMIT_INTERVAL`` and at the end, every round's records appended to the logs).
 
     PYTHONPATH=. .venv/bin/python bench/bench_kill_resume.py [--kills 30] [--backends serial process] [--seed 0]
-        [--case objpert-gaussian]
+        [--case objpert-gaussian --operations 24]
 
 The run is tests/scripts/resumable_run.py's ``dpdg-factory`` case (4 agents on a ring, each built by its host from
 a row of an addresses file, shards beside the checkpoint, 12 rounds, DPDG(epsilon=1, q=0.9), seed 17). Each trial
@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["serial", "process"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--case", default="dpdg-factory", help="a case of tests/scripts/resumable_run.py")
+    parser.add_argument("--operations", type=int, help="the largest N drawn (default: OPERATIONS of the backend)")
     args = parser.parse_args()
     import privcvx as pc
 
@@ -89,6 +90,8 @@ def main() -> None:
         subprocess.run([sys.executable, str(SCRIPT), case, "serial", str(folder / "full.npz")], check=True)
         full = pc.load_result(folder / "full.npz")
         start = time.perf_counter()
+        if args.operations is not None:
+            OPERATIONS.update(dict.fromkeys(args.backends, args.operations))
         summary = {backend: trials(backend, args.kills, rng, folder, case, full) for backend in args.backends}
     print(f"\n{time.perf_counter() - start:.0f} s")
     for backend, outcomes in summary.items():
