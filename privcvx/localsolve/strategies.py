@@ -340,12 +340,11 @@ class SmoothStep(Strategy):
         if not w.min() > 0.0:
             raise StrategyFailure("L-BFGS-B: a zero penalty weight leaves the step without a certificate")
 
-        def value_and_gradient(z: np.ndarray) -> tuple[float, np.ndarray]:
-            return evaluator.value(z) + 0.5 * float(z @ (w * z)) - float(linear @ z), \
-                evaluator.gradient(z) + w * z - linear
-
         def gradient_of(z: np.ndarray) -> np.ndarray:
             return evaluator.gradient(z) + w * z - linear
+
+        def value_and_gradient(z: np.ndarray) -> tuple[float, np.ndarray]:
+            return evaluator.value(z) + 0.5 * float(z @ (w * z)) - float(linear @ z), gradient_of(z)
 
         with np.errstate(all="ignore"):  # a trial point outside dom f_p: L-BFGS-B backtracks, or the check refuses
             result = scipy.optimize.minimize(value_and_gradient, np.clip(linear / w, self.lower, self.upper),

@@ -207,7 +207,7 @@ class Log:
         self._unwritten: list[bytes] = []  # appended, for `write`
 
     def append(self, records: Iterable[bytes]) -> None:
-        """Append records (a round's): in memory until `write` or `sync`."""
+        """Append records (a round's): in memory until `write` (or `close`)."""
         parts = []
         for record in records:
             self.chain = hashlib.sha256(self.chain + record).digest()
