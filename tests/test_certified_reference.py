@@ -1,0 +1,86 @@
+"""The exact projections of tests/reference_projections.py checked independently: against CVXPY with Clarabel at
+1e-11 (SCS at 1e-13 for the `hard` ones, which Clarabel misses by more than 1e-7), against the projection's
+variational inequality <W (point - p), y - p> <= 0 on feasible y, and against each other (two methods for the
+simplex, Moreau's decomposition for the second-order cone, a polygon's edge as a halfspace)."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import reference_projections as ref
+
+REFERENCES = {r.name: r for r in ref.references()}
+RNG = np.random.default_rng(36)
+
+
+@pytest.mark.parametrize("name", list(REFERENCES))
+def test_reference_matches_an_independent_solver(name):
+    reference = REFERENCES[name]
+    solver, within = (cp.SCS, 1e-9) if reference.hard else (cp.CLARABEL, 1e-7)
+    assert np.max(np.abs(ref.solve_with(reference, solver) - reference.projection)) <= within
+
+
+def _violation(constraint: cp.Constraint) -> float:
+    """The largest violation (CVXPY's SOC.violation divides 0 by 0 at the cone's apex: computed here instead)."""
+    if isinstance(constraint, cp.SOC):
+        t, u = (np.asarray(arg.value, dtype=float) for arg in constraint.args)
+        return float(max(np.linalg.norm(u) - t.item(), 0.0))
+    value = float(np.max(constraint.violation()))
+    assert np.isfinite(value)
+    return value
+
+
+@pytest.mark.parametrize("name", list(REFERENCES))
+def test_reference_is_feasible_and_meets_the_variational_inequality(name):
+    reference = REFERENCES[name]
+    x = cp.Variable(reference.dim)
+    constraints = reference.constraints(x)
+    x.value = reference.projection
+    assert max(_violation(c) for c in constraints) <= 1e-14
+    # feasible y: Clarabel's projections of random points (feasible to about 1e-11), and the point itself if inside
+    normal = reference.weights * (reference.point - reference.projection)
+    problem = cp.Problem(cp.Minimize(cp.sum_squares(x - (target := cp.Parameter(reference.dim)))), constraints)
+    solver = cp.SCS if reference.hard else cp.CLARABEL
+    for _ in range(4):
+        target.value = reference.projection + 3.0 * RNG.normal(size=reference.dim)
+        problem.solve(solver=solver, **ref.TIGHT[solver])
+        assert problem.status == cp.OPTIMAL
+        assert float(normal @ (x.value - reference.projection)) <= 1e-9
+    # and a wrong answer fails it: a feasible point off the projection (when the point is outside the set)
+    if np.linalg.norm(normal) > 0:
+        assert float(normal @ (reference.point - reference.projection)) > 1e-3
+
+
+def test_the_two_simplex_projections_agree_exactly():
+    for point in RNG.normal(size=(5, 6)):
+        by_sort = ref.project_simplex(point)
+        by_multiplier = ref.project_box_hyperplane(point, np.ones(6), 1.0, np.zeros(6), np.ones(6))
+        assert np.array_equal(by_sort, by_multiplier)
+
+
+def test_soc_projection_meets_moreau_decomposition():
+    for point in RNG.normal(size=(8, 4)):  # K self-dual: p = P_K(p) - P_K(-p), the two orthogonal
+        plus, minus = ref.project_soc(point), ref.project_soc(-point)
+        assert np.max(np.abs(plus - minus - point)) <= 4e-16 * max(1.0, np.max(np.abs(point)))
+        assert abs(plus @ minus) <= 1e-15
+
+
+def test_polygon_edge_projection_is_the_edges_halfspace_projection():
+    reference = REFERENCES["polygon_edge"]  # (5, 0) projects inside the edge from (3, -1) to (4, 2)
+    normals, levels = ref.polygon_halfspaces(np.array([[0.0, 0.0], [3.0, -1.0], [4.0, 2.0], [1.5, 3.5], [-0.5, 2.0]]))
+    assert np.array_equal(ref.project_halfspace(reference.point, normals[1], levels[1]), reference.projection)
+
+
+def test_ball_projection_of_a_pythagorean_point_is_exact():
+    # center (1, -2, 0.5), point - center = (3, 4, 12) (norm 13): the projection is center + 1.5/13 (3, 4, 12)
+    expected = np.array([1 + 4.5 / 13, -2 + 6 / 13, 0.5 + 18 / 13])
+    assert np.max(np.abs(REFERENCES["ball_outside"].projection - expected)) <= 4e-16
+
+
+@pytest.mark.parametrize("size", [1e-9, 1e-6, 1e-3])
+def test_perturbed_answers_carry_their_exact_distance(size):
+    reference = REFERENCES["flow_limits"]
+    answer, distance = ref.perturbed(reference, size, RNG)
+    assert abs(distance - size) <= 1e-6 * size  # the float sum moves it by an ulp of the projection at most
+    assert abs(distance - np.linalg.norm(answer - reference.projection)) <= 1e-15 * size + 1e-31
