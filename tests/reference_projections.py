@@ -236,7 +236,11 @@ def references() -> list[Reference]:
     lo, up, a, level = np.array([0.0, -1.0, 0.0, -0.5, 0.0]), np.array([1.0, 1.0, 0.5, 0.5, 2.0]), \
         np.array([1.0, 2.0, -1.0, 1.0, 0.5]), 0.75
     p = [1.3, 0.9, -0.7, 0.2, 3.1]
-    box_plane = (lambda x, lo=lo, up=up, a=a, level=level: [x >= lo, x <= up, a @ x == level])
+
+    def box_plane(x: cp.Variable, lo: np.ndarray = lo, up: np.ndarray = up, a: np.ndarray = a,
+                  level: float = level) -> list[cp.Constraint]:
+        return [x >= lo, x <= up, a @ x == level]
+
     out.append(_ref("box_hyperplane", box_plane, p, project_box_hyperplane(np.array(p), a, level, lo, up),
                     "multiplier by breakpoints (rational)"))
     w = np.array([2.0, 0.5, 1.0, 3.0, 0.125])
