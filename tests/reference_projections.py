@@ -194,7 +194,8 @@ def project_flow_limits(point: np.ndarray, limits: np.ndarray, demand: float) ->
 @dataclass(frozen=True)
 class Reference:
     """One exact projection: minimize sum_i weights_i (x_i - point_i)^2 s.t. ``constraints(x)`` (x = cp.Variable(
-    dim)); ``projection`` is its exact answer (within one ulp), ``method`` how it was computed. ``hard``: Clarabel
+    dim)); ``projection`` is its exact answer (within one ulp), ``method`` how it was computed, ``exact`` the same
+    exact projection (same set, same weights) of any other point. ``hard``: Clarabel
     through CVXPY at 1e-11 misses it by more than 1e-7 (measured: simplex_degenerate 1.4e-6, flow_limits 3.2e-7;
     SCS at 1e-13 meets it), the kind of answer a certificate must not pass as exact."""
 
@@ -205,15 +206,16 @@ class Reference:
     weights: np.ndarray
     projection: np.ndarray
     method: str
+    exact: Callable[[np.ndarray], np.ndarray]
     hard: bool = False
 
 
 def _ref(name: str, constraints: Callable[[cp.Variable], list[cp.Constraint]], point: Sequence[float],
-         projection: np.ndarray, method: str, weights: Sequence[float] | None = None, hard: bool = False
-         ) -> Reference:
+         exact: Callable[[np.ndarray], np.ndarray], method: str, weights: Sequence[float] | None = None,
+         hard: bool = False) -> Reference:
     point = np.asarray(point, dtype=float)
     weights = np.ones(point.size) if weights is None else np.asarray(weights, dtype=float)
-    return Reference(name, point.size, constraints, point, weights, projection, method, hard)
+    return Reference(name, point.size, constraints, point, weights, exact(point), method, exact, hard)
 
 
 def references() -> list[Reference]:
@@ -222,17 +224,17 @@ def references() -> list[Reference]:
     c, r = np.array([1.0, -2.0, 0.5]), 1.5
     for tag, p in (("outside", [4.0, 2.0, 12.5]), ("inside", [1.2, -1.5, 0.0]), ("irrational", [0.3, 0.7, -2.1])):
         out.append(_ref(f"ball_{tag}", lambda x, c=c, r=r: [cp.norm(x - c) <= r], p,
-                        project_ball(np.array(p), c, r), "closed form"))
+                        lambda v, c=c, r=r: project_ball(v, c, r), "closed form"))
     a, beta = np.array([1.0, -2.0, 3.0, 0.5]), 1.25
     p = [0.7, -1.1, 2.3, 0.4]
     out.append(_ref("halfspace", lambda x, a=a, beta=beta: [a @ x <= beta], p,
-                    project_halfspace(np.array(p), a, beta), "closed form (rational)"))
+                    lambda v, a=a, beta=beta: project_halfspace(v, a, beta), "closed form (rational)"))
     w = np.array([1.0, 4.0, 0.25, 2.0])
     out.append(_ref("halfspace_weighted", lambda x, a=a, beta=beta: [a @ x <= beta], p,
-                    project_halfspace(np.array(p), a, beta, w), "closed form (rational)", w))
+                    lambda v, a=a, beta=beta, w=w: project_halfspace(v, a, beta, w), "closed form (rational)", w))
     for tag, p in (("outside", [1.0, 3.0, -4.0, 12.0]), ("polar", [-20.0, 3.0, 4.0, 0.0]),
                    ("inside", [2.0, 0.5, -1.0, 1.25]), ("irrational", [0.4, -1.0, 0.7, 0.2])):
-        out.append(_ref(f"soc_{tag}", lambda x: [cp.SOC(x[0], x[1:])], p, project_soc(np.array(p)), "closed form"))
+        out.append(_ref(f"soc_{tag}", lambda x: [cp.SOC(x[0], x[1:])], p, project_soc, "closed form"))
     lo, up, a, level = np.array([0.0, -1.0, 0.0, -0.5, 0.0]), np.array([1.0, 1.0, 0.5, 0.5, 2.0]), \
         np.array([1.0, 2.0, -1.0, 1.0, 0.5]), 0.75
     p = [1.3, 0.9, -0.7, 0.2, 3.1]
@@ -241,28 +243,28 @@ def references() -> list[Reference]:
                   level: float = level) -> list[cp.Constraint]:
         return [x >= lo, x <= up, a @ x == level]
 
-    out.append(_ref("box_hyperplane", box_plane, p, project_box_hyperplane(np.array(p), a, level, lo, up),
+    out.append(_ref("box_hyperplane", box_plane, p, lambda v: project_box_hyperplane(v, a, level, lo, up),
                     "multiplier by breakpoints (rational)"))
     w = np.array([2.0, 0.5, 1.0, 3.0, 0.125])
     out.append(_ref("box_hyperplane_weighted", box_plane, p,
-                    project_box_hyperplane(np.array(p), a, level, lo, up, w), "multiplier by breakpoints (rational)",
-                    w))
+                    lambda v, w=w: project_box_hyperplane(v, a, level, lo, up, w),
+                    "multiplier by breakpoints (rational)", w))
     for tag, p in (("", [0.45, -0.3, 1.2, 0.05, 0.6, -1.0]), ("_degenerate", [0.4, -0.3, 1.2, 0.05, 0.6, -1.0])):
         # degenerate: x_1 = 0.4 - tau = 4e-17 with a zero multiplier (no strict complementarity)
-        out.append(_ref(f"simplex{tag}", lambda x: [x >= 0, cp.sum(x) == 1], p, project_simplex(np.array(p)),
+        out.append(_ref(f"simplex{tag}", lambda x: [x >= 0, cp.sum(x) == 1], p, project_simplex,
                         "sort (rational)", hard=bool(tag)))
     verts = np.array([[0.0, 0.0], [3.0, -1.0], [4.0, 2.0], [1.5, 3.5], [-0.5, 2.0]])
     normals, levels = polygon_halfspaces(verts)
     for tag, p in (("edge", [5.0, 0.0]), ("vertex", [5.5, 2.3]), ("inside", [1.0, 1.0])):
         out.append(_ref(f"polygon_{tag}", lambda x, n=normals, h=levels: [n @ x <= h], p,
-                        project_polygon(np.array(p), verts), "enumeration of edges (rational)"))
+                        lambda v: project_polygon(v, verts), "enumeration of edges (rational)"))
     limits, demand = np.array([1.0, 0.8, 1.5]), 2.2
     p = [1.2, 0.5, 0.1, -0.9, 0.6, 1.4]
 
     def flows(x: cp.Variable, limits: np.ndarray = limits, demand: float = demand) -> list[cp.Constraint]:
         return [cp.norm(x[2 * i:2 * i + 2]) <= s for i, s in enumerate(limits)] + [x[0::2] @ np.ones(3) == demand]
 
-    out.append(_ref("flow_limits", flows, p, project_flow_limits(np.array(p), limits, demand),
+    out.append(_ref("flow_limits", flows, p, lambda v: project_flow_limits(v, limits, demand),
                     "multiplier by 60-digit bisection", hard=True))
     return out
 
