@@ -1,0 +1,71 @@
+"""How far `LocalProblem.project` answers are from exact projections (tests/reference_projections.py).
+
+For every reference set: the fixture's point and ``--points`` random points about it (point + 2 N(0, I)), each
+projected by privcvx's local-solve layer (the strategy it picks: Clarabel for cones and inequalities, a
+factorization for equalities only) and exactly; reported per set: the strategy, the largest per-coordinate error,
+the median and largest l2 error, and how many answers exceed the layer's stated allowance (`error_bound` per
+coordinate, 1e-8) per coordinate and sqrt(n) error_bound in l2.
+
+    cd /work/wt/ref && PYTHONPATH=. /work/main/.venv/bin/python bench/reference_distance.py [--points 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import cvxpy as cp
+import numpy as np
+
+import privcvx as pc
+from privcvx.localsolve import LocalProblem
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import reference_projections as ref  # noqa: E402
+
+
+def local_problem(reference: ref.Reference) -> LocalProblem:
+    """The reference's set as one agent's projection (f_p plays no part in `project`)."""
+    x = cp.Variable(reference.dim)
+    agent = pc.Agent(cp.sum_squares(x), reference.constraints(x), shared=x, name=reference.name)
+    return LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0])
+
+
+def measure(reference: ref.Reference, points: int, rng: np.random.Generator) -> dict:
+    local = local_problem(reference)
+    coordinate, l2 = [], []
+    for k in range(points + 1):
+        point = reference.point if k == 0 else reference.point + 2.0 * rng.normal(size=reference.dim)
+        answer = local.project(point, reference.weights)
+        exact = reference.projection if k == 0 else reference.exact(point)
+        coordinate.append(float(np.max(np.abs(answer - exact))))
+        l2.append(ref.l2_distance(answer, exact))
+    coordinate, l2 = np.array(coordinate), np.array(l2)
+    allowance = local.error_bound
+    return {"set": reference.name, "n": reference.dim, "strategy": local.strategy, "fixture_coord": coordinate[0],
+            "fixture_l2": l2[0], "max_coord": coordinate.max(), "median_l2": float(np.median(l2)), "max_l2": l2.max(),
+            "over_coord": int(np.sum(coordinate > allowance)),
+            "over_l2": int(np.sum(l2 > np.sqrt(reference.dim) * allowance)), "solves": len(l2),
+            "inaccurate": local.stats.inaccurate, "retries": local.stats.retries}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--points", type=int, default=100)
+    args = parser.parse_args()
+    rng = np.random.default_rng(36)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rows = [measure(reference, args.points, rng) for reference in ref.references()]
+    print(f"{'set':24s} {'n':>2s} {'strategy':13s} {'fixture c/l2':>17s} {'max coord':>9s} {'med l2':>8s} "
+          f"{'max l2':>8s} {'over 1e-8 c/l2':>14s} {'solves':>6s} {'inacc':>5s} {'retry':>5s}")
+    for r in rows:
+        print(f"{r['set']:24s} {r['n']:2d} {r['strategy']:13s} {r['fixture_coord']:8.1e} {r['fixture_l2']:8.1e} "
+              f"{r['max_coord']:9.1e} {r['median_l2']:8.1e} {r['max_l2']:8.1e} "
+              f"{r['over_coord']:6d}/{r['over_l2']:<7d} {r['solves']:6d} {r['inaccurate']:5d} {r['retries']:5d}")
+
+
+if __name__ == "__main__":
+    main()
