@@ -6,7 +6,10 @@ factorization for equalities only) and exactly; reported per set: the strategy, 
 the median and largest l2 error, and how many answers exceed the layer's stated allowance (`error_bound` per
 coordinate, 1e-8) per coordinate and sqrt(n) error_bound in l2.
 
-    cd /work/wt/ref && PYTHONPATH=. /work/main/.venv/bin/python bench/reference_distance.py [--points 100]
+    cd /work/wt/ref && PYTHONPATH=. /work/main/.venv/bin/python bench/reference_distance.py [--points 100] [--gaps]
+
+``--gaps``: for each fixture point, Clarabel re-solved on the layer's data at the layer's settings and at a 1e-14
+target: status, duality gap (primal minus dual objective), sqrt(2 gap / min w) and the distance to the exact answer.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import sys
 import warnings
 from pathlib import Path
 
+import clarabel
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
 import privcvx as pc
 from privcvx.localsolve import LocalProblem
+from privcvx.localsolve.strategies import SOLVER_SETTINGS, clarabel_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import reference_projections as ref  # noqa: E402
@@ -51,10 +57,37 @@ def measure(reference: ref.Reference, points: int, rng: np.random.Generator) -> 
             "inaccurate": local.stats.inaccurate, "retries": local.stats.retries}
 
 
+def gaps(reference: ref.Reference) -> None:
+    """The fixture point's solve by Clarabel on the layer's data (`ClarabelStep`), at two targets."""
+    local = local_problem(reference)
+    if local.strategy != "clarabel":
+        return
+    local.project(reference.point, reference.weights)  # builds the step's data for these weights
+    step = local.chain[0]
+    q = step.linear_term(2.0 * reference.weights / reference.weights.max() * reference.point)
+    tight = {"tol_gap_abs": 1e-14, "tol_gap_rel": 1e-14, "tol_feas": 1e-14, "tol_ktratio": 1e-12}
+    layer = SOLVER_SETTINGS[cp.CLARABEL]
+    for label, settings in (("layer", layer), ("1e-14", {**layer, **tight})):
+        solution = clarabel.DefaultSolver(sp.triu(step.full_p, format="csc"), q, local.data.A, local.data.b,
+                                          local.data.cones, clarabel_settings(settings)).solve()
+        gap = solution.obj_val - solution.obj_val_dual
+        wmin = 2.0 * reference.weights.min() / reference.weights.max()
+        error = ref.l2_distance(np.asarray(solution.x)[local.data.columns], reference.projection)
+        print(f"{reference.name:24s} {label:6s} {str(solution.status):13s} gap {gap:9.2e} "
+              f"sqrt(2 gap/min w) {np.sqrt(2 * max(gap, 0.0) / wmin):8.1e} l2 error {error:8.1e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=100)
+    parser.add_argument("--gaps", action="store_true")
     args = parser.parse_args()
+    if args.gaps:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for reference in ref.references():
+                gaps(reference)
+        return
     rng = np.random.default_rng(36)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
