@@ -10,11 +10,15 @@ coordinate, 1e-8) per coordinate and sqrt(n) error_bound in l2.
 
 ``--gaps``: for each fixture point, Clarabel re-solved on the layer's data at the layer's settings and at a 1e-14
 target: status, duality gap (primal minus dual objective), sqrt(2 gap / min w) and the distance to the exact answer.
+``--prototype FILE``: session 35's certificate (branch s35-conic, not merged) against the exact distances, on the
+fixture point and 19 random points per set, after
+``git show s35-conic:bench/certified_projection.py > /tmp/certproto.py``; ``--prototype /tmp/certproto.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import warnings
 from pathlib import Path
@@ -77,11 +81,43 @@ def gaps(reference: ref.Reference) -> None:
               f"sqrt(2 gap/min w) {np.sqrt(2 * max(gap, 0.0) / wmin):8.1e} l2 error {error:8.1e}")
 
 
+def prototype(path: str, rng: np.random.Generator) -> None:
+    """The prototype's bound ||z - z_f|| + sqrt(2 gap / min w) (its `Certifier`) against the exact l2 error."""
+    spec = importlib.util.spec_from_file_location("certproto", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for reference in ref.references():
+        local = local_problem(reference)
+        if local.strategy != "clarabel":
+            continue
+        local.project(reference.point, reference.weights)
+        step, data, certifier = local.chain[0], local.data, module.Certifier(local.data)
+        weights = 2.0 * reference.weights / reference.weights.max()
+        rows = []
+        for k in range(20):
+            point = reference.point if k == 0 else reference.point + 2.0 * rng.normal(size=reference.dim)
+            certifier.P, certifier.q = step.full_p, step.linear_term(weights * point)
+            x, y, _, _ = module.solve(step.full_p, certifier.q, data, SOLVER_SETTINGS[cp.CLARABEL])
+            feasibility, optimality, _, box = certifier.bound(x, y, weights)
+            rows.append((feasibility + optimality, ref.l2_distance(x[data.columns], reference.exact(point)),
+                         certifier.parts[2], box))
+        bound, error, c_n, box = np.array(rows).T
+        print(f"{reference.name:24s} columns {data.A.shape[1]}/{reference.dim} bound median {np.median(bound):.1e} "
+              f"max {bound.max():.1e}; error max {error.max():.1e}; min(bound - error) {np.min(bound - error):.1e}; "
+              f"|c_N|_1 max {c_n.max():.1e}, R |c_N|_1 max {box.max():.1e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=100)
     parser.add_argument("--gaps", action="store_true")
+    parser.add_argument("--prototype", metavar="FILE")
     args = parser.parse_args()
+    if args.prototype:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prototype(args.prototype, np.random.default_rng(1))
+        return
     if args.gaps:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
