@@ -273,6 +273,11 @@ class Monitor(Checkpointed):
     def global_vector(self) -> np.ndarray:
         """The current global vector w (``result.w``), computed from the messages only."""
 
+    def pair(self, coordinator: Coordinator | None) -> None:
+        """Meet the run's server (called once, before the first round): a monitor whose replay of the server's
+        public bookkeeping is the server's own computation may let the server take its answers (`ADMMMonitor`);
+        nothing by default."""
+
     def releases(self) -> list[np.ndarray] | None:
         """Every agent's latest released shared entries, in agent order (for ``result.average()``), or None when
         the monitor keeps none."""

@@ -265,6 +265,7 @@ class Run:
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
+        self.monitor.pair(self.coordinator)
         self.router = Router(topology, problem.names)
         self.connectivity = WindowConnectivity(topology)
         self.transcript = Transcript() if transcript is None else transcript
