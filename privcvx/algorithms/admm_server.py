@@ -106,7 +106,7 @@ class ADMMServer(Coordinator):
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
                 payload["lam"] = self.duals.lam[p]
-            messages.append(Message(round=t, sender=SERVER, receiver=name, payload=payload))
+            messages.append(Message(t, SERVER, name, payload))  # by position: cheaper than by keyword
         return messages
 
     def state_dict(self) -> dict[str, Any]:

@@ -90,6 +90,10 @@ class ConsensusDuals:
         self.flat = np.zeros(self.index.size)
         self.lam = self._split(self.flat)
         self._released: tuple[list[np.ndarray], np.ndarray] | None = None
+        # Work arrays of the copies' size, kept from round to round: the gap of line 8 and the squares of the
+        # residuals (a new array of 51 kB per operation on digits, its memory cold in every round, made line 8 and
+        # the residuals take several times what they take warm; the same operations, into them)
+        self._gap, self._work = np.empty(self.index.size), np.empty(self.index.size)
         self.last: LineEight | None = None  # the last `update`: its inputs and what it computed
         self.leader: ConsensusDuals | None = None  # whose line 8 this one may take (`follow`)
 
@@ -123,13 +127,17 @@ class ConsensusDuals:
         return np.concatenate(released)
 
     def average(self, released: list[np.ndarray], rho: float | np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
-        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0)."""
+        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0; the
+        terms formed in the work array, `__init__`)."""
         if self.full:  # every copy is all of w: the rows added in agent order from 0, as bincount adds them
+            rows = np.divide(self._by_agent(self.flat), rho, out=self._by_agent(self._work))
+            np.subtract(self._by_agent(self.stacked(released)), rows, out=rows)
             total = np.zeros(self.dim)
-            for term in self._by_agent(self.stacked(released)) - self._by_agent(self.flat) / rho:
+            for term in rows:
                 total += term
             return total / multiplicity
-        terms = self.stacked(released) - self.flat / self.copies(rho)
+        terms = np.divide(self.flat, self.copies(rho), out=self._work)
+        np.subtract(self.stacked(released), terms, out=terms)
         return np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity
 
     def _by_agent(self, stacked: np.ndarray) -> np.ndarray:
@@ -149,10 +157,13 @@ class ConsensusDuals:
         added in agent order from 0. Equal slices: one reduce over the rows of each value's squares (a row's reduce
         is the 1-d pairwise sum of that row, bitwise; the values are not stacked first: a copy of them all, 150 kB
         on digits, cost more in a round than the reduces)."""
+        square = self._work  # each value's squares, in turn (`__init__`)
         if self._rows is not None:
-            rows = [np.add.reduce((value * value).reshape(self._rows, -1), axis=1).tolist() for value in values]
+            rows = [np.add.reduce(np.multiply(value, value, out=square).reshape(self._rows, -1), axis=1).tolist()
+                    for value in values]
         else:
-            rows = [[float(part.sum()) for part in self._split(value * value)] for value in values]
+            rows = [[float(part.sum()) for part in self._split(np.multiply(value, value, out=square))]
+                    for value in values]
         totals = []
         for sums in rows:
             total = 0.0
@@ -179,14 +190,17 @@ class ConsensusDuals:
             return dict(record.residuals) if residuals else {}
         before = self.flat
         stacked = self.stacked(released)
+        gap = self._gap  # (`__init__`); the new duals are a new array: messages and the record keep the old ones
         if self.full:  # every copy is all of w: w and rho broadcast over the agents' rows (the gathers' numbers)
-            gap = (w - self._by_agent(stacked)).reshape(-1)
+            np.subtract(w, self._by_agent(stacked), out=self._by_agent(gap))
             step = gap if used is None else np.concatenate(used) - stacked
-            self.flat = self.flat + (rho * self._by_agent(step)).reshape(-1)
+            flat = np.multiply(rho, self._by_agent(step)).reshape(-1)
         else:
             copies = w[self.index]
-            gap = copies - stacked
-            self.flat = self.flat + self.copies(rho) * (gap if used is None else np.concatenate(used) - stacked)
+            np.subtract(copies, stacked, out=gap)
+            flat = self.copies(rho) * (gap if used is None else np.concatenate(used) - stacked)
+        flat += self.flat  # lambda + rho step, as rho step + lambda: the same sum
+        self.flat = flat
         self.lam = self._split(self.flat)
         self._released = (released, stacked)
         self.last = LineEight(before, w, w_previous, released, rho, used, self.flat, stacked, None)
