@@ -11,6 +11,7 @@ here, beside the schedules they generalize, because users name them as ``pc.sche
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -178,7 +179,15 @@ class ScheduledPenalty(PenaltyRule):
     schedule: Schedule
 
     def value(self, t: int) -> float:
+        """rho^t, checked finite and > 0 (`checked_value`); a `Constant`'s is checked once and kept."""
+        if isinstance(self.schedule, Constant):
+            return self._constant
         return checked_value(self.schedule, t, argument="rho")
+
+    @functools.cached_property
+    def _constant(self) -> float:
+        """A `Constant` schedule's rho, checked (its value at every round)."""
+        return checked_value(self.schedule, 1, argument="rho")
 
 
 def as_penalty(value: float | Schedule | PenaltyRule | str) -> PenaltyRule:

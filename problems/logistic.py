@@ -116,6 +116,16 @@ class LogisticLoss:
     Y: np.ndarray
     normalizer: int
 
+    def __post_init__(self) -> None:
+        """X and Y become the arrays CVXPY holds for them (its constants copy what they are given), on which
+        `expression` builds f_p: the oracles and f_p compiled for the diagnostics then read one copy of the agent's
+        data, which the round's gradients have just brought into the cache (on digits a second copy made the
+        diagnostics 16% slower; docs/performance.md, "The driver's work on digits")."""
+        constants = (cp.Constant(self.X), cp.Constant(self.Y))
+        object.__setattr__(self, "_constants", constants)
+        object.__setattr__(self, "X", constants[0].value)
+        object.__setattr__(self, "Y", constants[1].value)
+
     @property
     def shape(self) -> tuple[int, int]:
         """Shape (J, K) of the model W."""
@@ -123,8 +133,9 @@ class LogisticLoss:
 
     def expression(self, W: cp.Expression) -> cp.Expression:
         """f_p as a DCP CVXPY expression in the J x K variable ``W``."""
-        scores = self.X @ W
-        return (cp.sum(cp.log_sum_exp(scores, axis=1)) - cp.sum(cp.multiply(self.Y, scores))) / self.normalizer
+        X, Y = self._constants  # X and Y themselves (`__post_init__`)
+        scores = X @ W
+        return (cp.sum(cp.log_sum_exp(scores, axis=1)) - cp.sum(cp.multiply(Y, scores))) / self.normalizer
 
     def value(self, W: np.ndarray) -> float:
         """f_p evaluated in numpy."""

@@ -19,9 +19,9 @@ from scipy.special import softmax
 
 import privcvx as pc
 from privcvx.algorithms import LinearizedADMM
-from privcvx.algorithms.admm_server import ADMMServer
-from privcvx.algorithms.base import AgentContext
-from privcvx.algorithms.consensus import ConsensusDuals
+from privcvx.algorithms.admm_server import ADMMMonitor, ADMMServer
+from privcvx.algorithms.base import AgentContext, Monitor
+from privcvx.algorithms.consensus import ConsensusDuals, LineEight
 from privcvx.errors import PrivacyError
 from privcvx.gradients import GradientEvaluator
 from privcvx.privacy.accounting import (
@@ -300,3 +300,46 @@ def test_a_constant_step_rule_is_checked_once_and_a_varying_one_every_round(monk
     assert kept.history[columns].equals(checked_every_round.history[columns])
     with pytest.raises(RunFailed, match=r"round 3: argument 'eta\(t=3\)'"):
         problem.solve(LinearizedADMM(local_updates=2, rho=1.0, eta=lambda t: 0.1 if t < 3 else -1.0), rounds=6)
+
+
+@pytest.mark.parametrize("settings", [{"rho": 0.05}, {"rho": "adaptive-per-key"}, {"rho": 0.05, "relaxation": 1.5},
+                                      {"rho": 0.05, "anderson": 2}, {"rho": "adaptive", "general": True}])
+def test_the_server_takes_its_monitors_line8_and_the_run_is_the_run_that_computes_it_twice(digits, monkeypatch,
+                                                                                           settings) -> None:
+    """The server runs line 8 on round t's releases at round t + 1, on the inputs its monitor replayed it on in round
+    t's row: it takes the monitor's answer (every round after the first), and the history, w and the transcript are
+    those of a run whose server computes line 8 itself, bitwise."""
+    settings = dict(settings)
+    problem = general_form()[0] if settings.pop("general", False) else digits[2]
+    taken = []
+    ran_on = LineEight.ran_on
+    monkeypatch.setattr(LineEight, "ran_on", lambda *args: taken.append(ran_on(*args)) or taken[-1])
+    run = {"rounds": 6, "local_updates": 2, "seed": 0, "diagnostics": False}
+    paired = problem.solve(**run, **settings)
+    assert taken == [True] * 5
+    monkeypatch.setattr(ADMMMonitor, "pair", Monitor.pair)
+    alone = problem.solve(**run, **settings)
+    assert taken == [True] * 5  # no monitor to follow: the server computed every line 8 itself
+    columns = [c for c in paired.history.columns if c != "time_s"]
+    assert paired.history[columns].equals(alone.history[columns]) and paired.w.tobytes() == alone.w.tobytes()
+    assert paired.transcript.same_as(alone.transcript)
+
+
+def test_line8_is_computed_when_the_leaders_inputs_differ_by_a_bit(digits) -> None:
+    """A follower takes its leader's line 8 only on bitwise the same inputs: w one ulp apart is computed again."""
+    problem = digits[2]
+    leader, follower, alone = (ConsensusDuals(problem.layouts, problem.dim) for _ in range(3))
+    follower.follow(leader)
+    rng = np.random.default_rng(3)
+    released = [rng.standard_normal(layout.shared_local.size) for layout in problem.layouts]
+    w, w_previous = rng.standard_normal(problem.dim), rng.standard_normal(problem.dim)
+    leader.update(w, w_previous, released, 0.5)
+    nudged = w.copy()
+    nudged[7] = np.nextafter(nudged[7], np.inf)
+    assert follower.update(nudged, w_previous, released, 0.5) == alone.update(nudged, w_previous, released, 0.5)
+    assert follower.flat.tobytes() == alone.flat.tobytes() != leader.flat.tobytes()
+    copied = ConsensusDuals(problem.layouts, problem.dim)  # the same inputs in other arrays: taken
+    copied.follow(leader)
+    assert copied.update(w.copy(), w_previous.copy(), [z_p.copy() for z_p in released], 0.5) == \
+        leader.last.residuals
+    assert copied.flat is leader.flat

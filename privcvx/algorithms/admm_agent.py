@@ -200,18 +200,21 @@ class ADMMAgent(AgentProgram):
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
         (message,) = inbox
-        w_p, rho = message["w"], message["rho"]
+        payload = message.payload
+        w_p, rho = payload["w"], payload["rho"]
         rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
-        if "lam" in message.payload:  # server-side acceleration: the server's dual is the one to use
-            self.lam = np.asarray(message["lam"], dtype=float)
+        if "lam" in payload:  # server-side acceleration: the server's dual is the one to use
+            self.lam = np.asarray(payload["lam"], dtype=float)
         eta = self.step_size(t)
         z = self.z
         total = np.zeros(self.layout.dim)
         noise = 0.0
-        self._terms = self._round_terms(w_p, rho, eta)  # this round's w_p, rho and eta: read by local_update
+        terms = self._terms = self._round_terms(w_p, rho, eta)  # this round's w_p, rho and eta: read by local_update
+        direct = type(self).local_update is ADMMAgent.local_update  # not replaced: `_update` with the terms itself
         try:
             for e in range(self.local_updates):
-                z, magnitude = self.local_update(z, w_p, rho, eta, warm_start=e > 0)
+                z, magnitude = self._update(z, terms, e > 0) if direct else \
+                    self.local_update(z, w_p, rho, eta, warm_start=e > 0)
                 total += z
                 noise += magnitude
         finally:

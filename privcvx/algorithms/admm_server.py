@@ -106,7 +106,7 @@ class ADMMServer(Coordinator):
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
                 payload["lam"] = self.duals.lam[p]
-            messages.append(Message(round=t, sender=SERVER, receiver=name, payload=payload))
+            messages.append(Message(t, SERVER, name, payload))  # by position: cheaper than by keyword
         return messages
 
     def state_dict(self) -> dict[str, Any]:
@@ -143,6 +143,13 @@ class ADMMMonitor(Monitor):
         self.duals = ConsensusDuals(self.layouts, problem.dim)
         self.w = np.zeros(problem.dim)
 
+    def pair(self, coordinator: Coordinator | None) -> None:
+        """The server of the run (`ADMMServer`) runs line 8 on the releases of round t at round t + 1, on the inputs
+        this monitor replays it on in round t's history row: it takes the monitor's answer when the inputs are
+        bitwise the same (`ConsensusDuals.follow`), so line 8 runs once a round, not twice."""
+        if isinstance(coordinator, ADMMServer):
+            coordinator.duals.follow(self.duals)
+
     def observe(self, t: int, messages: list[Message]) -> dict[str, float]:
         if t == 0:  # the agents' initial points: no round yet
             return {}
@@ -158,7 +165,8 @@ class ADMMMonitor(Monitor):
         relaxed = "average" in downlink[0].payload
         if self.duals.full:  # every message's slice is all of w, in order: the loop below would keep the last's
             last = downlink[-1].payload
-            w = np.array(last["average" if relaxed else "w"], dtype=float)
+            # the server's w itself (read-only; a float array is not copied), which line 8 then recognizes
+            w = np.asarray(last["average" if relaxed else "w"], dtype=float)
             rho = np.array(last["rho"], dtype=float) if vector else float(downlink[0]["rho"])
         else:
             w = self.w.copy()

@@ -108,7 +108,7 @@ class AgentContext:
 
     def message(self, t: int, payload: Mapping[str, Any], receiver: str | None = None, phase: int = 0) -> Message:
         """A message from this agent: to ``receiver``, or a broadcast to its round-t neighbours."""
-        return Message(round=t, sender=self.name, receiver=receiver, payload=payload, phase=phase)
+        return Message(t, self.name, receiver, payload, phase)  # by position: the round's hot path
 
     def release(self, value: np.ndarray, mechanism: Mechanism, sensitivity: Sensitivity, *,
                 tags: Mapping[str, Any] | None = None, scale: float | None = None, subtract: bool = False,
@@ -272,6 +272,11 @@ class Monitor(Checkpointed):
     @abstractmethod
     def global_vector(self) -> np.ndarray:
         """The current global vector w (``result.w``), computed from the messages only."""
+
+    def pair(self, coordinator: Coordinator | None) -> None:
+        """Meet the run's server (called once, before the first round): a monitor whose replay of the server's
+        public bookkeeping is the server's own computation may let the server take its answers (`ADMMMonitor`);
+        nothing by default."""
 
     def releases(self) -> list[np.ndarray] | None:
         """Every agent's latest released shared entries, in agent order (for ``result.average()``), or None when

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 import numpy as np
@@ -90,6 +90,19 @@ class ConsensusDuals:
         self.flat = np.zeros(self.index.size)
         self.lam = self._split(self.flat)
         self._released: tuple[list[np.ndarray], np.ndarray] | None = None
+        # Work arrays of the copies' size, kept from round to round: the gap of line 8 and the squares of the
+        # residuals (a new array of 51 kB per operation on digits, its memory cold in every round, made line 8 and
+        # the residuals take several times what they take warm; the same operations, into them)
+        self._gap, self._work = np.empty(self.index.size), np.empty(self.index.size)
+        self.last: LineEight | None = None  # the last `update`: its inputs and what it computed
+        self.leader: ConsensusDuals | None = None  # whose line 8 this one may take (`follow`)
+
+    def follow(self, leader: ConsensusDuals) -> None:
+        """Take ``leader``'s line 8 in place of computing it whenever ``leader`` last ran it on the same inputs,
+        bitwise (`LineEight.ran_on`): the server of Algorithm 1 runs line 8 on the releases of round t at round
+        t + 1, on the inputs its public monitor replayed it on in round t's history row (the same numbers,
+        computed once)."""
+        self.leader = leader
 
     def _split(self, flat: np.ndarray) -> list[np.ndarray]:
         return [flat[part] for part in self._slices]
@@ -114,13 +127,17 @@ class ConsensusDuals:
         return np.concatenate(released)
 
     def average(self, released: list[np.ndarray], rho: float | np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
-        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0)."""
+        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0; the
+        terms formed in the work array, `__init__`)."""
         if self.full:  # every copy is all of w: the rows added in agent order from 0, as bincount adds them
+            rows = np.divide(self._by_agent(self.flat), rho, out=self._by_agent(self._work))
+            np.subtract(self._by_agent(self.stacked(released)), rows, out=rows)
             total = np.zeros(self.dim)
-            for term in self._by_agent(self.stacked(released)) - self._by_agent(self.flat) / rho:
+            for term in rows:
                 total += term
             return total / multiplicity
-        terms = self.stacked(released) - self.flat / self.copies(rho)
+        terms = np.divide(self.flat, self.copies(rho), out=self._work)
+        np.subtract(self.stacked(released), terms, out=terms)
         return np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity
 
     def _by_agent(self, stacked: np.ndarray) -> np.ndarray:
@@ -140,10 +157,13 @@ class ConsensusDuals:
         added in agent order from 0. Equal slices: one reduce over the rows of each value's squares (a row's reduce
         is the 1-d pairwise sum of that row, bitwise; the values are not stacked first: a copy of them all, 150 kB
         on digits, cost more in a round than the reduces)."""
+        square = self._work  # each value's squares, in turn (`__init__`)
         if self._rows is not None:
-            rows = [np.add.reduce((value * value).reshape(self._rows, -1), axis=1).tolist() for value in values]
+            rows = [np.add.reduce(np.multiply(value, value, out=square).reshape(self._rows, -1), axis=1).tolist()
+                    for value in values]
         else:
-            rows = [[float(part.sum()) for part in self._split(value * value)] for value in values]
+            rows = [[float(part.sum()) for part in self._split(np.multiply(value, value, out=square))]
+                    for value in values]
         totals = []
         for sums in rows:
             total = 0.0
@@ -162,17 +182,28 @@ class ConsensusDuals:
         s = ||rho A (w^{t+1} - w^t)||, the change of the global vector seen by every copy. Their relative
         scales are max(||A w||, ||z||) and ||lambda|| (all duals stacked).
         """
+        record = self.leader.last if self.leader is not None else None
+        if record is not None and (record.residuals is not None or not residuals) \
+                and record.ran_on(self.flat, w, w_previous, released, rho, used):
+            self.flat, self.lam, self._released = record.flat, self._split(record.flat), (released, record.stacked)
+            self.last = record
+            return dict(record.residuals) if residuals else {}
+        before = self.flat
         stacked = self.stacked(released)
+        gap = self._gap  # (`__init__`); the new duals are a new array: messages and the record keep the old ones
         if self.full:  # every copy is all of w: w and rho broadcast over the agents' rows (the gathers' numbers)
-            gap = (w - self._by_agent(stacked)).reshape(-1)
+            np.subtract(w, self._by_agent(stacked), out=self._by_agent(gap))
             step = gap if used is None else np.concatenate(used) - stacked
-            self.flat = self.flat + (rho * self._by_agent(step)).reshape(-1)
+            flat = np.multiply(rho, self._by_agent(step)).reshape(-1)
         else:
             copies = w[self.index]
-            gap = copies - stacked
-            self.flat = self.flat + self.copies(rho) * (gap if used is None else np.concatenate(used) - stacked)
+            np.subtract(copies, stacked, out=gap)
+            flat = self.copies(rho) * (gap if used is None else np.concatenate(used) - stacked)
+        flat += self.flat  # lambda + rho step, as rho step + lambda: the same sum
+        self.flat = flat
         self.lam = self._split(self.flat)
         self._released = (released, stacked)
+        self.last = LineEight(before, w, w_previous, released, rho, used, self.flat, stacked, None)
         if not residuals:
             return {}
         change = w - w_previous
@@ -185,10 +216,11 @@ class ConsensusDuals:
             change_sq, gap_sq, stacked_sq, copies_sq, flat_sq = self._totals(change[self.index], gap, stacked,
                                                                              copies, self.flat)
         dual = math.sqrt(change_sq)
-        return {"primal_residual": math.sqrt(gap_sq),
-                "dual_residual": dual if np.ndim(rho) else rho * dual,
-                "scale_primal": math.sqrt(max(stacked_sq, copies_sq)),
-                "scale_dual": math.sqrt(flat_sq), "entries": float(self.index.size)}
+        out = {"primal_residual": math.sqrt(gap_sq), "dual_residual": dual if np.ndim(rho) else rho * dual,
+               "scale_primal": math.sqrt(max(stacked_sq, copies_sq)), "scale_dual": math.sqrt(flat_sq),
+               "entries": float(self.index.size)}
+        self.last = self.last._replace(residuals=out)
+        return dict(out)
 
     def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
                         released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -197,6 +229,40 @@ class ConsensusDuals:
         primal_sq = np.bincount(self.index, weights=(w[self.index] - self.stacked(released)) ** 2, minlength=self.dim)
         change_sq = np.bincount(self.index, weights=(w - w_previous)[self.index] ** 2, minlength=self.dim)
         return primal_sq, change_sq
+
+
+class LineEight(NamedTuple):
+    """One `ConsensusDuals.update`: its inputs (the duals before, w^{t+1}, w^t, the releases, rho and the relaxed
+    vectors) and what it computed (the duals after, the releases stacked, the residuals or None)."""
+
+    before: np.ndarray
+    w: np.ndarray
+    w_previous: np.ndarray
+    released: list[np.ndarray]
+    rho: float | np.ndarray
+    used: list[np.ndarray] | None
+    flat: np.ndarray
+    stacked: np.ndarray
+    residuals: dict[str, float] | None
+
+    def ran_on(self, before: np.ndarray, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray],
+               rho: float | np.ndarray, used: list[np.ndarray] | None) -> bool:
+        """Whether these inputs are the record's, bitwise (each the same array, or one with the same bytes): line 8
+        on them computes the record's numbers."""
+        return (_same(before, self.before) and _same(w, self.w) and _same(w_previous, self.w_previous)
+                and _same(rho, self.rho) and len(released) == len(self.released)
+                and all(map(_same, released, self.released)) and (used is None) == (self.used is None)
+                and (used is None or (len(used) == len(self.used) and all(map(_same, used, self.used)))))
+
+
+def _same(a: float | np.ndarray, b: float | np.ndarray) -> bool:
+    """Whether two numbers or float arrays are bitwise the same (the same object, or the same shape and bytes)."""
+    if a is b:
+        return True
+    if type(a) is float and type(b) is float:  # rho: no arrays made (a NaN is never the same: line 8 runs again)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 class ConsensusADMMMonitor(LatestReleases):

@@ -137,16 +137,18 @@ class Divergence:
             if 0.0 < growth * sizes[0] <= sizes[1] and growth * sizes[1] <= sizes[2] and sizes[2] > floor:
                 return True
         moves = self.moves
-        if _norm(middle - first) < self.STRAIGHT * sum(itertools.islice(moves, k)) \
-                or _norm(last - middle) < self.STRAIGHT * sum(itertools.islice(moves, k, None)):
+        before, after = middle - first, last - middle  # the two windows' displacements, each formed once
+        after_norm = _norm(after)
+        if _norm(before) < self.STRAIGHT * sum(itertools.islice(moves, k)) \
+                or after_norm < self.STRAIGHT * sum(itertools.islice(moves, k, None)):
             return False  # not a straight path: noise, or a method circling its optimum
-        old = (middle - first) / max(sum(itertools.islice(self.steps, 1, k + 1)), np.finfo(float).tiny)
-        new = (last - middle) / max(sum(itertools.islice(self.steps, k + 1, None)), np.finfo(float).tiny)
+        old = before / max(sum(itertools.islice(self.steps, 1, k + 1)), _TINY)
+        new = after / max(sum(itertools.islice(self.steps, k + 1, None)), _TINY)
         old_norm, new_norm = _norm(old), _norm(new)
         if not old_norm > 0.0 or new_norm < (1.0 - self.SLACK) * old_norm:
             return False
         return (float(old @ new) >= self.ALIGNED * old_norm * new_norm and norms[0] < norms[1] < norms[2]
-                and _norm(last - middle) > self.FLOOR * max(1.0, norms[2]))
+                and after_norm > self.FLOOR * max(1.0, norms[2]))
 
     def state_dict(self) -> dict[str, Any]:
         """The last 2K + 1 rounds' values and the streak, for the checkpoint."""
@@ -157,6 +159,10 @@ class Divergence:
         """Restore `state_dict` (the norms are computed again from the points)."""
         self._keep(list(state["points"]), [float(v) for v in state["steps"]], [float(v) for v in state["residuals"]])
         self.streak = int(state["streak"])
+
+
+#: The smallest normal float, which a window's total step is at least (``np.finfo`` is a call: looked up once).
+_TINY = float(np.finfo(float).tiny)
 
 
 def _norm(v: np.ndarray) -> float:
@@ -177,14 +183,18 @@ class Ergodic:
     def add(self, w: np.ndarray, releases: list[np.ndarray] | None) -> None:
         """Add round t's global vector and releases (None: the monitor keeps none, and z is dropped)."""
         self.rounds += 1
-        self.w = np.array(w, dtype=float) if self.w is None else self.w + w
+        if self.w is None:
+            self.w = np.array(w, dtype=float)
+        else:  # in place: the same sums, without a new array per round (the sums are the monitor's own copies)
+            self.w += w
         self.kept = self.kept and releases is not None
         if not self.kept:
             self.z = None
         elif self.z is None:
             self.z = [np.array(z_p, dtype=float) for z_p in releases]
         else:
-            self.z = [total + z_p for total, z_p in zip(self.z, releases, strict=True)]
+            for total, z_p in zip(self.z, releases, strict=True):
+                total += z_p
 
     def summary(self, problem: DistributedProblem) -> dict[str, Any]:
         """``info["average"]``: the averages over the rounds (lists, for the result file), their consensus residual
@@ -209,8 +219,10 @@ class Ergodic:
         return {"rounds": self.rounds, "w": self.w, "z": self.z, "kept": self.kept}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the sums of `state_dict`."""
-        self.rounds, self.w, self.z, self.kept = int(state["rounds"]), state["w"], state["z"], bool(state["kept"])
+        """Restore the sums of `state_dict` (copied: `add` adds to them in place)."""
+        self.rounds, self.kept = int(state["rounds"]), bool(state["kept"])
+        self.w = None if state["w"] is None else np.array(state["w"], dtype=float)
+        self.z = None if state["z"] is None else [np.array(z_p, dtype=float) for z_p in state["z"]]
 
 
 @dataclass(frozen=True)
@@ -265,6 +277,7 @@ class Run:
         self.accounts = self._accounts()
         self.coordinator = algorithm.coordinator(problem, topology)
         self.monitor = algorithm.monitor(problem, topology)
+        self.monitor.pair(self.coordinator)
         self.router = Router(topology, problem.names)
         self.connectivity = WindowConnectivity(topology)
         self.transcript = Transcript() if transcript is None else transcript
