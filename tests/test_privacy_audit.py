@@ -69,7 +69,11 @@ AUDITED = {
     algorithms.DiaDSP: [(algorithms.DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9), LINE, LAPLACE_RUNS)],
     algorithms.PPDC: [(algorithms.PPDC(u_x=0.028, u_v=0.028, r=0.9), LINE, LAPLACE_RUNS)],
     # The local-DP aggregators charge each coordinate for the l_inf bound B_inf: one coordinate attains it.
-    algorithms.RandomizedADMM: [(algorithms.RandomizedADMM(noise_rate=Geometric(8.0, 1.02)), LINE, LAPLACE_RUNS)],
+    # On a set that is not a box ({x1 + x2 = 1}, projected by a solver) the charge is l1 d B_inf / D_i + 2 sqrt(d) e:
+    # the direction (1, -1) survives the projection and has |d_l| = B_inf in both coordinates, so it attains it.
+    algorithms.RandomizedADMM: [(algorithms.RandomizedADMM(noise_rate=Geometric(8.0, 1.02)), LINE, LAPLACE_RUNS),
+                                (algorithms.RandomizedADMM(noise_rate=4.0 * math.sqrt(2.0), b_inf=math.sqrt(0.5)),
+                                 {"set_kind": "affine", "n": 2, "direction": np.array([1.0, -1.0])}, LAPLACE_RUNS)],
     algorithms.RandomizedDGD: [(algorithms.RandomizedDGD(noise_rate=2.0), LINE, LAPLACE_RUNS),
                                (algorithms.RandomizedDGD(variant="2", noise_rate=2.0), LINE, LAPLACE_RUNS)],
     # Output perturbation of the exact local step: its sensitivity S / (mu_f + 2 eta |V_i|) is attained when mu_f is

@@ -49,10 +49,13 @@ a function of releases) and the secret-shared exchange (which reconstructs the s
 
 Privacy (Theorems 2.2, 2.3). Term A is uniform on the interval between x_i^k[l] + c_l and
 S_i[l]/|N_i| + c_l, c = (lambda - grad f_i(x_i^k))/D_i, and a neighbouring function moves it by at most
-alpha B_inf = B_inf / D_i per coordinate. The ledger records each release as a Laplace release with epsilon
-d beta_k B_inf / D_i (the worst case); the ex-post account (`privcvx.privacy.ex_post`) evaluates
-Eq. (10) on each released coordinate, and ``result.privacy`` shows both. With a declared set the mean is
-a projection of a uniform variable, so only the worst case is claimed for an agent with constraints.
+alpha B_inf = B_inf / D_i per coordinate. The ledger records each release as a Laplace release of l1 sensitivity
+d B_inf / D_i + 2 sqrt(d) e, i.e. epsilon d beta_k B_inf / D_i + 2 sqrt(d) beta_k e (the worst case), on any convex
+set C: Pi_C keeps l2, and ||Pi(a) - Pi(a')||_1 <= sqrt(d) ||a - a'||_2 <= d ||a - a'||_inf; e is the local-solve
+layer's l2 bound on a computed projection's error (`LocalProblem.error_bound`, 0 on R^d and boxes), and the coupling
+of Gamma between neighbouring runs survives the projection (`privcvx.algorithms.local_dp`). On R^d the ex-post
+account (`privcvx.privacy.ex_post`) evaluates Eq. (10) on each released coordinate, and ``result.privacy`` shows
+both; on a set the mean is a projection of a uniform variable, so only the worst case is claimed.
 
 ``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 (`privcvx.privacy. secret_sharing`
 ) on a complete graph, over the sealed pairwise channels that Theorem 2.1 assumes
@@ -78,6 +81,7 @@ from privcvx.algorithms.local_dp import (
     declared_smoothness,
     linf_sensitivity,
     neighbour_broadcasts,
+    release_units,
     total_epsilon,
 )
 from privcvx.errors import (
@@ -201,8 +205,8 @@ class RandomizedADMM(ExPostMethod):
                                        "every other agent: use Topology.complete()", argument="topology")
             self.sharing(n)
         if self.private:
-            check_private_agents(self, problem, self._b_inf, self._D is None and any(
-                agent.declared.aggregator_bound is None for agent in problem.agents), "B_inf/D_i")
+            check_private_agents(problem, self._b_inf, self._D is None and any(
+                agent.declared.aggregator_bound is None for agent in problem.agents))
 
     def sharing(self, parties: int) -> FixedPointSharing:
         """The fixed-point encoding of Algorithm 3 for ``parties`` agents (this method's scale and modulus)."""
@@ -234,12 +238,12 @@ class RandomizedADMM(ExPostMethod):
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedADMM:
         """With a total ``epsilon``: the largest constant noise rate beta at which the worst-off agent's ledger spends
-        at most it over the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
+        at most it over the run's ``rounds`` releases, each charged beta times `projected_release_sensitivity`
+        (d_i B_inf / D_i, plus 2 sqrt(d_i) e on a set projected by a solver)."""
         if self._epsilon is None:
             return self
-        unit = max((layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
-                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
-                    if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
+        units = release_units(problem, self._b_inf, lambda name: 1.0 / self.constant(name))
+        unit = max((release(1.0) for release in units), default=0.0)  # no private agent: laplace_multiplier refuses
         ready = self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
         ready._constants = dict(self._constants)  # clone() starts unprepared: keep the D_i fixed above
         return ready
@@ -383,7 +387,7 @@ class RandomizedADMMAgent(AgentProgram):
             interval = None  # a projected mean is not uniform on an interval: the worst case is claimed
             if self.projection.kind == "free":  # Term A: uniform between x_i and the neighbours' mean, or fixed
                 interval = (self.x + c, mean_neighbours + c) if self.settings.aggregator == "random" else (mean, mean)
-            mean = laplace_release(self.context, self.account, mean, beta, shift, interval)
+            mean = laplace_release(self.context, self.account, mean, beta, shift, interval, self.projection.error_bound)
         self.x = mean
 
     # ---- reports and state ----------------------------------------------------------------------------
