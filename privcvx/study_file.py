@@ -100,7 +100,7 @@ def from_config(config: Mapping[str, Any], default_out: Path = Path("out/study")
     methods = config.get("methods")
     if not isinstance(methods, list) or not methods or not all(isinstance(m, dict) for m in methods):
         raise ParameterError("must be one or more [[methods]] tables", argument="methods")
-    study = Study(problem=partial(_checked, partial(builder, **builder_args), "problem"), **values,
+    study = Study(problem=partial(_build, builder, builder_args), **values,
                   methods=[_method(entry, f"methods[{i}]", delta, builder) for i, entry in enumerate(methods)])
     return StudyFile(study=study, out=Path(out), builder=builder_name, builder_args=builder_args)
 
@@ -183,6 +183,12 @@ def _method(entry: dict[str, Any], where: str, delta: float, builder: Callable[.
     method = Method(label, algorithm, grid=grid, derived=derived, problem=problem)
     _checked(method.variants, where + ".grid")
     return method
+
+
+def _build(builder: Callable[..., DistributedProblem], args: Mapping[str, Any],
+           **overrides: Any) -> DistributedProblem:
+    """The study's problem: ``builder`` with the ``[problem]`` arguments and a method's ``problem`` overrides."""
+    return _checked(partial(builder, **{**args, **overrides}), "problem")
 
 
 def _checked(build: Callable[[], Any], where: str) -> Any:
