@@ -146,13 +146,14 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
     `gradient_sensitivity`).
 
     Every zone's public declarations are its ``agent.declared`` (`pc.Declared`), for `RELATION`: its gradient
-    ``sensitivity`` (none for "cost"), ``smoothness`` (L_p, see `SocModel.smoothness`), ``release_bound`` (PR-ADMM's
-    `zone_release_bound`; none for "cost"), ``output_sensitivity`` (the paper's OutPert sensitivity beta, nominal:
-    `NOMINAL_OUTPUT`; the valid OutPert calibration is ``pc.OutputPerturbation(mechanism, sensitivity="derived")``)
-    and ``relation``. ``problem.info`` holds the decomposition, which is not about the loads: ``"zones"`` (the
-    bus-to-zone mapping), ``"models"`` (the `SocModel` of each zone), ``"cut_branches"``, ``"case"``, and the
-    builder's settings ``"beta"``, ``"sensitivity"``, ``"objective"`` and ``"penalty"`` (gamma; 1 for Eq. (28), none
-    for "cost").
+    ``sensitivity`` (none for "cost") and, with "exact", its ``coordinate_sensitivity`` B_inf = 2 gamma beta max_ik
+    |a_ik| (the largest entry of a mismatch row, attained), ``smoothness`` (L_p, see `SocModel.smoothness`),
+    ``release_bound`` (PR-ADMM's `zone_release_bound`; none for "cost"), ``output_sensitivity`` (the paper's OutPert
+    sensitivity beta, nominal: `NOMINAL_OUTPUT`; the valid OutPert calibration is
+    ``pc.OutputPerturbation(mechanism, sensitivity="derived")``) and ``relation``. ``problem.info`` holds the
+    decomposition, which is not about the loads: ``"zones"`` (the bus-to-zone mapping), ``"models"`` (the `SocModel`
+    of each zone), ``"cut_branches"``, ``"case"``, and the builder's settings ``"beta"``, ``"sensitivity"``,
+    ``"objective"``, ``"penalty"`` (gamma; 1 for Eq. (28), none for "cost") and ``"consensus"``.
 
     ``consensus="full"`` (`CONSENSUS`) is the full-consensus form of the same problem: zone k's agent holds the whole
     network's vector x (its model is the network's `SocModel` with ``balance`` = the zone's buses), shared whole
@@ -235,6 +236,9 @@ def _zone_declarations(model: SocModel, objective: str, weight: float | None, be
         return {"declared": declared.replace(smoothness=None if model.data.pwl_cost else model.cost_smoothness())}
     declared = declared.replace(sensitivity=gradient_sensitivity(model, beta, sensitivity, weight),
                                 release_bound=zone_release_bound(beta, weight))
+    if sensitivity == "exact":  # local-DP B_inf: 2 gamma beta a_i moves coordinate k by 2 gamma beta |a_ik|
+        largest = float(abs(model.mismatch_matrix).max())
+        declared = declared.replace(coordinate_sensitivity=2.0 * weight * beta * largest)
     if objective == "load_shedding":
         return {"declared": declared.replace(smoothness=model.smoothness()), "gradient": gradient_oracle(model)}
     if model.data.pwl_cost:
