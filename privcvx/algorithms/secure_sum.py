@@ -103,5 +103,6 @@ class SecureSum:
         return {"kept": list(self.kept), "partial": list(self.partial), "channels": self.channels.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict`."""
         self.kept, self.partial = list(state["kept"]), list(state["partial"])
         self.channels.load_state_dict(state["channels"])
