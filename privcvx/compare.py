@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import itertools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -185,6 +186,13 @@ class Study:
         labels = [method.label for method in self.methods]
         if len(set(labels)) != len(labels):
             raise ParameterError(f"method labels must be distinct, got {labels}", argument="methods")
+        for method in self.methods:
+            if method.problem:
+                try:
+                    inspect.signature(self.problem).bind(**method.problem)
+                except (TypeError, ValueError):
+                    raise ParameterError(f"method {method.label!r}: the study's problem builder takes no arguments "
+                                         f"{sorted(method.problem)}", argument="methods") from None
         for epsilon in self.epsilons:
             check_epsilon(epsilon)
         check_delta(self.delta)

@@ -116,6 +116,8 @@ def test_the_case14_study_of_the_example_runs_at_equal_total_privacy(tmp_path):
                        epsilons=[1.0], rounds=3)
     with pytest.raises(UnsupportedError, match="DPDistributedGradient.*general-form keys"):
         pc.compare(general)
+    with pytest.raises(ParameterError, match="'DPDG'.*takes no arguments \\['consensus'\\]"):
+        pc.Study(problem=_problem, methods=study.methods, epsilons=[1.0])
 
 
 def test_a_laplace_total_budget_is_spent_but_not_overspent_by_the_ledger():
