@@ -19,15 +19,17 @@ from .zones import case118_zones
 
 
 def build(case: str = "case14", zones: str | int = "3", beta: float = 0.01, sensitivity: str = "exact",
-          zone_seed: int = 0) -> pc.DistributedProblem:
-    """The zonal problem (72) of ``case`` (Sec. 6.1); ``zones`` is a count or ``"standin"`` (case118 only)."""
+          zone_seed: int = 0, consensus: str = "general") -> pc.DistributedProblem:
+    """The zonal problem (72) of ``case`` (Sec. 6.1); ``zones`` is a count or ``"standin"`` (case118 only);
+    ``consensus="full"`` is its full-consensus form (`powerflow.zonal_problem`)."""
     if zones == "standin":
         if case != "case118":
             raise ParameterError(f'"standin" zones exist only for case118, not {case!r}', argument="zones")
         mapping: Any = case118_zones()
     else:
         mapping = _integer(zones, "zones")
-    return zonal_problem(load_case(case, argument="case"), mapping, beta=beta, sensitivity=sensitivity, seed=zone_seed)
+    return zonal_problem(load_case(case, argument="case"), mapping, beta=beta, sensitivity=sensitivity, seed=zone_seed,
+                        consensus=consensus)
 
 
 def _integer(value: Any, argument: str) -> int:

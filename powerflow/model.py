@@ -63,11 +63,17 @@ class SocModel:
     constraints:
         The constraints of F_z by group: ``"flows"`` (71f)-(71i), ``"voltage"`` (71d),
         ``"generation"`` (71e), ``"thermal"`` (71j), ``"angle"`` (71k), ``"soc"`` (71l).
+    balance:
+        The buses whose balance (71b)-(71c) and loads the model holds, a subset of ``own`` (default: ``own``). The
+        mismatches, Eq. (28), the generation cost and their constants are over them and their generators: a
+        full-consensus zone (`powerflow.zonal_problem` with ``consensus="full"``) is the whole network's model
+        (``own`` = every bus) holding one zone's balance.
     """
 
     data: NetworkData
     own: np.ndarray
     name: str = "x"
+    balance: np.ndarray | None = None
     buses: np.ndarray = field(init=False)
     branches: np.ndarray = field(init=False)
     pairs: np.ndarray = field(init=False)
@@ -80,13 +86,18 @@ class SocModel:
         self.buses = np.unique(np.concatenate([self.own, d.f[self.branches], d.t[self.branches]]))
         self.pairs = np.unique(d.pair_of_branch[self.branches])
         self.gens = np.flatnonzero(np.isin(d.gen_bus, self.own))
+        self.balance = self.own if self.balance is None else np.unique(np.asarray(self.balance, dtype=np.int64))
+        if not np.all(np.isin(self.balance, self.own)):
+            raise DeclarationError(f"model {self.name!r}: its balance buses must be own buses", argument="balance")
+        #: The generators at the balance buses (those of its mismatches and its cost).
+        self.balance_gens = self.gens[np.isin(d.gen_bus[self.gens], self.balance)]
         sizes = dict(zip(BLOCKS, [len(self.buses)] + [len(self.pairs)] * 2 + [len(self.branches)] * 4
                          + [len(self.gens)] * 2, strict=True))
         ends = np.cumsum([0, *sizes.values()])
         self._slices = {name: slice(int(a), int(b)) for name, a, b in zip(BLOCKS, ends[:-1], ends[1:], strict=True)}
         self.x = cp.Variable(int(ends[-1]), name=self.name)
-        self.pd = cp.Parameter(len(self.own), value=d.pd[self.own], name=f"{self.name}_pd")
-        self.qd = cp.Parameter(len(self.own), value=d.qd[self.own], name=f"{self.name}_qd")
+        self.pd = cp.Parameter(len(self.balance), value=d.pd[self.balance], name=f"{self.name}_pd")
+        self.qd = cp.Parameter(len(self.balance), value=d.qd[self.balance], name=f"{self.name}_qd")
         self.mismatch_matrix = self._mismatch_matrix()
         self.constraints = self._constraints()
 
@@ -114,35 +125,37 @@ class SocModel:
 
     # ------------------------------------------------------------ (71b)-(71c)
     def _mismatch_matrix(self) -> sp.csr_matrix:
-        d, n = self.data, len(self.own)
+        d, n, balance = self.data, len(self.balance), self.balance
         rows, cols, vals = [], [], []
         for end, (pblock, qblock) in (("f", ("pf", "qf")), ("t", ("pt", "qt"))):
             bus = (d.f if end == "f" else d.t)[self.branches]
-            mine = np.flatnonzero(np.isin(bus, self.own))
-            row = _positions(self.own, bus[mine])
+            mine = np.flatnonzero(np.isin(bus, balance))
+            row = _positions(balance, bus[mine])
             for block, offset in ((pblock, 0), (qblock, n)):
                 rows.append(row + offset)
                 cols.append(self.index(block, mine))
                 vals.append(np.ones(len(mine)))
-        grow = _positions(self.own, d.gen_bus[self.gens])
-        local_gens = np.arange(len(self.gens))
-        own_w = self.index("w", self.local_bus(self.own))
+        grow = _positions(balance, d.gen_bus[self.balance_gens])
+        local_gens = _positions(self.gens, self.balance_gens)
+        own_w = self.index("w", self.local_bus(balance))
         rows += [grow, grow + n, np.arange(n), np.arange(n) + n]
         cols += [self.index("pg", local_gens), self.index("qg", local_gens), own_w, own_w]
-        vals += [-np.ones(len(self.gens)), -np.ones(len(self.gens)), d.gs[self.own], -d.bs[self.own]]
+        vals += [-np.ones(len(grow)), -np.ones(len(grow)), d.gs[balance], -d.bs[balance]]
         return self._coo(rows, cols, vals, 2 * n)
 
     @property
     def mismatch(self) -> cp.Expression:
-        """The mismatches ``[s^p; s^q]`` of the own buses, (71b)-(71c)."""
+        """The mismatches ``[s^p; s^q]`` of the balance buses (the own buses by default), (71b)-(71c)."""
         return self.mismatch_matrix @ self.x + cp.hstack([self.pd, self.qd])
 
     def load_shedding(self) -> cp.Expression:
-        """Objective (71a) over the own buses, i.e. Eq. (28): sum of squared mismatches."""
+        """Objective (71a) over the balance buses (the own buses by default), i.e. Eq. (28): sum of squared
+        mismatches."""
         return cp.sum_squares(self.mismatch)
 
     def generation_cost(self) -> cp.Expression:
-        """The generation cost of the own generators (network units, e.g. $/h): pandapower's ``poly_cost``
+        """The generation cost of the balance buses' generators (the own generators by default; network units,
+        e.g. $/h): pandapower's ``poly_cost``
         ``c2 pg^2 + c1 pg + c0`` and its ``pwl_cost`` ``max_k (slope_k pg + offset_k)``, which CVXPY turns into the
         epigraph of MATPOWER's piecewise-linear model; a zone without generators costs 0.
 
@@ -152,17 +165,19 @@ class SocModel:
         if d.cost is None:
             raise DeclarationError(f"network {d.name!r} has no generation costs (net.poly_cost and net.pwl_cost are "
                                    "empty), so objective='cost' has nothing to minimize", argument="net.poly_cost")
-        pg = self.x[self.block("pg")]
-        position = {int(g): k for k, g in enumerate(self.gens)}
+        pg = self.x[self.index("pg", _positions(self.gens, self.balance_gens))]
+        position = {int(g): k for k, g in enumerate(self.balance_gens)}
         pieces = [cp.max(piece.slope * pg[position[piece.gen]] + piece.offset) for piece in d.pwl_cost
                   if piece.gen in position]
-        c2, c1, c0 = d.cost[self.gens].T
-        polynomial = c2 @ cp.square(pg) + c1 @ pg + float(np.sum(c0)) if len(self.gens) else cp.Constant(0.0)
+        c2, c1, c0 = d.cost[self.balance_gens].T
+        polynomial = c2 @ cp.square(pg) + c1 @ pg + float(np.sum(c0)) if len(self.balance_gens) \
+            else cp.Constant(0.0)
         return polynomial + cp.sum(cp.hstack(pieces)) if pieces else polynomial
 
     def cost_smoothness(self) -> float:
-        """Smoothness constant of the polynomial cost of the own generators: ``2 max c2`` (0 without generators)."""
-        c2 = self.data.cost[self.gens, 0] if self.data.cost is not None else np.zeros(0)
+        """Smoothness constant of the polynomial cost of the balance buses' generators: ``2 max c2`` (0 without
+        generators)."""
+        c2 = self.data.cost[self.balance_gens, 0] if self.data.cost is not None else np.zeros(0)
         return float(2 * c2.max()) if c2.size else 0.0
 
     # ------------------------------------------------------------ (71d)-(71l)
@@ -244,12 +259,12 @@ class SocModel:
         ``n_i + gs_i^2 + bs_i^2`` with ``n_i`` the branch ends plus generators at bus i.
         Hence ``L = 2 lambda_max(A^T A) = 2 max_i (n_i + gs_i^2 + bs_i^2)``.
         """
-        d, n = self.data, len(self.own)
+        d, n = self.data, len(self.balance)
         count = np.zeros(n)
-        for bus in (d.f[self.branches], d.t[self.branches], d.gen_bus[self.gens]):
-            mine = bus[np.isin(bus, self.own)]
-            np.add.at(count, _positions(self.own, mine), 1.0)
-        return float(2 * np.max(count + d.gs[self.own] ** 2 + d.bs[self.own] ** 2))
+        for bus in (d.f[self.branches], d.t[self.branches], d.gen_bus[self.balance_gens]):
+            mine = bus[np.isin(bus, self.balance)]
+            np.add.at(count, _positions(self.balance, mine), 1.0)
+        return float(2 * np.max(count + d.gs[self.balance] ** 2 + d.bs[self.balance] ** 2))
 
     def mismatch_row_norms(self) -> tuple[np.ndarray, np.ndarray]:
         """The l1 and l2 norms of every mismatch row a_i of Eq. (28) (row i multiplies load entry i of (pd, qd))."""

@@ -59,8 +59,8 @@ def _fill(out: dict[str, np.ndarray], model: SocModel, x: np.ndarray) -> None:
     for name in ("pg", "qg"):
         out[name][model.gens] = blocks[name]
     mismatch = model.mismatch_matrix @ np.asarray(x, dtype=float) + np.concatenate([model.pd.value, model.qd.value])
-    n = len(model.own)
-    out["sp"][model.own], out["sq"][model.own] = mismatch[:n], mismatch[n:]
+    n = len(model.balance)
+    out["sp"][model.balance], out["sq"][model.balance] = mismatch[:n], mismatch[n:]
 
 
 def _zone_values(problem: pc.DistributedProblem, solution: Any) -> tuple[list[SocModel], list[np.ndarray]]:

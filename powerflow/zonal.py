@@ -25,6 +25,9 @@ from .zones import zone_mapping
 
 #: The gradient sensitivities of `zonal_problem`: ``"exact"`` (valid, the default) and ``"paper"`` (nominal).
 SENSITIVITIES = ("exact", "paper")
+#: The forms of `zonal_problem`: ``"general"`` (72), the zones share their tie variables; ``"full"``, every zone holds
+#: the whole network's vector and all agents share it (full consensus, for methods that need it, e.g. DPDG).
+CONSENSUS = ("general", "full")
 #: The zones' objectives: Eq. (28) (the paper's experiments), generation cost with exact balance (non-private: the
 #: loads sit in the constraints), and generation cost plus ``penalty`` times Eq. (28) (loads private in f_p).
 OBJECTIVES = ("load_shedding", "cost", "cost+shedding")
@@ -54,8 +57,9 @@ def gradient_oracle(model: SocModel, penalty: float = 1.0,
     linear = np.zeros(model.x.size)
     curvature = np.zeros(model.x.size)
     if cost:
-        c2, c1, _ = model.data.cost[model.gens].T
-        linear[model.block("pg")], curvature[model.block("pg")] = c1, 2 * c2
+        c2, c1, _ = model.data.cost[model.balance_gens].T
+        columns = model.index("pg", np.searchsorted(model.gens, model.balance_gens))
+        linear[columns], curvature[columns] = c1, 2 * c2
     return functools.partial(_mismatch_gradient, model.mismatch_matrix, model.mismatch_matrix.T.tocsr(), model,
                              penalty, linear, curvature)
 
@@ -112,7 +116,7 @@ def _shared_keys(data: NetworkData, model: SocModel, zone_of_bus: np.ndarray,
 
 def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mapping[int, Hashable] = 3, *,
                   objective: str = "load_shedding", penalty: float = DEFAULT_PENALTY, beta: float = 0.01,
-                  sensitivity: str = "exact", seed: int = 0) -> pc.DistributedProblem:
+                  sensitivity: str = "exact", seed: int = 0, consensus: str = "general") -> pc.DistributedProblem:
     """Build the zonal problem (72) with one agent ``"zone-<k>"`` per zone.
 
     Zone k's constraints are F_z of (72): (71f)-(71l) over its lines L_z, (71d) over its extended node set
@@ -142,13 +146,23 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
     `gradient_sensitivity`).
 
     Every zone's public declarations are its ``agent.declared`` (`pc.Declared`), for `RELATION`: its gradient
-    ``sensitivity`` (none for "cost"), ``smoothness`` (L_p, see `SocModel.smoothness`), ``release_bound`` (PR-ADMM's
-    `zone_release_bound`; none for "cost"), ``output_sensitivity`` (the paper's OutPert sensitivity beta, nominal:
-    `NOMINAL_OUTPUT`; the valid OutPert calibration is ``pc.OutputPerturbation(mechanism, sensitivity="derived")``)
-    and ``relation``. ``problem.info`` holds the decomposition, which is not about the loads: ``"zones"`` (the
-    bus-to-zone mapping), ``"models"`` (the `SocModel` of each zone), ``"cut_branches"``, ``"case"``, and the
-    builder's settings ``"beta"``, ``"sensitivity"``, ``"objective"`` and ``"penalty"`` (gamma; 1 for Eq. (28), none
-    for "cost").
+    ``sensitivity`` (none for "cost") and, with "exact", its ``coordinate_sensitivity`` B_inf = 2 gamma beta max_ik
+    |a_ik| (the largest entry of a mismatch row, attained), ``smoothness`` (L_p, see `SocModel.smoothness`),
+    ``release_bound`` (PR-ADMM's `zone_release_bound`; none for "cost"), ``output_sensitivity`` (the paper's OutPert
+    sensitivity beta, nominal: `NOMINAL_OUTPUT`; the valid OutPert calibration is
+    ``pc.OutputPerturbation(mechanism, sensitivity="derived")``) and ``relation``. ``problem.info`` holds the
+    decomposition, which is not about the loads: ``"zones"`` (the bus-to-zone mapping), ``"models"`` (the `SocModel`
+    of each zone), ``"cut_branches"``, ``"case"``, and the builder's settings ``"beta"``, ``"sensitivity"``,
+    ``"objective"``, ``"penalty"`` (gamma; 1 for Eq. (28), none for "cost") and ``"consensus"``.
+
+    ``consensus="full"`` (`CONSENSUS`) is the full-consensus form of the same problem: zone k's agent holds the whole
+    network's vector x (its model is the network's `SocModel` with ``balance`` = the zone's buses), shared whole
+    (``shared=x``). Its objective is the zone's, as above: Eq. (28) over its own buses' mismatches with its private
+    loads (its generation cost over its own generators); its set is the whole network's (71d)-(71l), which holds no
+    load and is public network data (lines, generators, voltage limits), plus, for "cost", the exact balance of its
+    own buses. The sum of the objectives is the centralized objective and the intersection of the sets the
+    centralized set, so the optimum is `socopf`'s. Its declarations are the zone's (the same mismatch rows, over more
+    columns).
 
     Raises `DeclarationError` for a network without cost data under a cost objective (naming ``net.poly_cost``)
     and for a zone with neither a generator nor a tie line (naming the zone): it could only shed its loads.
@@ -158,6 +172,7 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
     weight = {"load_shedding": 1.0, "cost": None,
               "cost+shedding": require_positive(penalty, argument="penalty", error=PrivacyError)}[objective]
     sensitivity = check_scalar(sensitivity, argument="sensitivity", choices=SENSITIVITIES, error=PrivacyError)
+    full = check_scalar(consensus, argument="consensus", choices=CONSENSUS, error=DeclarationError) == "full"
     if sensitivity == "paper":
         if objective != "load_shedding":
             raise PrivacyError('Sec. 6.1.1\'s nominal 2 beta is for Eq. (28) only; use sensitivity="exact"',
@@ -170,20 +185,19 @@ def zonal_problem(net_or_name: pp.pandapowerNet | str, zones: int | str | Mappin
     mapping = zone_mapping(net, data, zones, seed)
     names = sorted(set(mapping.values()), key=lambda z: (str(type(z)), z))
     zone_of_bus = np.array([names.index(mapping[int(b)]) for b in data.bus_labels])
-    models = [SocModel(data, np.flatnonzero(zone_of_bus == k), name=f"zone_{zone}")
-              for k, zone in enumerate(names)]
+    models = [SocModel(data, np.arange(data.nb) if full else np.flatnonzero(zone_of_bus == k), name=f"zone_{zone}",
+                       balance=np.flatnonzero(zone_of_bus == k)) for k, zone in enumerate(names)]
     _check_supplied(data, models, names, zone_of_bus)
     bus_zone_count = np.zeros(data.nb, dtype=int)
     for model in models:
         bus_zone_count[model.buses] += 1
-    agents = [pc.Agent(*_zone_objective(model, objective, weight), shared=_shared_keys(data, model, zone_of_bus,
-                                                                                         bus_zone_count),
-                       name=f"zone-{zone}",
-                       **_zone_declarations(model, objective, weight, beta, sensitivity))
+    agents = [pc.Agent(*_zone_objective(model, objective, weight),
+                       shared=model.x if full else _shared_keys(data, model, zone_of_bus, bus_zone_count),
+                       name=f"zone-{zone}", **_zone_declarations(model, objective, weight, beta, sensitivity))
               for zone, model in zip(names, models, strict=True)]
     cut = [data.branch_labels[b] for b in range(len(data.f)) if zone_of_bus[data.f[b]] != zone_of_bus[data.t[b]]]
     info = {"zones": mapping, "models": models, "cut_branches": cut, "beta": beta, "sensitivity": sensitivity,
-            "case": data.name, "objective": objective, "penalty": weight}
+            "case": data.name, "objective": objective, "penalty": weight, "consensus": consensus}
     return pc.DistributedProblem(agents, info=info,
                                  penalty_rule=None if objective == "load_shedding" else cost_penalty_rule(models))
 
@@ -222,6 +236,9 @@ def _zone_declarations(model: SocModel, objective: str, weight: float | None, be
         return {"declared": declared.replace(smoothness=None if model.data.pwl_cost else model.cost_smoothness())}
     declared = declared.replace(sensitivity=gradient_sensitivity(model, beta, sensitivity, weight),
                                 release_bound=zone_release_bound(beta, weight))
+    if sensitivity == "exact":  # local-DP B_inf: 2 gamma beta a_i moves coordinate k by 2 gamma beta |a_ik|
+        largest = float(abs(model.mismatch_matrix).max())
+        declared = declared.replace(coordinate_sensitivity=2.0 * weight * beta * largest)
     if objective == "load_shedding":
         return {"declared": declared.replace(smoothness=model.smoothness()), "gradient": gradient_oracle(model)}
     if model.data.pwl_cost:
@@ -236,8 +253,8 @@ def _check_supplied(data: NetworkData, models: list[SocModel], names: list[Hasha
     tied = set(zone_of_bus[data.f][zone_of_bus[data.f] != zone_of_bus[data.t]]) | set(
         zone_of_bus[data.t][zone_of_bus[data.f] != zone_of_bus[data.t]])
     for k, (zone, model) in enumerate(zip(names, models, strict=True)):
-        if not len(model.gens) and k not in tied:
-            buses = data.bus_labels[model.own].tolist()
+        if not len(model.balance_gens) and k not in tied:
+            buses = data.bus_labels[model.balance].tolist()
             raise DeclarationError(f"zone {zone!r} (buses {buses[:10]}{' ...' if len(buses) > 10 else ''}) has no "
                                    "in-service generator and no tie line to another zone, so nothing can supply its "
                                    "loads", argument="zones")

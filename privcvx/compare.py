@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import itertools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -135,12 +136,15 @@ class Method:
     """One method of a study: ``algorithm`` is the template (settings and, for Algorithm 1, its privacy mode);
     ``grid`` maps constructor settings to the values to sweep (every combination, through `Algorithm.clone`);
     ``derived`` maps settings to functions of the problem and the run's epsilon (e.g. Eq. (73)'s rho^t, whose c2 /
-    epsilon term depends on the budget), applied with `Algorithm.clone` before the noise is calibrated."""
+    epsilon term depends on the budget), applied with `Algorithm.clone` before the noise is calibrated; ``problem``
+    are the study's problem builder arguments this method overrides (e.g. ``{"consensus": "full"}``, the same problem
+    in the full-consensus form a method needs), so its problem, reference and relative gap are its own."""
 
     label: str
     algorithm: Algorithm
     grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     derived: Mapping[str, Derived] = field(default_factory=dict)
+    problem: Mapping[str, Any] = field(default_factory=dict)
 
     def for_run(self, algorithm: Algorithm, problem: DistributedProblem, epsilon: float) -> Algorithm:
         """``algorithm`` (a variant) with the `derived` settings of ``problem`` at ``epsilon``."""
@@ -162,9 +166,10 @@ class Method:
 @dataclass(frozen=True)
 class Study:
     """Methods on one problem at the same privacy: ``epsilons`` are each agent's total (``budget="total"``, the
-    default) or per-update (``"per_update"``, Algorithm 1 only, the paper's setting) epsilon, at ``delta``."""
+    default) or per-update (``"per_update"``, Algorithm 1 only, the paper's setting) epsilon, at ``delta``.
+    ``problem(**method.problem)`` builds a method's problem (`Method.problem`)."""
 
-    problem: Callable[[], DistributedProblem]
+    problem: Callable[..., DistributedProblem]
     methods: Sequence[Method]
     epsilons: Sequence[float]
     delta: float = 1e-5
@@ -181,6 +186,13 @@ class Study:
         labels = [method.label for method in self.methods]
         if len(set(labels)) != len(labels):
             raise ParameterError(f"method labels must be distinct, got {labels}", argument="methods")
+        for method in self.methods:
+            if method.problem:
+                try:
+                    inspect.signature(self.problem).bind(**method.problem)
+                except (TypeError, ValueError):
+                    raise ParameterError(f"method {method.label!r}: the study's problem builder takes no arguments "
+                                         f"{sorted(method.problem)}", argument="methods") from None
         for epsilon in self.epsilons:
             check_epsilon(epsilon)
         check_delta(self.delta)
@@ -293,13 +305,22 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
     """
     from tqdm.auto import tqdm
 
-    problem = study.problem()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-        reference = problem.solve_centralized()
+    problems: dict[tuple, tuple[DistributedProblem, Any]] = {}  # (problem, reference) per distinct Method.problem
+    for method in study.methods:
+        options = tuple(sorted(method.problem.items()))
+        if options not in problems:
+            built = study.problem(**method.problem)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+                problems[options] = built, built.solve_centralized()
+
+    def problem_of(plan: Plan) -> tuple[DistributedProblem, Any]:
+        return problems[tuple(sorted(plan.method.problem.items()))]
+
+    reference = problems[()][1] if () in problems else next(iter(problems.values()))[1]
     plans = [Plan(method, setting, algorithm, epsilon, seed) for method in study.methods
              for setting, algorithm in method.variants() for epsilon in study.epsilons for seed in study.seeds]
-    refused = _refused(study, problem, plans, keep_going)
+    refused = _refused(study, problem_of, plans, keep_going)
     plans = [plan for plan in plans if (plan.method.label, plan.setting) not in refused]
     frames: list[pd.DataFrame] = []
     failed: list[tuple[str, str, float, int, str]] = []
@@ -311,8 +332,9 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
             rounds_bar = tqdm(total=study.rounds, desc=f"{plan.method.label} {plan.setting} eps={plan.epsilon:g} "
                               f"seed={plan.seed}".replace("  ", " "), unit="round", leave=False,
                               disable=not progress, position=1)
+            problem, own_reference = problem_of(plan)
             try:
-                rows = _run(problem, study, plan, reference.value, reference.w,
+                rows = _run(problem, study, plan, own_reference.value, own_reference.w,
                             on_round=lambda _row, bar=rounds_bar: bar.update(1))
             except RunFailed as exc:
                 if not keep_going:
@@ -338,7 +360,7 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
     return comparison
 
 
-def _refused(study: Study, problem: DistributedProblem, plans: list[Plan],
+def _refused(study: Study, problem_of: Callable[[Plan], tuple[DistributedProblem, Any]], plans: list[Plan],
              keep_going: bool) -> dict[tuple[str, str], str]:
     """Calibrate and check every run before any starts (an uncalibratable method raises); the reason of each method
     setting the problem does not suit (`UnsupportedError`), by (label, setting), which raises unless ``keep_going``
@@ -348,6 +370,7 @@ def _refused(study: Study, problem: DistributedProblem, plans: list[Plan],
         key = (plan.method.label, plan.setting)
         if key in refused:
             continue
+        problem = problem_of(plan)[0]
         ready = plan.ready(study, problem)
         try:
             ready.check(problem, (study.topology or ready.topology_for(problem)).bind(problem.names))

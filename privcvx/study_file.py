@@ -18,6 +18,7 @@
     privacy = { perturbation = "objective", mechanism = "gaussian" }   # Algorithm 1's privacy mode
     settings = { rho = 100.0, eta = { schedule = "inverse_sqrt" } }   # constructor settings
     grid = { local_updates = [1, 5] }                                 # every combination, via Algorithm.clone
+    problem = { consensus = "full" }  # builder arguments this method overrides (its own form of the problem)
 
 A setting is a TOML value, or a table: ``{ schedule = NAME, ... }`` is a schedule of `privcvx.schedules`
 (`SCHEDULES`); one with an ``epsilon`` argument that the table does not give takes each run's epsilon (Eq. (73)'s
@@ -53,7 +54,7 @@ SCHEDULES: dict[str, Callable[..., Any]] = {"inverse_sqrt": schedules.inverse_sq
                                             "adaptive": schedules.adaptive, "power": schedules.Power,
                                             "geometric": schedules.Geometric}
 STUDY_KEYS = {"epsilons", "budget", "delta", "rounds", "seeds", "out"}
-METHOD_KEYS = {"label", "algorithm", "settings", "grid", "privacy"}
+METHOD_KEYS = {"label", "algorithm", "settings", "grid", "privacy", "problem"}
 PRIVACY_KEYS = {"perturbation", "mechanism", "sensitivity"}
 
 
@@ -99,8 +100,8 @@ def from_config(config: Mapping[str, Any], default_out: Path = Path("out/study")
     methods = config.get("methods")
     if not isinstance(methods, list) or not methods or not all(isinstance(m, dict) for m in methods):
         raise ParameterError("must be one or more [[methods]] tables", argument="methods")
-    study = Study(problem=partial(_checked, partial(builder, **builder_args), "problem"), **values,
-                  methods=[_method(entry, f"methods[{i}]", delta) for i, entry in enumerate(methods)])
+    study = Study(problem=partial(_build, builder, builder_args), **values,
+                  methods=[_method(entry, f"methods[{i}]", delta, builder) for i, entry in enumerate(methods)])
     return StudyFile(study=study, out=Path(out), builder=builder_name, builder_args=builder_args)
 
 
@@ -149,7 +150,7 @@ def _accepts(function: Callable[..., Any], names: Mapping[str, Any], prefix: str
     return signature
 
 
-def _method(entry: dict[str, Any], where: str, delta: float) -> Method:
+def _method(entry: dict[str, Any], where: str, delta: float, builder: Callable[..., DistributedProblem]) -> Method:
     _known(entry, METHOD_KEYS, where + ".")
     label = entry.get("label")
     if not isinstance(label, str) or not label:
@@ -177,9 +178,17 @@ def _method(entry: dict[str, Any], where: str, delta: float) -> Method:
             raise ParameterError(f"must be a non-empty list of values, got {values!r}", argument=f"{where}.grid.{key}")
         grid[key] = [_setting(value, f"{where}.grid.{key}", allow_derived=False) for value in values]
     algorithm = _checked(lambda: cls(**settings), where + ".settings")
-    method = Method(label, algorithm, grid=grid, derived=derived)
+    problem = _table(entry, "problem", where + ".")
+    _accepts(builder, problem, where + ".problem.")
+    method = Method(label, algorithm, grid=grid, derived=derived, problem=problem)
     _checked(method.variants, where + ".grid")
     return method
+
+
+def _build(builder: Callable[..., DistributedProblem], args: Mapping[str, Any],
+           **overrides: Any) -> DistributedProblem:
+    """The study's problem: ``builder`` with the ``[problem]`` arguments and a method's ``problem`` overrides."""
+    return _checked(partial(builder, **{**args, **overrides}), "problem")
 
 
 def _checked(build: Callable[[], Any], where: str) -> Any:

@@ -195,6 +195,8 @@ settings = {{ eta = 0.5 }}
      'algorithm = "PRADMM"\nprivacy = { perturbation = "output" }\n', "methods[0].privacy"),
     ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\nalgorithm = "PRADMM"\n'
      '[[methods]]\nlabel = "A"\nalgorithm = "PRADMM"\n', "methods"),
+    ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\n'
+     'algorithm = "DPDistributedGradient"\nproblem = { consensuz = "full" }\n', "methods[0].problem.consensuz"),
     ('[problem\n', "config"),
 ])
 def test_a_bad_study_names_the_key_and_runs_nothing(tmp_path, capsys, text, fault):

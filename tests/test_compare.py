@@ -95,25 +95,29 @@ def test_methods_without_a_total_budget_and_bad_studies_are_refused():
 
 def test_the_case14_study_of_the_example_runs_at_equal_total_privacy(tmp_path):
     """examples/compare_case14.toml, cut to 3 rounds, one seed and one epsilon: Algorithm 1 and PR-ADMM (with
-    powerflow's release bounds, computed from the built problem) run and spend at most the total; DPDG and
-    RandomizedADMM, which need full consensus, are refused before any run with their reason (refused.csv), or stop the
-    study without ``keep_going``."""
+    powerflow's release bounds, computed from the built problem) on the zones' general form, DPDG and RandomizedADMM
+    (which need full consensus) on its full-consensus form (their ``problem = { consensus = "full" }``), all run and
+    spend at most the total; both forms have the same optimum, and without the override the two are refused."""
     from pathlib import Path
 
     from privcvx.study_file import load
 
     study = load(Path(__file__).resolve().parents[1] / "examples" / "compare_case14.toml",
                  {"rounds": 3, "seeds": [0], "epsilons": [1.0]}).study
+    assert [dict(method.problem) for method in study.methods][-2:] == [{"consensus": "full"}] * 2
+    assert study.problem(consensus="full").solve_centralized().value == pytest.approx(
+        study.problem().solve_centralized().value, abs=1e-9)
     result = pc.compare(study, tmp_path, keep_going=True)
     runs = result.runs
-    assert set(runs["method"]) == {"ObjPert", "OutPert", "PR-ADMM"} and result.planned == 3 and not result.failed
+    assert set(runs["method"]) == {"ObjPert", "OutPert", "PR-ADMM", "DPDG", "RandomizedADMM"}
+    assert result.planned == 5 and not result.failed and not result.refused
     assert (runs["epsilon_spent"] <= 1.0 + 1e-6).all() and (runs["budget"] == "total").all()
-    assert [(method, setting) for method, setting, _ in result.refused] == [("DPDG", ""), ("RandomizedADMM", "")]
-    assert all("general-form keys" in reason and "full consensus" in reason for _, _, reason in result.refused)
-    refused = pd.read_csv(tmp_path / "refused.csv", keep_default_na=False)
-    assert refused.values.tolist() == [list(row) for row in result.refused]
+    general = pc.Study(problem=study.problem, methods=[pc.Method(m.label, m.algorithm) for m in study.methods[-2:]],
+                       epsilons=[1.0], rounds=3)
     with pytest.raises(UnsupportedError, match="DPDistributedGradient.*general-form keys"):
-        pc.compare(study)
+        pc.compare(general)
+    with pytest.raises(ParameterError, match="'DPDG'.*takes no arguments \\['consensus'\\]"):
+        pc.Study(problem=_problem, methods=study.methods, epsilons=[1.0])
 
 
 def test_a_laplace_total_budget_is_spent_but_not_overspent_by_the_ledger():

@@ -91,6 +91,43 @@ def test_zonal_centralized_matches_socopf_under_stress() -> None:
     assert zonal == pytest.approx(reference, rel=1e-6)
 
 
+@pytest.mark.parametrize("objective", ["load_shedding", "cost"])
+def test_full_consensus_zones_match_socopf(objective: str) -> None:
+    """consensus="full": every zone holds the whole vector (one key, no private variable), its own buses' balance and
+    loads; the sum of the zones' objectives over the intersection of their sets is socopf's optimum (stressed loads,
+    so that Eq. (28)'s optimum is not 0), and each zone's declarations are those of the general form."""
+    net = powerflow.load_case("case14")
+    net.load[["p_mw", "q_mvar"]] *= 4.0 if objective == "load_shedding" else 1.0
+    full = powerflow.zonal_problem(net, 3, objective=objective, consensus="full")
+    general = powerflow.zonal_problem(net, 3, objective=objective)
+    assert len(full.keys) == 1
+    assert all(layout.shared_local.size == layout.dim == full.dim for layout in full.layouts)
+    balances = np.sort(np.concatenate([model.balance for model in full.info["models"]]))
+    assert np.array_equal(balances, np.arange(len(net.bus)))  # every bus's balance held by exactly one zone
+    reference = powerflow.socopf(net, objective=objective).value
+    assert reference > 1.0
+    assert full.solve_centralized().value == pytest.approx(reference, rel=1e-6)
+    for ours, theirs in zip(full.agents, general.agents, strict=True):
+        assert ours.declared.sensitivity == theirs.declared.sensitivity
+        assert ours.declared.smoothness == theirs.declared.smoothness
+
+
+def test_coordinate_sensitivity_is_attained(case14_problem) -> None:
+    """B_inf = 2 beta max |a_ik| (RandomizedADMM's per-coordinate bound): moving each load entry by beta, the largest
+    change of one gradient coordinate, at a random point, equals the declared value."""
+    from powerflow.zonal import moved_load
+
+    for agent, model in zip(case14_problem.agents, case14_problem.info["models"], strict=True):
+        gradient = gradient_oracle(model)
+        x = np.random.default_rng(0).normal(size=model.x.size)
+        base = gradient(x)
+        worst = 0.0
+        for entry in range(2 * len(model.balance)):
+            with moved_load(model, entry, 0.01):
+                worst = max(worst, float(np.abs(gradient(x) - base).max()))
+        assert worst == pytest.approx(agent.declared.coordinate_sensitivity, rel=1e-9)
+
+
 def _converged(row: dict) -> bool:
     return row["objective"] <= 1e-4 and row["consensus_residual"] <= 1e-3
 

@@ -36,6 +36,8 @@ OLD_DELTA_1 = 1e-4
 OLD_PP_RUNS = 6000
 BOX = {"set_kind": "box"}
 LINE = {"set_kind": "free", "n": 1}
+#: {x1 + x2 = 1} (not a box: projected by a solver), the gradient moved along (1, -1), which the projection keeps.
+AFFINE_2 = {"set_kind": "affine", "n": 2, "direction": np.array([1.0, -1.0])}
 #: Q-DPSGD's per-record pair: 30 records in 3 agents, agent 0 gains the record (e_1, +1) (a NeighbouringPair).
 _RECORDS = np.random.default_rng(0).normal(size=(30, 2))
 LOGISTIC = worst_case_pairs(_RECORDS, (_RECORDS[:, 0] > 0).astype(int), agents=3, bound=5.0)[0]
@@ -69,9 +71,15 @@ AUDITED = {
     algorithms.DiaDSP: [(algorithms.DiaDSP(alpha=0.1, u_x=0.5, u_y=0.5, r=0.9), LINE, LAPLACE_RUNS)],
     algorithms.PPDC: [(algorithms.PPDC(u_x=0.028, u_v=0.028, r=0.9), LINE, LAPLACE_RUNS)],
     # The local-DP aggregators charge each coordinate for the l_inf bound B_inf: one coordinate attains it.
-    algorithms.RandomizedADMM: [(algorithms.RandomizedADMM(noise_rate=Geometric(8.0, 1.02)), LINE, LAPLACE_RUNS)],
+    # On a set that is not a box ({x1 + x2 = 1}, projected by a solver) the charge is l1 d B_inf / D_i + 2 sqrt(d) e:
+    # the direction (1, -1) survives the projection and has |d_l| = B_inf in both coordinates, so it attains it.
+    algorithms.RandomizedADMM: [(algorithms.RandomizedADMM(noise_rate=Geometric(8.0, 1.02)), LINE, LAPLACE_RUNS),
+                                (algorithms.RandomizedADMM(noise_rate=4.0 * math.sqrt(2.0), b_inf=math.sqrt(0.5)),
+                                 AFFINE_2, LAPLACE_RUNS)],
     algorithms.RandomizedDGD: [(algorithms.RandomizedDGD(noise_rate=2.0), LINE, LAPLACE_RUNS),
-                               (algorithms.RandomizedDGD(variant="2", noise_rate=2.0), LINE, LAPLACE_RUNS)],
+                               (algorithms.RandomizedDGD(variant="2", noise_rate=2.0), LINE, LAPLACE_RUNS),
+                               (algorithms.RandomizedDGD(noise_rate=math.sqrt(2.0), b_inf=math.sqrt(0.5)), AFFINE_2,
+                                LAPLACE_RUNS)],
     # Output perturbation of the exact local step: its sensitivity S / (mu_f + 2 eta |V_i|) is attained when mu_f is
     # the quadratic's true modulus 1 (with the default mu_f = 0 the pair attains only (2 eta |V_i|) / (1 + 2 eta |V_i|)
     # = 2/3 of it). Its zCDP charge rho is audited as mu = sqrt(2 rho) (Gaussian releases).

@@ -11,7 +11,7 @@ import privcvx as pc
 from privcvx.algorithms import RandomizedADMM
 from privcvx.algorithms.base import AgentContext
 from privcvx.algorithms.conformance import check_determinism, consensus_problem
-from privcvx.algorithms.randomized_admm import SEALED_SHARE
+from privcvx.algorithms.secure_sum import SEALED_SHARE
 from privcvx.errors import PrivacyError
 from privcvx.messages import Message, Transcript
 from privcvx.privacy.noise import SecureNoise, SeededNoise
@@ -140,7 +140,7 @@ def test_an_altered_replayed_redirected_or_forged_share_is_refused():
     # replayed in another round or phase
     for t, phase in ((2, 1), (1, 2)):
         with pytest.raises(PrivacyError, match="agent-1.*fails authentication"):
-            receiver.channels.open("agent-0", t, phase, original[SEALED_SHARE])
+            receiver.secure.channels.open("agent-0", t, phase, original[SEALED_SHARE])
     # a duplicate is refused, the untouched inbox goes through
     with pytest.raises(PrivacyError, match="two 'sealed_share' messages from 'agent-0'"):
         receiver.step(1, [*inbox, original], phase=1)

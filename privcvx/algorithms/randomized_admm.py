@@ -49,23 +49,21 @@ a function of releases) and the secret-shared exchange (which reconstructs the s
 
 Privacy (Theorems 2.2, 2.3). Term A is uniform on the interval between x_i^k[l] + c_l and
 S_i[l]/|N_i| + c_l, c = (lambda - grad f_i(x_i^k))/D_i, and a neighbouring function moves it by at most
-alpha B_inf = B_inf / D_i per coordinate. The ledger records each release as a Laplace release with epsilon
-d beta_k B_inf / D_i (the worst case); the ex-post account (`privcvx.privacy.ex_post`) evaluates
-Eq. (10) on each released coordinate, and ``result.privacy`` shows both. With a declared set the mean is
-a projection of a uniform variable, so only the worst case is claimed for an agent with constraints.
+alpha B_inf = B_inf / D_i per coordinate. The ledger records each release as a Laplace release of l1 sensitivity
+d B_inf / D_i + 2 sqrt(d) e, i.e. epsilon d beta_k B_inf / D_i + 2 sqrt(d) beta_k e (the worst case), on any convex
+set C: Pi_C keeps l2, and ||Pi(a) - Pi(a')||_1 <= sqrt(d) ||a - a'||_2 <= d ||a - a'||_inf; e is the local-solve
+layer's l2 bound on a computed projection's error (`LocalProblem.error_bound`, 0 on R^d and boxes), and the coupling
+of Gamma between neighbouring runs survives the projection (`privcvx.algorithms.local_dp`). On R^d the ex-post
+account (`privcvx.privacy.ex_post`) evaluates Eq. (10) on each released coordinate, and ``result.privacy`` shows
+both; on a set the mean is a projection of a uniform variable, so only the worst case is claimed.
 
-``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 (`privcvx.privacy. secret_sharing`
-) on a complete graph, over the sealed pairwise channels that Theorem 2.1 assumes
-(`privcvx.privacy.secure_channel`). ``start()`` broadcasts the agent's X25519 public key (round 0); in round
-t, phase 0 seals a share of x_i^{t-1} for every other agent (payload ``sealed_share``), phase 1 opens the shares
-received and broadcasts their sum with the own share (``partial``), and phase 2 reconstructs sum_j x_j^{t-1}, so
-S_i = sum - x_i, and updates. The key pair is drawn apart from the noise stream, so the iterates are those of
-shares sent in the clear, bit for bit.
+``exchange="secret_sharing"`` replaces the broadcast of x_i by Algorithm 3 on a complete graph, over the sealed
+pairwise channels that Theorem 2.1 assumes (`privcvx.algorithms.secure_sum`): phase 2 of round t reconstructs
+S_i = sum_{j != i} x_j^{t-1}, and the agent updates. The iterates are those of shares sent in the clear, bit for bit.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -78,8 +76,10 @@ from privcvx.algorithms.local_dp import (
     declared_smoothness,
     linf_sensitivity,
     neighbour_broadcasts,
+    release_units,
     total_epsilon,
 )
+from privcvx.algorithms.secure_sum import SecureSum, exact_sum
 from privcvx.errors import (
     ParameterError,
     PrivacyError,
@@ -93,7 +93,6 @@ from privcvx.localsolve import LocalProblem
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, laplace_release
 from privcvx.privacy.secret_sharing import DEFAULT_MODULUS, FixedPointSharing
-from privcvx.privacy.secure_channel import KEY_BYTES, PairwiseChannels
 from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
@@ -105,13 +104,6 @@ AGGREGATORS = ("random", "fixed")
 DUAL_SIGNS = {"corrected": 1.0, "printed": -1.0}
 UPDATES = ("linearized", "exact")
 EXCHANGES = ("plain", "secret_sharing")
-#: The payload key of a sealed share (ChaCha20-Poly1305 ciphertext and tag, a uint8 array).
-SEALED_SHARE = "sealed_share"
-
-
-def neighbour_sum(values: list[np.ndarray]) -> np.ndarray:
-    """sum_j x_j per coordinate, correctly rounded (``math.fsum``): the same bits as the secret-shared sum."""
-    return np.array([math.fsum(column) for column in zip(*values, strict=True)])
 
 
 class RandomizedADMM(ExPostMethod):
@@ -201,8 +193,8 @@ class RandomizedADMM(ExPostMethod):
                                        "every other agent: use Topology.complete()", argument="topology")
             self.sharing(n)
         if self.private:
-            check_private_agents(self, problem, self._b_inf, self._D is None and any(
-                agent.declared.aggregator_bound is None for agent in problem.agents), "B_inf/D_i")
+            check_private_agents(problem, self._b_inf, self._D is None and any(
+                agent.declared.aggregator_bound is None for agent in problem.agents))
 
     def sharing(self, parties: int) -> FixedPointSharing:
         """The fixed-point encoding of Algorithm 3 for ``parties`` agents (this method's scale and modulus)."""
@@ -234,12 +226,12 @@ class RandomizedADMM(ExPostMethod):
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedADMM:
         """With a total ``epsilon``: the largest constant noise rate beta at which the worst-off agent's ledger spends
-        at most it over the run's ``rounds`` releases, each charged epsilon d_i beta B_inf / D_i (`laplace_release`)."""
+        at most it over the run's ``rounds`` releases, each charged beta times `projected_release_sensitivity`
+        (d_i B_inf / D_i, plus 2 sqrt(d_i) e on a set projected by a solver)."""
         if self._epsilon is None:
             return self
-        unit = max((layout.dim * linf_sensitivity(agent, self._b_inf) / self.constant(layout.name)
-                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
-                    if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
+        units = release_units(problem, self._b_inf, lambda name: 1.0 / self.constant(name))
+        unit = max((release(1.0) for release in units), default=0.0)  # no private agent: laplace_multiplier refuses
         ready = self.clone(epsilon=None, noise_rate=laplace_multiplier([unit] * rounds, self._epsilon, self._delta))
         ready._constants = dict(self._constants)  # clone() starts unprepared: keep the D_i fixed above
         return ready
@@ -278,8 +270,6 @@ class RandomizedADMMAgent(AgentProgram):
         # An agent without private data (pc.Sensitivity(l1=0, l2=0)): released without noise, charged nothing.
         self.noisy = settings.private and not holds_no_private_data(agent)
         self.b_inf = linf_sensitivity(agent, settings._b_inf) if self.noisy else 0.0
-        shared = settings.exchange == "secret_sharing"
-        self.sharing = settings.sharing(len(context.topology.graph(1))) if shared else None
         self.x = self.projection.project(np.zeros(dim), np.ones(dim))  # x_i^0: public and data independent
         self.lam = np.zeros(dim)
         self.account = ExPostAccount()
@@ -287,75 +277,27 @@ class RandomizedADMMAgent(AgentProgram):
         # depend on the exchange: the secret-shared run repeats the plain one's Gamma).
         self.gammas = self.D * context.noise.uniform(context.rounds * dim).reshape(context.rounds, dim) \
             if settings.aggregator == "random" else np.full((context.rounds, dim), self.D / 2.0)
-        self.kept: list[int] = []     # the own share s_ii of the current x_i (secret sharing)
-        self.partial: list[int] = []  # the own broadcast partial sum (secret sharing)
-        # the sealed pairwise channels of the shares: the key pair is drawn apart from the noise stream
-        self.channels = PairwiseChannels(self.name, context.noise.key_material(KEY_BYTES)) if shared else None
+        #: Algorithm 3's side of this agent (`privcvx.algorithms.secure_sum`), its key pair drawn apart from the noise
+        self.secure = SecureSum(context, settings.sharing(len(context.topology.graph(1)))) \
+            if settings.exchange == "secret_sharing" else None
 
     # ---- the exchanges --------------------------------------------------------------------------------
     def start(self) -> list[Message]:
         """The broadcast of x_i^0, or, under secret sharing, of the agent's public key (round 0: the channels'
         set-up; the shares of x_i^0 follow in round 1, once every peer's key is known)."""
-        if self.channels is None:
+        if self.secure is None:
             return [self.context.message(1, {"x": self.x})]
-        return [self.context.message(0, {"public_key": self.channels.public_key})]
+        return self.secure.start()
 
     def step(self, t: int, inbox: list[Message], phase: int = 0) -> list[Message]:
-        if self.sharing is None or self.channels is None:
+        if self.secure is None:
             received = neighbour_broadcasts(self.context, t, inbox)
-            self._update(t, neighbour_sum([received[j] for j in sorted(received)]), len(received))
+            self._update(t, exact_sum([received[j] for j in sorted(received)]), len(received))
             return [self.context.message(t + 1, {"x": self.x})]
-        if phase == 0:  # round 1 of Algorithm 3: a sealed share of x_i^{t-1} to every other agent
-            if t == 1:
-                self.channels.connect(self._from_each(0, 0, inbox, "public_key"))
-            return self._send_shares(t)
-        if phase == 1:  # round 2 of Algorithm 3: the sum of the shares held, broadcast
-            sealed = self._from_each(t, 1, inbox, SEALED_SHARE)
-            shares = [self._open_share(sender, t, sealed[sender]) for sender in sorted(sealed)]
-            self.partial = self.sharing.add([self.kept, *shares])
-            return [self.context.message(t, {"partial": self.sharing.to_limbs(self.partial)}, phase=2)]
-        partials = self._from_each(t, 2, inbox, "partial")
-        total = self.sharing.add([self.partial, *map(self.sharing.from_limbs, partials.values())])  # (15): sum_j x_j
-        others = self.sharing.add([total, [(-r) % self.sharing.modulus for r in self.sharing.encode(self.x)]])
-        self._update(t, self.sharing.decode(others), len(partials))
-        return []
-
-    def _peers(self, t: int) -> list[str]:
-        return [n for n in self.context.topology.graph(t) if n != self.name]
-
-    def _from_each(self, t: int, phase: int, inbox: list[Message], key: str) -> dict[str, np.ndarray]:
-        """Payload ``key`` of round t's messages in ``phase``, exactly one from every other agent."""
-        received: dict[str, np.ndarray] = {}
-        for m in inbox:
-            if m.round == t and m.phase == phase and key in m.payload:
-                if m.sender in received:
-                    raise PrivacyError(f"round {t}: two {key!r} messages from {m.sender!r}", agent=self.name,
-                                       argument="messages")
-                received[m.sender] = m[key]
-        expected = set(self._peers(t))
-        if set(received) != expected:
-            raise PrivcvxError(f"round {t}: {key!r} expected from {sorted(expected)}, received from "
-                               f"{sorted(received)}", agent=self.name, argument="messages")
-        return received
-
-    def _send_shares(self, t: int) -> list[Message]:
-        """Algorithm 3, round 1: split x_i into N shares, keep the first, seal one for every other agent."""
-        assert self.sharing is not None and self.channels is not None
-        shares = self.sharing.split(self.sharing.encode(self.x, agent=self.name), self.context.noise)
-        self.kept = shares[0]
-        return [self.context.message(t, {SEALED_SHARE: self.channels.seal(other, t, 1, self.sharing.to_limbs(share))},
-                                     receiver=other, phase=1)
-                for other, share in zip(self._peers(t), shares[1:], strict=True)]
-
-    def _open_share(self, sender: str, t: int, sealed: np.ndarray) -> list[int]:
-        """The residues of the share ``sender`` sealed for this agent in round t (little-endian uint64 limbs)."""
-        assert self.sharing is not None and self.channels is not None
-        plaintext = self.channels.open(sender, t, 1, sealed)
-        limbs = np.frombuffer(plaintext, dtype="<u8")
-        if limbs.size != self.x.size * self.sharing.limbs:
-            raise PrivacyError(f"round {t}: the share from {sender!r} has {limbs.size} limbs, expected "
-                               f"{self.x.size * self.sharing.limbs}", agent=self.name, argument="messages")
-        return self.sharing.from_limbs(limbs.reshape(self.x.size, self.sharing.limbs))
+        messages, others = self.secure.exchange(t, inbox, phase, self.x)
+        if others is not None:  # phase 2: sum_{j != i} x_j^{t-1} reconstructed
+            self._update(t, *others)
+        return messages
 
     def _update(self, t: int, total: np.ndarray, degree: int) -> None:
         """The dual update with x^{t-1} (from round 2 on), then Eq. (6) for x^t, released in round t + 1; with
@@ -383,7 +325,7 @@ class RandomizedADMMAgent(AgentProgram):
             interval = None  # a projected mean is not uniform on an interval: the worst case is claimed
             if self.projection.kind == "free":  # Term A: uniform between x_i and the neighbours' mean, or fixed
                 interval = (self.x + c, mean_neighbours + c) if self.settings.aggregator == "random" else (mean, mean)
-            mean = laplace_release(self.context, self.account, mean, beta, shift, interval)
+            mean = laplace_release(self.context, self.account, mean, beta, shift, interval, self.projection.error_bound)
         self.x = mean
 
     # ---- reports and state ----------------------------------------------------------------------------
@@ -394,7 +336,7 @@ class RandomizedADMMAgent(AgentProgram):
 
     def output(self, released_only: bool = False) -> np.ndarray:
         """The last x_i. Under secret sharing x_i itself is never sent, so a release-only run gets nothing."""
-        if released_only and self.sharing is not None:
+        if released_only and self.secure is not None:
             return np.empty(0)
         return self.x.copy()
 
@@ -408,16 +350,14 @@ class RandomizedADMMAgent(AgentProgram):
 
     def state_dict(self) -> dict[str, Any]:
         """The run state; under secret sharing it holds the agent's private key (a secret like the noise state)."""
-        channels = {} if self.channels is None else {"channels": self.channels.state_dict()}
-        return {"x": self.x, "lam": self.lam, "gammas": self.gammas, "kept": list(self.kept),
-                "partial": list(self.partial), "account": self.account.state_dict(), **channels}
+        secure = {} if self.secure is None else {"secure": self.secure.state_dict()}
+        return {"x": self.x, "lam": self.lam, "gammas": self.gammas, "account": self.account.state_dict(), **secure}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.x, self.lam, self.gammas = state["x"], state["lam"], state["gammas"]
-        self.kept, self.partial = list(state["kept"]), list(state["partial"])
         self.account.load_state_dict(state["account"])
-        if self.channels is not None:
-            self.channels.load_state_dict(state["channels"])
+        if self.secure is not None:
+            self.secure.load_state_dict(state["secure"])
 
 
 class RandomizedADMMMonitor(LatestReleases):

@@ -39,7 +39,6 @@ from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.errors import PrivcvxError, check_scalar, require_positive
 from privcvx.messages import Message
 from privcvx.privacy.ex_post import ExPostAccount, laplace_release
-from privcvx.privacy.sensitivity import holds_no_private_data
 from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
@@ -100,7 +99,7 @@ class RandomizedDGD(local_dp.ExPostMethod):
                                    "divergent pair and the global mean: use Topology.complete(), or variant='2*'",
                                    argument="topology")
         if self.private:
-            local_dp.check_private_agents(self, problem, self._b_inf, self._step is None, "eta_k B_inf")
+            local_dp.check_private_agents(problem, self._b_inf, self._step is None)
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> RandomizedDGD:
         """Check the problem; fix the default step c / k^0.75 with c = 1 / max_i L_i, then a total ``epsilon``'s
@@ -114,15 +113,15 @@ class RandomizedDGD(local_dp.ExPostMethod):
 
     def calibrated(self, problem: DistributedProblem, rounds: int) -> RandomizedDGD:
         """With a total ``epsilon``: the largest constant noise rate beta at which the worst-off agent's ledger spends
-        at most it over the run's releases, round k's charged epsilon d_i beta eta_k B_inf (`laplace_release`)."""
+        at most it over the run's releases, round k's charged beta times `local_dp.release_units` (d_i eta_k B_inf, plus
+        2 sqrt(d_i) e on a set projected by a solver)."""
         if self._epsilon is None:
             return self
-        unit = max((layout.dim * local_dp.linf_sensitivity(agent, self._b_inf)
-                    for agent, layout in zip(problem.agents, problem.layouts, strict=True)
-                    if not holds_no_private_data(agent)), default=0.0)  # no private agent: laplace_multiplier refuses
+        releases = local_dp.release_units(problem, self._b_inf, lambda name: 1.0)
         steps = [checked_value(self._step, t, argument="step") for t in range(1, rounds + 1)]
-        return self.clone(epsilon=None, noise_rate=laplace_multiplier([unit * eta for eta in steps], self._epsilon,
-                                                                      self._delta))
+        # no private agent: units of 0, which laplace_multiplier refuses
+        units = [max((release(eta) for release in releases), default=0.0) for eta in steps]
+        return self.clone(epsilon=None, noise_rate=laplace_multiplier(units, self._epsilon, self._delta))
 
     def agent_program(self, agent: Agent, context: AgentContext) -> RandomizedDGDAgent:
         return RandomizedDGDAgent(agent, context, self)
@@ -183,8 +182,8 @@ class RandomizedDGDAgent(ProjectedGradientAgent):
         if self.settings.private:
             beta = checked_value(self.settings._rate, t, argument="noise_rate")
             interval = (low - eta * gradient, high - eta * gradient) if self.projection.kind == "free" else None
-            mean = laplace_release(self.context, self.account, mean, beta,
-                                   eta * self.b_inf, interval)
+            mean = laplace_release(self.context, self.account, mean, beta, eta * self.b_inf, interval,
+                                   self.projection.error_bound)
         self.x = mean
         return [self.context.message(t + 1, {"x": self.x})]
 

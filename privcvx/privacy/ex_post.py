@@ -157,23 +157,47 @@ class ExPostAccount:
 EX_POST_COLUMNS = ("epsilon_worst_case", "epsilon_ex_post", "epsilon_ex_post_advanced", "ex_post_ratio")
 
 
-def laplace_release(context: AgentContext, account: ExPostAccount, mean: np.ndarray, beta: float, shift: float,
-                    interval: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """Release ``mean`` + Lap(0, beta) per coordinate (rate beta: scale 1/beta) through the agent's release path.
+def projected_release_sensitivity(dim: int, shift: float, solver_error: float = 0.0, *,
+                                  agent: str | None = None) -> float:
+    """The l1 sensitivity of Proj_C[v] for a public convex set C when a neighbouring function moves v by at most
+    ``shift`` per coordinate: d * shift + 2 sqrt(d) e, with e = ``solver_error`` the l2 bound on the distance from a
+    computed projection to the exact one (0 for R^d and boxes, whose projections are closed forms).
 
-    The vector's L1 sensitivity is d * shift (shift = alpha_k B_inf per coordinate), so the ledger records a
-    Laplace release with epsilon d alpha_k beta_k B_inf (the worst case of Theorem 2.2 summed over the
-    coordinates). ``interval`` is the agent's private interval of the mean, or None when the mean's law is
-    not uniform on it (then the ex-post account claims the worst case). A grid release of the secure path is
-    accounted with the grid mechanism's own epsilon (noise calibrated to the rounding-inflated sensitivity), in
-    the ledger and, per coordinate, in both columns of the ex-post account.
+    On R^d or a box the projection is a clip per coordinate, so each coordinate moves by at most ``shift``. On any
+    other convex set the Euclidean projection is non-expansive in l2: ||Pi(v) - Pi(v')||_1 <= sqrt(d) ||v - v'||_2
+    <= d ||v - v'||_inf = d * shift, and two computed answers add 2 e in l2, hence 2 sqrt(d) e in l1. The same bound
+    as Theorem 2.2's worst case summed over the coordinates. A zero ``shift`` (no private data: the solver sees the
+    same input on both datasets) stays 0; an infinite e (an answer that cannot be certified) is refused."""
+    if shift == 0.0:
+        return 0.0
+    if not math.isfinite(solver_error):
+        raise PrivacyError("the local step's solver error has no finite bound, so no sensitivity survives it",
+                           agent=agent, argument="constraints")
+    return dim * shift + 2.0 * math.sqrt(dim) * solver_error
+
+
+def laplace_release(context: AgentContext, account: ExPostAccount, mean: np.ndarray, beta: float, shift: float,
+                    interval: tuple[np.ndarray, np.ndarray] | None, solver_error: float = 0.0) -> np.ndarray:
+    """Release ``mean`` = Proj_C[v] + Lap(0, beta) per coordinate (rate beta: scale 1/beta) through the agent's release
+    path, where a neighbouring function moves v by at most ``shift`` = alpha_k B_inf per coordinate.
+
+    The vector's L1 sensitivity is `projected_release_sensitivity`: d * shift on any convex set (+ 2 sqrt(d) e for a
+    projection computed within ``solver_error`` e, in l2), so the ledger records a Laplace release with epsilon
+    d alpha_k beta_k B_inf (+ 2 sqrt(d) beta_k e): the worst case of Theorem 2.2 summed over the coordinates.
+    ``interval`` is the agent's private interval of the mean (Term A uniform on it, R^d only), or None when the mean's
+    law is not uniform on it, after a projection: then the ex-post account claims the worst case, the vector's charge
+    spread evenly over the coordinates (on a set that is not a box the per-coordinate values are not separate
+    guarantees, only their sum is). A grid release of the secure path is accounted with the grid mechanism's own
+    epsilon (noise calibrated to the rounding-inflated sensitivity), in the ledger and, per coordinate, in both
+    columns of the ex-post account.
     """
     d = mean.size
-    value = context.release(mean, Laplace(d * shift * beta), Sensitivity(l1=d * shift), scale=1.0 / beta)
+    sensitivity = projected_release_sensitivity(d, shift, solver_error, agent=context.name)
+    value = context.release(mean, Laplace(sensitivity * beta), Sensitivity(l1=sensitivity), scale=1.0 / beta)
     event = context.last_release.event
     if event is None or event.kind == "laplace":
         lo, hi = interval if interval is not None else (None, None)
-        account.record(value, lo, hi, beta, shift)
+        account.record(value, lo, hi, beta, shift, worst=None if interval is not None else beta * sensitivity / d)
     else:  # the grid's discrete Laplace: its own epsilon, spread over the coordinates
         account.record(value, None, None, beta, shift, worst=event.epsilon / d)
     return value
