@@ -8,15 +8,15 @@ warm-started OSQP, Clarabel, CVXPY), falling back along the chain under one erro
 [`cvxpy_adapter`][privcvx.localsolve.cvxpy_adapter], behind a version check.
 """
 
+from privcvx.localsolve.certificate import CERTIFIED_ERROR
 from privcvx.localsolve.problem import LocalProblem, SolveStats, box_bounds, set_kind
 from privcvx.localsolve.strategies import (
     ACCEPTABLE_RESIDUAL,
-    PROJECTION_ERROR,
     SOLVER_SETTINGS,
     STANDARD_TOLERANCE,
     STRATEGIES,
     StrategyFailure,
 )
 
-__all__ = ["ACCEPTABLE_RESIDUAL", "PROJECTION_ERROR", "SOLVER_SETTINGS", "STANDARD_TOLERANCE", "STRATEGIES",
+__all__ = ["ACCEPTABLE_RESIDUAL", "CERTIFIED_ERROR", "SOLVER_SETTINGS", "STANDARD_TOLERANCE", "STRATEGIES",
            "LocalProblem", "SolveStats", "StrategyFailure", "box_bounds", "set_kind"]

@@ -36,8 +36,9 @@ and its `LocalProblem.error_bound` is infinite, which the private calibrations r
 
 Round-off: the rounding of r is bounded (gamma = (k + 2) eps on sums of k terms, added to |r|), and y's_f is
 evaluated in rational arithmetic (exact for the stored floats A, b, x_f, y), rounded up. Not covered: the zero rows
-A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational arithmetic or a null-space parametrization with a rounding analysis), and
-lambda_min(P) is computed in floating point (exact for a diagonal P, the projections' case).
+A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational arithmetic
+or a null-space parametrization with a rounding analysis); the cone membership of s_f is checked in floating point
+(`distances`); lambda_min(P) is computed in floating point (exact for a diagonal P, the projections' case).
 """
 
 from __future__ import annotations
@@ -108,6 +109,17 @@ def soc_projection(v: np.ndarray) -> np.ndarray:
     return np.concatenate([[half], half * u / norm])
 
 
+def certifier_for(data: ConicData | None, penalized_columns: np.ndarray) -> Certifier | None:
+    """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
+    a cone other than zero, nonneg and SOC, or an auxiliary column (no quadratic term in f_p and no penalty: the dual
+    bound of step 3 is then -inf up to round-off)."""
+    if data is None or not certifiable_cones(data.cones):
+        return None
+    quadratic = data.P.diagonal() != 0.0
+    quadratic[penalized_columns] = True
+    return Certifier(data) if quadratic.all() else None
+
+
 class Certificate(NamedTuple):
     """A feasible point x_f (cones exact, zero rows to round-off) and c >= ||z_pen,f - z*_pen||_2."""
 
@@ -135,6 +147,7 @@ class Certifier:
         self.blocks_of_row = {row: block.kind for block in self.blocks
                               for row in range(block.start, block.start + block.size)}
         self.hessian: np.ndarray | None = None
+        self.key: float | bytes | None = None
 
     # ---- the public data, once per problem ------------------------------------------------------------------
     def on_equalities(self, x: np.ndarray) -> np.ndarray:
@@ -149,6 +162,8 @@ class Certifier:
         """max t s.t. A x + s = b, s - t e in K, t <= 1 (public data only), put on the zero rows."""
         data = self.data
         rows, n = self.A.shape
+        if all(block.kind == "zero" for block in self.blocks):
+            return self.on_equalities(np.zeros(n))
         axis = np.zeros(rows)
         for block in self.blocks:
             if block.kind != "zero":
@@ -190,8 +205,10 @@ class Certifier:
         return y
 
     # ---- per weight vector -----------------------------------------------------------------------------------
-    def set_hessian(self, hessian: sp.spmatrix) -> bool:
-        """Take the round's P (with the penalty); False when it is not positive definite (no certificate)."""
+    def set_hessian(self, hessian: sp.spmatrix, key: float | bytes | None = None) -> bool:
+        """Take the round's P (with the penalty), for the weights ``key``; False when it is not positive definite
+        (every certificate is then infinite)."""
+        self.key = key
         dense = hessian.toarray()
         lowest = float(np.min(np.diag(dense))) if not np.any(dense - np.diag(np.diag(dense))) else \
             float(scipy.linalg.eigvalsh(dense)[0])
@@ -220,6 +237,8 @@ class Certifier:
         x_f = x_e if theta == 0.0 else (1.0 - theta) * x_e + theta * self.x0
         s_f = self.b - self.A @ x_f
         if np.any(self.distances(s_f)[0] > 0.0):  # the repair's own rounding: one more step toward x0
+            return Certificate(x_f, math.inf)
+        if not self.lowest > 0.0:
             return Certificate(x_f, math.inf)
         n, rows = x.size, self.b.size
         # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum); y's_f exactly

@@ -22,6 +22,7 @@ kept). A problem no strategy accepts raises `UnsupportedError` naming the agent 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 from cvxpy.constraints import Equality, Inequality
 
 from privcvx.errors import SolverError, UnsupportedError
+from privcvx.localsolve.certificate import Certifier, certifier_for
 from privcvx.localsolve.cvxpy_adapter import ConicData, compile_local, cone_names, needs_integer_solver
 from privcvx.localsolve.strategies import STRATEGIES, Strategy, StrategyFailure
 from privcvx.problem import Agent, AgentLayout, agent_vector
@@ -127,9 +129,14 @@ class LocalProblem:
         closed = not objective and self.kind in ("free", "box")
         self.data: ConicData | None = None if closed else compile_local(
             agent.objective if objective else 0.0, agent.constraints, agent.variables, self.z)
+        self.certifier: Certifier | None = None if closed else certifier_for(self.data,
+                                                                             self.data.columns[self.penalized])
         self.chain: list[Strategy] = []
-        # a closed form never fails: it is the whole chain
-        self._candidates = [STRATEGIES[0]] if closed else [kind for kind in STRATEGIES if kind.accepts(self)]
+        # a closed form never fails: it is the whole chain; else the strategies that accept the problem and certify
+        # their answers (`error_bound`), or, when none does, all those that accept it (uncertified: error_bound inf)
+        accepting = [STRATEGIES[0]] if closed else [kind for kind in STRATEGIES if kind.accepts(self)]
+        self.certified = any(kind.certifies(self) for kind in accepting)
+        self._candidates = [kind for kind in accepting if kind.certifies(self)] if self.certified else accepting
         if not self._candidates:
             raise UnsupportedError(f"no local-solve strategy accepts the cones {cone_names(self.cvxpy_problem())} "
                                    "(no installed conic solver handles them)", algorithm="localsolve",
@@ -236,9 +243,12 @@ class LocalProblem:
 
     @property
     def error_bound(self) -> float:
-        """How far a computed step may be from the exact one, per coordinate: the largest over the chain (0 for a
-        closed form, `PROJECTION_ERROR` for any solver), since any of them may answer."""
-        return max(kind.error_bound for kind in self._candidates)
+        """A bound on ||z_computed - z_exact||_2 over the penalized coordinates, enforced on every answer: the largest
+        over the chain (0 for a closed form, `certificate.CERTIFIED_ERROR` for a certified solver), since any of them
+        may answer; ``inf`` when the problem's answers cannot be certified (`certified` False: no conic data, a cone
+        other than zero, nonneg, SOC, or an auxiliary column; docs/privacy.md), which the private calibrations
+        refuse."""
+        return max(kind.error_bound for kind in self._candidates) if self.certified else math.inf
 
     def violation(self, z: np.ndarray) -> float:
         """The largest violation of W_p at z (0 when z is in W_p)."""
