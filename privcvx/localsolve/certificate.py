@@ -9,13 +9,14 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
 `Certifier.certify` returns a point x_f with slack in K and a number c with ||z_pen,f - z*_pen||_2 <= c:
 
 1. **Active-set polish.** With s = b - Ax: a nonneg row with s_i < y_i is active (s_i = 0 becomes an equality); an SOC
-   block whose distance to the boundary, (s_0 - ||s_1||)/sqrt 2, is below ||y_i|| is active, and with y_i's direction
-   (1, u), ||u|| = 1, its slack must lie on the ray alpha (1, -u): s_1 + s_0 u = 0 (the components of s orthogonal
-   to (1, -u), linear equalities). The equality-constrained QP min g s.t. E x = f (the zero rows and these) is solved
-   by its KKT system. The dual is refitted by bounded least squares: min ||P x + q + A'y||_2 with y free on zero rows,
-   y_i >= 0 on active nonneg rows, y_i = beta_i (1, u_i), beta_i >= 0 on active SOC blocks, 0 on inactive ones: y is in
-   K* and y's = 0 on every block (s_i = 0, or s_i on the ray orthogonal to (1, u_i)). Both the polished and the
-   unpolished pair are certified; the smaller certificate is kept.
+   block whose distance to the boundary, (s_0 - ||s_1||)/sqrt 2, is below ||y_i|| is active (s_0 = ||s_1|| becomes
+   an equality). Newton's method on the KKT system of min g s.t. the zero rows and these equalities (`newton`) moves
+   (x, multipliers) to the active set's KKT point; a multiplier that turns negative, a row that the others keep from
+   holding, or a constraint that the new point violates corrects the active set (`ACTIVE_SET_PASSES`). The dual is
+   the multipliers: free on zero rows, mu_i >= 0 on active nonneg rows, mu_i (1, u_i) on an active SOC block with
+   u_i = -s_1/||s_1|| (s_i lies on the ray alpha (1, -u_i), so y_i's_i = 0), 0 on inactive blocks: y is in K*, y's is
+   at round-off and the dual residual r = P x + q + A'y too. Both the polished and the unpolished pair (x, y) are
+   certified; the smaller certificate is kept.
 2. **Feasibility repair** (for the cones). x_e = x - A_0^+ (A_0 x - b_0) (least squares, twice) puts x on the zero
    rows. A public Slater point x0 (`slater_point`, computed once per problem: max t s.t. A x + s = b, s - t e in K,
    t <= 1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0)
@@ -23,22 +24,23 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
    x_f = (1 - theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e,
    and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
 3. **Dual lower bound.** For y in K* and any feasible x, y's >= 0, so g(x) >= L(x, y) = 1/2 x'Px + c'x - b'y with
-   c = q + A'y, and g* >= min_x L. When P is positive definite (every column of x has a quadratic term: no auxiliary
-   columns, `Certifier.sound`), min_x L = -1/2 c'P^-1 c - b'y, and without cancellation
-       g(x_f) - min_x L = 1/2 r'P^-1 r + y's_f,    r = P x_f + c   (the dual residual at x_f),        (gap)
-   bounded above by 1/2 ||r||^2 / lambda_min(P) + y's_f (plus the rounding bounds of both terms, below).
+   c = q + A'y. Split x into the columns S with a quadratic term (P_SS positive definite) and the auxiliary ones N
+   (P's rows N are 0: CVXPY's epigraph variables). g* = g(x*) >= L(x*, y) >= min_{x_S} L + c_N'x*_N, and without
+   cancellation
+       g(x_f) - g* <= 1/2 r_S'P_SS^-1 r_S + y's_f + c_N'(x_f,N - x*_N),   r = P x_f + c (dual residual at x_f),  (gap)
+   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's_f + |r_N|' W, W a public bound on the
+   width of the feasible set in the columns N (`auxiliary_widths`: x_f and x* are both feasible). A problem whose
+   feasible set is unbounded in an auxiliary column is not certified (`certifier_for` returns None): its
+   `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed).
 4. **Distance.** x_f feasible and x* optimal: g(x_f) - g* >= <grad g(x*), x_f - x*> + (min w / 2) ||z_pen,f -
-   z*_pen||^2 >= (min w / 2) ||...||^2, and g* >= min_x L, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) = c.
-
-A problem with auxiliary columns (a column of x with no quadratic term: an epigraph variable of CVXPY) has
-min_x L = -inf unless c_N = 0 exactly, which round-off never gives; such a problem is not certified (`sound` False)
-and its `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed).
+   z*_pen||^2 >= (min w / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) = c.
 
 Round-off: the rounding of r is bounded (gamma = (k + 2) eps on sums of k terms, added to |r|), and y's_f is
 evaluated in rational arithmetic (exact for the stored floats A, b, x_f, y), rounded up. Not covered: the zero rows
 A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational arithmetic
 or a null-space parametrization with a rounding analysis); the cone membership of s_f is checked in floating point
-(`distances`); lambda_min(P) is computed in floating point (exact for a diagonal P, the projections' case).
+(`distances`); lambda_min(P_SS) is computed in floating point (exact for a diagonal P, the projections' case); the
+widths W of auxiliary columns come from a solver, with a 2x margin (they multiply |r_N|, itself at round-off).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ from typing import NamedTuple
 import clarabel
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 import scipy.sparse as sp
 
 from privcvx.localsolve.cvxpy_adapter import ConicData
@@ -109,15 +110,23 @@ def soc_projection(v: np.ndarray) -> np.ndarray:
     return np.concatenate([[half], half * u / norm])
 
 
-def certifier_for(data: ConicData | None, penalized_columns: np.ndarray) -> Certifier | None:
+def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | None:
     """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
     a cone other than zero, nonneg and SOC, or an auxiliary column (no quadratic term in f_p and no penalty: the dual
-    bound of step 3 is then -inf up to round-off)."""
+    bound of step 3 is then -inf up to round-off). ``penalized``: the positions in z of the penalized entries."""
     if data is None or not certifiable_cones(data.cones):
         return None
-    quadratic = data.P.diagonal() != 0.0
-    quadratic[penalized_columns] = True
-    return Certifier(data) if quadratic.all() else None
+    quadratic = data.P.diagonal() != 0.0  # P is PSD: a zero diagonal entry is a zero row
+    quadratic[data.columns[penalized]] = True
+    certifier = Certifier(data, np.flatnonzero(~quadratic))
+    return certifier if np.all(np.isfinite(certifier.width)) else None
+
+
+def _quiet_settings() -> clarabel.DefaultSettings:
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.direct_solve_method = "qdldl"
+    return settings
 
 
 class Certificate(NamedTuple):
@@ -132,7 +141,7 @@ class Certifier:
 
     ``penalized_columns``: the columns of x that carry the penalty (their weights are passed to `certify`)."""
 
-    def __init__(self, data: ConicData) -> None:
+    def __init__(self, data: ConicData, auxiliary: np.ndarray) -> None:
         self.data = data
         self.blocks = cone_blocks(data.cones)
         self.A = data.A.toarray()
@@ -146,6 +155,9 @@ class Certifier:
         self.conic_blocks = [block for block in self.blocks if block.kind != "zero"]  # `distances`' order
         self.blocks_of_row = {row: block.kind for block in self.blocks
                               for row in range(block.start, block.start + block.size)}
+        self.auxiliary = auxiliary
+        self.quadratic = np.setdiff1d(np.arange(self.A.shape[1]), auxiliary)
+        self.width = self.auxiliary_widths()
         self.hessian: np.ndarray | None = None
         self.key: float | bytes | None = None
 
@@ -172,14 +184,30 @@ class Certifier:
                             sp.csc_matrix(([1.0], ([0], [n])), shape=(1, n + 1))]).tocsc()
         linear = np.zeros(n + 1)
         linear[n] = -1.0
-        settings = clarabel.DefaultSettings()
-        settings.verbose = False
-        settings.direct_solve_method = "qdldl"
         solution = clarabel.DefaultSolver(sp.csc_matrix((n + 1, n + 1)), linear, matrix,
                                           np.concatenate([self.b, [1.0]]),
-                                          [*data.cones, clarabel.NonnegativeConeT(1)], settings).solve()
+                                          [*data.cones, clarabel.NonnegativeConeT(1)], _quiet_settings()).solve()
         x0 = np.asarray(solution.x)[:n]
         return self.on_equalities(np.where(np.isfinite(x0), x0, 0.0))
+
+    def auxiliary_widths(self) -> np.ndarray:
+        """Per auxiliary column j, a public bound on |x_j - x'_j| over the feasible set: (max x_j - min x_j), each by
+        Clarabel on the public data, doubled plus 1e-6 (1 + |max| + |min|) for the solver's error; inf when the set
+        is unbounded in x_j. (It multiplies |c_N| at round-off in (gap), so the margin is ample.)"""
+        widths = []
+        n = self.A.shape[1]
+        for column in self.auxiliary:
+            ends = []
+            for sign in (1.0, -1.0):
+                linear = np.zeros(n)
+                linear[column] = sign
+                solution = clarabel.DefaultSolver(sp.csc_matrix((n, n)), linear, self.data.A, self.b, self.data.cones,
+                                                  _quiet_settings()).solve()
+                ends.append(sign * solution.obj_val if str(solution.status) == "Solved" else math.nan)
+            low, high = ends
+            width = 2.0 * (high - low) + 1e-6 * (1.0 + abs(high) + abs(low))
+            widths.append(width if math.isfinite(width) else math.inf)
+        return np.array(widths)
 
     def distances(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per non-zero block: dist(s_i, K_i), and the radius of the largest ball about s_i inside K_i."""
@@ -210,8 +238,9 @@ class Certifier:
         (every certificate is then infinite)."""
         self.key = key
         dense = hessian.toarray()
-        lowest = float(np.min(np.diag(dense))) if not np.any(dense - np.diag(np.diag(dense))) else \
-            float(scipy.linalg.eigvalsh(dense)[0])
+        block = dense[np.ix_(self.quadratic, self.quadratic)]  # P_SS (P's other rows are 0)
+        lowest = float(np.min(np.diag(block))) if not np.any(block - np.diag(np.diag(block))) else \
+            float(scipy.linalg.eigvalsh(block)[0])
         self.hessian, self.lowest = dense, lowest
         self.abs_p = np.abs(dense)
         return lowest > 0.0
@@ -245,8 +274,10 @@ class Certifier:
         r = self.hessian @ x_f + q + self.A.T @ y
         r_round = (n + rows + 2) * _EPS * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
         complementarity = self.exact_complementarity(x_f, y)
-        residual = float(np.linalg.norm(np.abs(r) + r_round))
-        gap = 0.5 * residual ** 2 / self.lowest + max(complementarity, 0.0)
+        bound_r = np.abs(r) + r_round
+        residual = float(np.linalg.norm(bound_r[self.quadratic]))
+        auxiliary = float(bound_r[self.auxiliary] @ self.width) if self.auxiliary.size else 0.0  # c_N = r_N
+        gap = 0.5 * residual ** 2 / self.lowest + max(complementarity, 0.0) + auxiliary
         return Certificate(x_f, math.sqrt(2.0 * gap / min_weight) * (1.0 + 1e-12))
 
     def exact_complementarity(self, x: np.ndarray, y: np.ndarray) -> float:

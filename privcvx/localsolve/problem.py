@@ -129,8 +129,7 @@ class LocalProblem:
         closed = not objective and self.kind in ("free", "box")
         self.data: ConicData | None = None if closed else compile_local(
             agent.objective if objective else 0.0, agent.constraints, agent.variables, self.z)
-        self.certifier: Certifier | None = None if closed else certifier_for(self.data,
-                                                                             self.data.columns[self.penalized])
+        self.certifier: Certifier | None = None if closed else certifier_for(self.data, self.penalized)
         self.chain: list[Strategy] = []
         # a closed form never fails: it is the whole chain; else the strategies that accept the problem and certify
         # their answers (`error_bound`), or, when none does, all those that accept it (uncertified: error_bound inf)
