@@ -35,12 +35,13 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
 4. **Distance.** x_f feasible and x* optimal: g(x_f) - g* >= <grad g(x*), x_f - x*> + (min w / 2) ||z_pen,f -
    z*_pen||^2 >= (min w / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) = c.
 
-Round-off: the rounding of r is bounded (gamma = (k + 2) eps on sums of k terms, added to |r|), and y's_f is
-evaluated in rational arithmetic (exact for the stored floats A, b, x_f, y), rounded up. Not covered: the zero rows
-A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational arithmetic
-or a null-space parametrization with a rounding analysis); the cone membership of s_f is checked in floating point
-(`distances`); lambda_min(P_SS) is computed in floating point (exact for a diagonal P, the projections' case); the
-widths W of auxiliary columns come from a solver, with a 2x margin (they multiply |r_N|, itself at round-off).
+Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); y's_f and |c_N|'W
+are evaluated in rational arithmetic (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the
+zero rows A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational
+arithmetic or a null-space parametrization with a rounding analysis); the cone membership of s_f is checked in
+floating point (`distances`); lambda_min(P_SS) is computed in floating point (exact for a diagonal P, the
+projections' case); the widths W of auxiliary columns come from a solver, with a 2x margin (they multiply |c_N|,
+itself at round-off).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ CERTIFIED_ERROR = 1e-6
 _EPS = np.finfo(float).eps
 #: Newton steps of the polish (from an interior-point answer, two reach round-off on case14's zones).
 POLISH_ITERATIONS = 3
+#: Steps of the feasibility repair when rounding leaves s_f outside K (theta multiplied by 4 each time).
+REPAIR_STEPS = 8
 #: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
 ACTIVE_SET_PASSES = 6
 
@@ -122,6 +125,12 @@ def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | 
     return certifier if np.all(np.isfinite(certifier.width)) else None
 
 
+def _rounded_up(value: Fraction) -> float:
+    """The smallest float at least ``value``."""
+    rounded = float(value)
+    return rounded if Fraction(rounded) >= value else math.nextafter(rounded, math.inf)
+
+
 def _quiet_settings() -> clarabel.DefaultSettings:
     settings = clarabel.DefaultSettings()
     settings.verbose = False
@@ -146,7 +155,7 @@ class Certifier:
         self.blocks = cone_blocks(data.cones)
         self.A = data.A.toarray()
         self.abs_a = np.abs(self.A)
-        self.rows = sp.csr_matrix(data.A)
+        self.rows, self.columns = sp.csr_matrix(data.A), sp.csc_matrix(data.A)
         self.b = data.b
         self.equalities = self.A[:data.zero]
         self.pinv = np.linalg.pinv(self.equalities) if data.zero else None
@@ -264,8 +273,12 @@ class Certifier:
             return Certificate(x_e, math.inf)
         theta = float(np.max(dist / np.maximum(dist + self.margin, np.finfo(float).tiny), initial=0.0))
         x_f = x_e if theta == 0.0 else (1.0 - theta) * x_e + theta * self.x0
-        s_f = self.b - self.A @ x_f
-        if np.any(self.distances(s_f)[0] > 0.0):  # the repair's own rounding: one more step toward x0
+        for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
+            if not np.any(self.distances(self.b - self.A @ x_f)[0] > 0.0):
+                break
+            theta = max(4.0 * theta, 64.0 * _EPS)
+            x_f = (1.0 - theta) * x_e + theta * self.x0
+        else:
             return Certificate(x_f, math.inf)
         if not self.lowest > 0.0:
             return Certificate(x_f, math.inf)
@@ -276,7 +289,7 @@ class Certifier:
         complementarity = self.exact_complementarity(x_f, y)
         bound_r = np.abs(r) + r_round
         residual = float(np.linalg.norm(bound_r[self.quadratic]))
-        auxiliary = float(bound_r[self.auxiliary] @ self.width) if self.auxiliary.size else 0.0  # c_N = r_N
+        auxiliary = self.auxiliary_term(y, q)
         gap = 0.5 * residual ** 2 / self.lowest + max(complementarity, 0.0) + auxiliary
         return Certificate(x_f, math.sqrt(2.0 * gap / min_weight) * (1.0 + 1e-12))
 
@@ -290,8 +303,18 @@ class Certifier:
             for column, value in zip(self.rows.indices[start:end], self.rows.data[start:end], strict=True):
                 slack -= Fraction(float(value)) * Fraction(float(x[column]))
             total += Fraction(float(y[row])) * slack
-        rounded = float(total)
-        return rounded if Fraction(rounded) >= total else math.nextafter(rounded, math.inf)
+        return _rounded_up(total)
+
+    def auxiliary_term(self, y: np.ndarray, q: np.ndarray) -> float:
+        """|c_N|' W with c_N = q_N + A_N'y in rational arithmetic (exact for the stored floats), rounded up."""
+        total = Fraction(0)
+        for position, column in enumerate(self.auxiliary):
+            start, end = self.columns.indptr[column], self.columns.indptr[column + 1]
+            value = Fraction(float(q[column]))
+            for row, entry in zip(self.columns.indices[start:end], self.columns.data[start:end], strict=True):
+                value += Fraction(float(entry)) * Fraction(float(y[row]))
+            total += abs(value) * Fraction(float(self.width[position]))
+        return _rounded_up(total)
 
     def active_set(self, s: np.ndarray, y: np.ndarray) -> tuple[list[int], list[Block]]:
         """The rows and SOC blocks kept as equalities in the polish (step 1): every zero row, nonneg rows with

@@ -123,6 +123,9 @@ class LocalProblem:
         self.region = set_kind(agent, layout, self.bounds)
         self.kind = "exact" if objective else self.region
         self.stats = SolveStats()
+        #: The certified l2 distance (over the penalized entries) of the last answer of the chain to the exact step,
+        #: and the largest so far (0 for closed forms; nan when uncertified). Diagnostics: they depend on the data.
+        self.certificate = self.largest_certificate = 0.0
         self.z = agent_vector(agent)
         self._problem: cp.Problem | None = None
         self._solvers: list[str] | None = None
@@ -229,6 +232,8 @@ class LocalProblem:
         finally:
             stats.seconds += time.perf_counter() - start
         stats.solves += 1
+        self.certificate = strategy.distance
+        self.largest_certificate = float(np.maximum(self.largest_certificate, strategy.distance))  # nan stays nan
         stats.fallbacks += position > 0
         stats.inaccurate += inaccurate
         stats.strategies[strategy.name] = stats.strategies.get(strategy.name, 0) + 1

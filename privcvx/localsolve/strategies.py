@@ -100,6 +100,8 @@ class Strategy(ABC):
 
     def __init__(self, local: LocalProblem) -> None:
         self.local = local
+        #: The certified l2 distance of the last answer to the exact step (nan: not certified; 0: a closed form).
+        self.distance = 0.0 if isinstance(self, ClosedForm) else math.nan
 
     @classmethod
     @abstractmethod
@@ -252,6 +254,7 @@ class Factorization(_Weighted):
         certificate = self.certified(answer[:n], answer[n:], self.linear_term(linear), weights, polish=False)
         if not certificate.distance <= CERTIFIED_ERROR:
             raise StrategyFailure(f"certified distance {certificate.distance:.2e} > {CERTIFIED_ERROR:g}")
+        self.distance = certificate.distance
         return certificate.x[self.data.columns], False
 
 
@@ -313,6 +316,7 @@ class OSQPStep(_Weighted):
         certificate = self.certified(*self.last, self.linear_term(linear), weights)
         if not certificate.distance <= CERTIFIED_ERROR:
             raise StrategyFailure(f"OSQP: certified distance {certificate.distance:.2e} > {CERTIFIED_ERROR:g}")
+        self.distance = certificate.distance
         return certificate.x[self.data.columns], not accurate
 
     def warm_state(self) -> list[np.ndarray] | None:
@@ -405,6 +409,7 @@ class SmoothStep(Strategy):
         if not distance <= SMOOTH_TARGET:
             raise StrategyFailure(f"L-BFGS-B: certified distance {distance:.2e} > {SMOOTH_TARGET:g} "
                                   f"({result.message})")
+        self.distance = distance
         return z, False
 
     def certified_distance(self, z: np.ndarray, gradient: np.ndarray, w: np.ndarray) -> float:
@@ -459,6 +464,7 @@ class ClarabelStep(_Weighted):
         if enforced and not answer.distance <= CERTIFIED_ERROR:
             raise StrategyFailure(f"Clarabel: certified distance {answer.distance:.2e} > {CERTIFIED_ERROR:g} "
                                   f"({answer.message})")
+        self.distance = answer.distance if enforced else math.nan
         return answer.x[self.data.columns], answer.verdict == "inaccurate"
 
     def _certified(self, answer: Answer, q: np.ndarray, weights: float | np.ndarray) -> Answer:
