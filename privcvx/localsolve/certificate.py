@@ -348,7 +348,7 @@ class Certifier:
             s = self.b - self.A @ x
             # a nonneg row leaves when its multiplier is negative, or when the rows kept cannot all hold (its slack
             # stays above round-off: e.g. l <= x_k <= u with u - l = 4e-10, both active in the interior-point answer)
-            loose = 64.0 * _EPS * (np.abs(self.b) + self.abs_a @ np.abs(x))
+            loose = 64.0 * _EPS * (1.0 + np.abs(self.b) + self.abs_a @ np.abs(x))
             # (tolerances: a multiplier below -1e-9 of the largest, a violation above round-off)
             small = -1e-9 * float(np.max(np.abs(multipliers), initial=0.0))
             negative = {row for row, value in zip(rows, multipliers, strict=False)
