@@ -286,16 +286,21 @@ class Certifier:
         # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum); y's_f exactly
         r = self.hessian @ x_f + q + self.A.T @ y
         r_round = (n + rows + 2) * _EPS * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
-        complementarity = self.exact_complementarity(x_f, y)
+        complementarity = self.complementarity_bound(x_f, y)
         bound_r = np.abs(r) + r_round
         residual = float(np.linalg.norm(bound_r[self.quadratic]))
         auxiliary = self.auxiliary_term(y, q)
         gap = 0.5 * residual ** 2 / self.lowest + max(complementarity, 0.0) + auxiliary
         return Certificate(x_f, math.sqrt(2.0 * gap / min_weight) * (1.0 + 1e-12))
 
-    def exact_complementarity(self, x: np.ndarray, y: np.ndarray) -> float:
-        """y's with s = b - Ax, in rational arithmetic on the rows where y is not 0 (exact for the stored floats),
-        rounded up to a float."""
+    def complementarity_bound(self, x: np.ndarray, y: np.ndarray) -> float:
+        """An upper bound on y's with s = b - Ax: in floating point plus its rounding bound (gamma_k on sums of k
+        terms) when that bound is below 1e-3 of the value, else in rational arithmetic on the rows where y is not 0
+        (exact for the stored floats), rounded up."""
+        value = float(y @ (self.b - self.A @ x))
+        rounding = (x.size + self.b.size + 4) * _EPS * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
+        if rounding <= 1e-3 * abs(value):
+            return value + rounding
         total = Fraction(0)
         for row in np.flatnonzero(y):
             start, end = self.rows.indptr[row], self.rows.indptr[row + 1]
@@ -398,8 +403,18 @@ class Certifier:
             jac = np.vstack(jacobian)
             kkt = np.block([[curvature, jac.T], [jac, np.zeros((jac.shape[0],) * 2)]])
             rhs = -np.concatenate([hessian @ x + q + jac.T @ multipliers, *values])
-            step = scipy.linalg.lstsq(kkt, rhs, lapack_driver="gelsy")[0]
+            with np.errstate(all="ignore"):
+                try:
+                    step = np.linalg.solve(kkt, rhs)
+                except np.linalg.LinAlgError:
+                    step = np.full(rhs.shape, np.nan)
+                scale = 1e-9 * (1.0 + np.linalg.norm(rhs))
+                solved = np.all(np.isfinite(step)) and np.linalg.norm(kkt @ step - rhs) <= scale
+                if not solved:
+                    step = scipy.linalg.lstsq(kkt, rhs, lapack_driver="gelsy")[0]  # singular: degenerate active sets
             if not np.all(np.isfinite(step)):
                 return None
             x, multipliers = x + step[:n], multipliers + step[n:]
+            if np.linalg.norm(step) <= 4.0 * _EPS * (1.0 + np.linalg.norm(x) + np.linalg.norm(multipliers)):
+                break
         return x, multipliers
