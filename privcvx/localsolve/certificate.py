@@ -69,7 +69,7 @@ POLISH_ITERATIONS = 3
 #: Steps of the feasibility repair when rounding leaves s_f outside K (theta multiplied by 4 each time).
 REPAIR_STEPS = 8
 #: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
-ACTIVE_SET_PASSES = 6
+ACTIVE_SET_PASSES = 8
 
 
 class Block(NamedTuple):
@@ -337,8 +337,8 @@ class Certifier:
 
     def polish(self, x: np.ndarray, y: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """Step 1 of the module docstring: Newton's method on the KKT system of the active-set problem from (x, y),
-        the active set corrected up to `ACTIVE_SET_PASSES` times (a negative multiplier leaves it, a violated row or
-        block joins it); the polished x and its dual in K*, or None if it fails."""
+        the active set corrected up to `ACTIVE_SET_PASSES` times (`correction`); the polished x and its dual in K*,
+        or None if it fails."""
         if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
             return None
         y = self.dual_cone_projection(y)
@@ -351,30 +351,20 @@ class Certifier:
                 return None
             x, multipliers = answer
             s = self.b - self.A @ x
-            # a nonneg row leaves when its multiplier is negative, or when the rows kept cannot all hold (its slack
-            # stays above round-off: e.g. l <= x_k <= u with u - l = 4e-10, both active in the interior-point answer)
-            loose = 64.0 * _EPS * (1.0 + np.abs(self.b) + self.abs_a @ np.abs(x))
-            # (tolerances: a multiplier below -1e-9 of the largest, a violation above round-off)
-            small = -1e-9 * float(np.max(np.abs(multipliers), initial=0.0))
-            negative = {row for row, value in zip(rows, multipliers, strict=False)
-                        if self.blocks_of_row[row] == "nonneg" and (value < small or s[row] > loose[row])}
-            negative_cones = {block for block, value in zip(cones, multipliers[len(rows):], strict=True)
-                              if value < small}
-            dist, _ = self.distances(s)
-            violated = [block for block, d in zip(self.conic_blocks, dist, strict=True)
-                        if d > loose[block.start] and block.start not in rows and block not in cones]
-            if not negative and not negative_cones and not violated:
+            change = self.correction(rows, cones, multipliers, s, x)
+            if change is None:
                 break
             if passes == ACTIVE_SET_PASSES - 1:
                 return None
             y = np.zeros_like(y)
-            y[rows], kept = multipliers[:len(rows)], multipliers[len(rows):]
-            for block, value in zip(cones, kept, strict=True):
+            y[rows] = multipliers[:len(rows)]
+            for block, value in zip(cones, multipliers[len(rows):], strict=True):
                 y[block.start] = value
-            rows = [row for row in rows if row not in negative] + \
-                [block.start for block in violated if block.kind == "nonneg"]
-            cones = [block for block in cones if block not in negative_cones] + \
-                [block for block in violated if block.kind == "soc"]
+            if isinstance(change, Block):  # a violated block joins
+                rows, cones = (rows + [change.start], cones) if change.kind == "nonneg" else (rows, cones + [change])
+            else:  # a row or a cone leaves
+                rows = [row for row in rows if row != change]
+                cones = [block for block in cones if block != change]
         rows_array = np.array(rows, dtype=int)
         dual = np.zeros_like(y)
         dual[rows_array] = multipliers[:len(rows)]
@@ -382,6 +372,30 @@ class Certifier:
             s_1 = s[block.start + 1:block.start + block.size]
             dual[block.start:block.start + block.size] = value * np.concatenate([[1.0], -s_1 / np.linalg.norm(s_1)])
         return x, self.dual_cone_projection(dual)
+
+    def correction(self, rows: list[int], cones: list[Block], multipliers: np.ndarray, s: np.ndarray,
+                   x: np.ndarray) -> int | Block | None:
+        """One change of the polish's active set, or None when it is settled: first a nonneg row whose slack stays
+        above round-off (the rows kept cannot all hold: e.g. l <= x_k <= u with u - l = 4e-10, both active in the
+        interior-point answer; the one with the smaller multiplier leaves), then the most negative multiplier
+        (below -1e-9 of the largest) leaves, then the most violated constraint joins (a violation above round-off).
+        One at a time, as a primal active-set method: a degenerate vertex otherwise makes the set cycle."""
+        loose = 64.0 * _EPS * (1.0 + np.abs(self.b) + self.abs_a @ np.abs(x))
+        nonneg = [(value, row) for row, value in zip(rows, multipliers, strict=False)
+                  if self.blocks_of_row[row] == "nonneg"]
+        held = [(value, row) for value, row in nonneg if s[row] > loose[row]]
+        if held:
+            return min(held)[1]
+        small = -1e-9 * float(np.max(np.abs(multipliers), initial=0.0))
+        negative = [(value, row) for value, row in nonneg if value < small]
+        negative += [(value, block) for block, value in zip(cones, multipliers[len(rows):], strict=True)
+                     if value < small]
+        if negative:
+            return min(negative, key=lambda pair: pair[0])[1]
+        dist, _ = self.distances(s)
+        violated = [(d, block) for block, d in zip(self.conic_blocks, dist, strict=True)
+                    if d > loose[block.start] and block.start not in rows and block not in cones]
+        return max(violated, key=lambda pair: pair[0])[1] if violated else None
 
     def newton(self, x: np.ndarray, multipliers: np.ndarray, q: np.ndarray, rows: np.ndarray,
                cones: list[Block]) -> tuple[np.ndarray, np.ndarray] | None:
