@@ -69,7 +69,7 @@ POLISH_ITERATIONS = 3
 #: Steps of the feasibility repair when rounding leaves s_f outside K (theta multiplied by 4 each time).
 REPAIR_STEPS = 8
 #: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
-ACTIVE_SET_PASSES = 8
+ACTIVE_SET_PASSES = 16
 
 
 class Block(NamedTuple):
