@@ -355,6 +355,7 @@ class SmoothStep(Strategy):
     """
 
     name = "lbfgsb"
+    error_bound = SMOOTH_TARGET  # what its certificate enforces
 
     @classmethod
     def accepts(cls, local: LocalProblem) -> bool:
