@@ -35,13 +35,14 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
 4. **Distance.** x_f feasible and x* optimal: g(x_f) - g* >= <grad g(x*), x_f - x*> + (min w / 2) ||z_pen,f -
    z*_pen||^2 >= (min w / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) = c.
 
-Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); y's_f and |c_N|'W
-are evaluated in rational arithmetic (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the
-zero rows A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational
+Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); |c_N|'W is
+evaluated in rational arithmetic, and y's_f in floating point plus its rounding bound, or in rational arithmetic
+when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the zero
+rows A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational
 arithmetic or a null-space parametrization with a rounding analysis); the cone membership of s_f is checked in
-floating point (`distances`); lambda_min(P_SS) is computed in floating point (exact for a diagonal P, the
-projections' case); the widths W of auxiliary columns come from a solver, with a 2x margin (they multiply |c_N|,
-itself at round-off).
+floating point (`distances`), and so is the dual's membership in K* (`dual_cone_projection`); lambda_min(P_SS) is
+computed in floating point (exact for a diagonal P, the projections' case); the widths W of auxiliary columns come
+from a solver, with a 2x margin (they multiply |c_N|, itself at round-off).
 """
 
 from __future__ import annotations
