@@ -26,10 +26,10 @@ RECORDS: list[dict] = []
 
 
 def recording_certify(original):
-    def certify(self, x, y, q, min_weight):
+    def certify(self, x, y, q, min_weight, target=0.0):
         start = time.perf_counter()
         plain = self.bound(x, self.dual_cone_projection(y), q, min_weight)
-        answer = original(self, x, y, q, min_weight)
+        answer = original(self, x, y, q, min_weight, target)
         RECORDS.append({"plain": plain.distance, "released": answer.distance, "seconds": time.perf_counter() - start,
                         "n": x.size})
         return answer

@@ -60,7 +60,7 @@ def _box_hyperplane(point: np.ndarray, low: float, high: float, total: float) ->
 
 def _agent(constraints, x) -> tuple[pc.Agent, LocalProblem]:
     agent = pc.Agent(cp.sum_squares(x), constraints(x), shared=x)
-    return agent, LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0])
+    return agent, LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True)
 
 
 NORMAL = np.array([1.0, -2.0, 0.5, 1.5])
@@ -129,7 +129,8 @@ def test_an_unbounded_auxiliary_variable_is_not_certified_and_privacy_refuses_it
     x, t = cp.Variable(3), cp.Variable()
     agent = pc.Agent(t, [cp.norm(x) <= t, x[0] >= -1.0], shared=x, name="lifted")
     problem = pc.DistributedProblem([agent])
-    local = LocalProblem(agent, problem.layouts[0], objective=True, penalized=problem.layouts[0].shared_local)
+    local = LocalProblem(agent, problem.layouts[0], objective=True, penalized=problem.layouts[0].shared_local,
+                         certified=True)
     assert local.certifier is None and local.error_bound == math.inf
     with pytest.raises(PrivacyError, match="lifted.*cannot be certified"):
         projected_sensitivity(pc.Sensitivity(l2=1.0), "conic", 3, solver_error=local.error_bound, agent="lifted")
@@ -200,5 +201,5 @@ def test_case14_outg_steps_are_all_certified():
         problem.solve(rounds=2, local_updates=1, rho=100.0, eta=pc.schedules.inverse_sqrt(),
                       privacy=pc.OutputPerturbation(pc.Gaussian(1.0, 0.01), sensitivity="derived"), seed=0)
     conic = [local for local in seen if local.kind == "conic" and local.stats.solves]
-    assert conic and all(local.certifier is not None for local in conic)
+    assert conic and all(local.enforcing for local in conic)
     assert all(0.0 < local.largest_certificate <= CERTIFIED_ERROR for local in conic)

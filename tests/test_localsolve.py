@@ -5,6 +5,7 @@ takes."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import cvxpy as cp
@@ -91,7 +92,9 @@ PROJECTIONS = {"ridge": ("free", "closed_form"), "box": ("box", "closed_form"), 
 def test_each_projection_strategy_is_chosen_and_matches_a_fresh_solve(kind):
     agent, local = _local(kind, objective=False)
     assert (local.kind, local.strategy) == PROJECTIONS[kind]
-    assert local.error_bound == (0.0 if local.strategy == "closed_form" else CERTIFIED_ERROR)
+    assert local.error_bound == (0.0 if local.strategy == "closed_form" else math.inf)  # not asked: not certified
+    certified = LocalProblem(agent, local.layout, certified=True)
+    assert certified.error_bound == (0.0 if local.strategy == "closed_form" else CERTIFIED_ERROR)
     weights = np.full(4, 3.0) if kind == "soc" else np.array([1.0, 2.0, 2.0, 5.0])
     for _ in range(3):
         point = RNG.normal(size=4)
@@ -136,11 +139,12 @@ def test_a_smooth_step_is_chosen_and_matches_a_fresh_solve(kind):
     assert local.stats.solves == 2 and local.stats.fallbacks == 0 and local.stats.strategies == {"lbfgsb": 2}
 
 
-def test_a_smooth_step_is_certified_or_refused(monkeypatch):
+def test_a_smooth_step_is_certified_or_handed_to_clarabel(monkeypatch):
     """The logistic step over the box (some coordinates at a bound) is accepted with a certified distance: it lies
     within SMOOTH_TARGET of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration, the gradient-only polish
-    brings it to a certified answer; without the polish the certificate fails, and since the conic form (exponential
-    cones) cannot be certified, Clarabel is not in the chain: SolverError names the agent and the certificate."""
+    brings it to a certified answer; without the polish the certificate fails, and Clarabel answers the same (w, b),
+    counted as a fallback; a step built for a private release (``certified=True``) cannot take that fallback (the
+    exponential cones cannot be certified): SolverError names the agent and the certificate."""
     agent, local = _local("smooth", objective=True)
     linear = np.array([3.0, -3.0, 0.2, -0.1])  # pushes two coordinates onto the box
     step = local.step(linear, 2.0)
@@ -153,9 +157,13 @@ def test_a_smooth_step_is_certified_or_refused(monkeypatch):
     assert polished.stats.fallbacks == 0 and polished.stats.strategies == {"lbfgsb": 1}
     monkeypatch.setattr(strategies, "POLISH_STEPS", 0)
     agent, stopped = _local("smooth", objective=True)
-    assert not stopped.certifier and stopped.error_bound == strategies.SMOOTH_TARGET  # L-BFGS-B alone
+    assert np.max(np.abs(stopped.step(linear, 2.0) - reference)) <= 1e-7
+    assert stopped.stats.fallbacks == 1 and stopped.stats.strategies == {"clarabel": 1}
+    assert stopped.error_bound == math.inf  # Clarabel's answers on exponential cones are not certified
+    private = LocalProblem(agent, stopped.layout, objective=True, certified=True)
+    assert private.certifier is None and private.error_bound == strategies.SMOOTH_TARGET  # L-BFGS-B alone
     with pytest.raises(SolverError, match="agent-smooth.*certified distance"):
-        stopped.step(linear, 2.0)
+        private.step(linear, 2.0)
 
 
 def test_pr_admm_releases_certified_smooth_steps_and_refuses_uncertified_conic_ones(monkeypatch):

@@ -171,7 +171,7 @@ def test_derived_output_sensitivity_allows_for_the_solvers_error():
     assert solved.l2 == pytest.approx(exact.l2 + 2 * CERTIFIED_ERROR)  # an l2 bound: 2 e in l2
     assert solved.l1 == pytest.approx(exact.l1 + 2 * 3 * CERTIFIED_ERROR)  # 2 sqrt(9) e in l1
     problem, _, _ = general_form()
-    assert LocalProblem(problem.agents[0], problem.layouts[0]).error_bound == CERTIFIED_ERROR  # a solver
+    assert LocalProblem(problem.agents[0], problem.layouts[0], certified=True).error_bound == CERTIFIED_ERROR
     x = cp.Variable(2)
     boxed = pc.Agent(cp.sum_squares(x), [x <= 1, x >= -1], shared=x)
-    assert LocalProblem(boxed, pc.DistributedProblem([boxed]).layouts[0]).error_bound == 0.0  # np.clip: exact
+    assert LocalProblem(boxed, pc.DistributedProblem([boxed]).layouts[0], certified=True).error_bound == 0.0

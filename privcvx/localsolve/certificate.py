@@ -67,6 +67,9 @@ CERTIFIED_ERROR = 1e-5
 _EPS = np.finfo(float).eps
 #: Newton steps of the polish (from an interior-point answer, two reach round-off on case14's zones).
 POLISH_ITERATIONS = 3
+#: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
+#: (an interior-point answer that has not settled leaves weakly active constraints with s_i above y_i).
+ACTIVE_RATIOS = (1.0, 1e4)
 #: Steps of the feasibility repair when rounding leaves s_f outside K (theta multiplied by 4 each time).
 REPAIR_STEPS = 8
 #: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
@@ -256,13 +259,18 @@ class Certifier:
         return lowest > 0.0
 
     # ---- per answer ------------------------------------------------------------------------------------------
-    def certify(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float) -> Certificate:
-        """The better of the polished and the unpolished certificate of the answer (x, y) (module docstring)."""
-        plain = self.bound(x, self.dual_cone_projection(y), q, min_weight)
-        polished = self.polish(x, y, q)
-        if polished is None:
-            return plain
-        return min(plain, self.bound(*polished, q, min_weight), key=lambda c: c.distance)
+    def certify(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float,
+                target: float = 0.0) -> Certificate:
+        """The best of the unpolished certificate of the answer (x, y) and the polished ones (module docstring),
+        polishing from a wider initial active set (`ACTIVE_RATIOS`) while the certificate is above ``target``."""
+        best = self.bound(x, self.dual_cone_projection(y), q, min_weight)
+        for ratio in ACTIVE_RATIOS:
+            if best.distance <= target:
+                break
+            polished = self.polish(x, y, q, ratio)
+            if polished is not None:
+                best = min(best, self.bound(*polished, q, min_weight), key=lambda c: c.distance)
+        return best
 
     def bound(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float) -> Certificate:
         """Steps 2-4 of the module docstring for a dual y in K*."""
@@ -322,10 +330,11 @@ class Certifier:
             total += abs(value) * Fraction(float(self.width[position]))
         return _rounded_up(total)
 
-    def active_set(self, s: np.ndarray, y: np.ndarray) -> tuple[list[int], list[Block]]:
+    def active_set(self, s: np.ndarray, y: np.ndarray, ratio: float = 1.0) -> tuple[list[int], list[Block]]:
         """The rows and SOC blocks kept as equalities in the polish (step 1): every zero row, nonneg rows with
-        s_i < y_i, SOC blocks closer to the boundary than ||y_i|| (not at the apex)."""
+        s_i < ratio y_i, SOC blocks closer to the boundary than ratio ||y_i|| (not at the apex)."""
         rows, cones = [], []
+        y = ratio * y
         for block in self.blocks:
             kind, start, size = block
             if kind == "zero" or (kind == "nonneg" and s[start] < y[start]):
@@ -336,14 +345,15 @@ class Certifier:
                     cones.append(block)
         return rows, cones
 
-    def polish(self, x: np.ndarray, y: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def polish(self, x: np.ndarray, y: np.ndarray, q: np.ndarray,
+               ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
         """Step 1 of the module docstring: Newton's method on the KKT system of the active-set problem from (x, y),
         the active set corrected up to `ACTIVE_SET_PASSES` times (`correction`); the polished x and its dual in K*,
         or None if it fails."""
         if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
             return None
         y = self.dual_cone_projection(y)
-        rows, cones = self.active_set(self.b - self.A @ x, y)
+        rows, cones = self.active_set(self.b - self.A @ x, y, ratio)
         start_x = x
         for passes in range(ACTIVE_SET_PASSES):
             multipliers = np.concatenate([y[rows], [y[block.start] for block in cones]])

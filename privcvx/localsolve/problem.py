@@ -111,7 +111,7 @@ class LocalProblem:
     """
 
     def __init__(self, agent: Agent, layout: AgentLayout, *, objective: bool = False,
-                 penalized: np.ndarray | None = None) -> None:
+                 penalized: np.ndarray | None = None, certified: bool = False) -> None:
         self.agent, self.layout = agent, layout
         self.agent_name = layout.name
         self.dim = layout.dim
@@ -134,10 +134,12 @@ class LocalProblem:
             agent.objective if objective else 0.0, agent.constraints, agent.variables, self.z)
         self.certifier: Certifier | None = None if closed else certifier_for(self.data, self.penalized)
         self.chain: list[Strategy] = []
-        # a closed form never fails: it is the whole chain; else the strategies that accept the problem and certify
-        # their answers (`error_bound`), or, when none does, all those that accept it (uncertified: error_bound inf)
+        # a closed form never fails: it is the whole chain; else, when ``certified`` (a private release depends on the
+        # answers), the strategies that accept the problem and certify their answers (`error_bound`), each answer
+        # certified and enforced (`enforcing`), or, when none certifies or none is asked, all that accept it
         accepting = [STRATEGIES[0]] if closed else [kind for kind in STRATEGIES if kind.accepts(self)]
-        self.certified = any(kind.certifies(self) for kind in accepting)
+        self.certified = certified and any(kind.certifies(self) for kind in accepting)
+        self.enforcing = self.certified and self.certifier is not None
         self._candidates = [kind for kind in accepting if kind.certifies(self)] if self.certified else accepting
         if not self._candidates:
             raise UnsupportedError(f"no local-solve strategy accepts the cones {cone_names(self.cvxpy_problem())} "
@@ -247,11 +249,14 @@ class LocalProblem:
 
     @property
     def error_bound(self) -> float:
-        """A bound on ||z_computed - z_exact||_2 over the penalized coordinates, enforced on every answer: the largest
-        over the chain (0 for a closed form, `certificate.CERTIFIED_ERROR` for a certified solver), since any of them
-        may answer; ``inf`` when the problem's answers cannot be certified (`certified` False: no conic data, a cone
-        other than zero, nonneg, SOC, or an auxiliary column; docs/privacy.md), which the private calibrations
-        refuse."""
+        """A bound on ||z_computed - z_exact||_2 over the penalized coordinates, enforced on every answer: 0 for a
+        closed form; for a problem built with ``certified=True``, the largest over the chain
+        (`certificate.CERTIFIED_ERROR` for a certified solver, `strategies.SMOOTH_TARGET` for L-BFGS-B), since any of
+        them may answer; ``inf`` otherwise: answers not certified (not asked, or not certifiable: no conic data, a cone
+        other than zero, nonneg, SOC, or an auxiliary column on which the set is unbounded; docs/privacy.md), which
+        the private calibrations refuse."""
+        if self.kind in ("free", "box"):
+            return 0.0
         return max(kind.error_bound for kind in self._candidates) if self.certified else math.inf
 
     def violation(self, z: np.ndarray) -> float:

@@ -195,7 +195,7 @@ class _Weighted(Strategy):
         if certifier.key != self.key:
             certifier.set_hessian(self.hessian(weights), self.key)
         if polish:
-            return certifier.certify(x, y, q, float(np.min(weights)))
+            return certifier.certify(x, y, q, float(np.min(weights)), CERTIFIED_ERROR)
         return certifier.bound(x, certifier.dual_cone_projection(y), q, float(np.min(weights)))
 
 
@@ -240,7 +240,7 @@ class Factorization(_Weighted):
         residual = np.max(np.abs(kkt @ solution - self.rhs), initial=0.0)
         if not np.all(np.isfinite(solution)) or residual > STANDARD_TOLERANCE * max(1.0, np.max(np.abs(self.rhs))):
             raise StrategyFailure(f"the KKT system is singular (residual {residual:.2e})")
-        rows = np.arange(solution.shape[0]) if self.local.certifier is not None else self.data.columns
+        rows = np.arange(solution.shape[0]) if self.local.enforcing else self.data.columns
         self.offset = solution[rows, 0]  # x and the equalities' multipliers when certified, else z
         self.gain = np.ascontiguousarray(solution[rows, 1:])
 
@@ -248,7 +248,7 @@ class Factorization(_Weighted):
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         self.prepare(weights, stats)
         answer = self.offset + self.gain @ linear
-        if self.local.certifier is None:
+        if not self.local.enforcing:
             return answer, False
         n = self.data.P.shape[0]
         certificate = self.certified(answer[:n], answer[n:], self.linear_term(linear), weights, polish=False)
@@ -310,7 +310,7 @@ class OSQPStep(_Weighted):
             raise StrategyFailure(f"OSQP status {info.status!r} (residual {residual:.2e})")
         self.last = [np.array(result.x, dtype=float), np.array(result.y, dtype=float)]
         accurate = info.status == "solved" and residual <= STANDARD_TOLERANCE
-        if self.local.certifier is None:
+        if not self.local.enforcing:
             return self.last[0][self.data.columns], not accurate
         # OSQP's y (l <= Ax <= u, P x + q + A'y = 0) is Clarabel's dual of Ax + s = b, s in {0} x R_+
         certificate = self.certified(*self.last, self.linear_term(linear), weights)
@@ -444,7 +444,7 @@ class ClarabelStep(_Weighted):
         self.prepare(weights, stats)
         q = self.linear_term(linear)
         self.solver.update(q=q)
-        enforced = self.local.certifier is not None
+        enforced = self.local.enforcing
         answer = self._certified(_judged(self.solver.solve()), q, weights)
         for settings in CLARABEL_REFINEMENTS + CLARABEL_RETRIES:  # not certified (or, uncertifiable, short of the
             if _settled(answer, enforced):                        # stated tolerance): solved again, counted
@@ -471,7 +471,7 @@ class ClarabelStep(_Weighted):
     def _certified(self, answer: Answer, q: np.ndarray, weights: float | np.ndarray) -> Answer:
         """The answer with its point replaced by the certified one and its certified distance (unchanged when the
         problem has no certifier, or the answer failed)."""
-        if self.local.certifier is None or answer.verdict == "failed":
+        if not self.local.enforcing or answer.verdict == "failed":
             return answer
         certificate = self.certified(answer.x, answer.multipliers, q, weights)
         return answer._replace(x=certificate.x, distance=certificate.distance)
