@@ -261,11 +261,11 @@ class Certifier:
     # ---- per answer ------------------------------------------------------------------------------------------
     def certify(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float,
                 target: float = 0.0) -> Certificate:
-        """The best of the unpolished certificate of the answer (x, y) and the polished ones (module docstring),
-        polishing from a wider initial active set (`ACTIVE_RATIOS`) while the certificate is above ``target``."""
+        """The best of the unpolished certificate of the answer (x, y) and the polished ones (module docstring): the
+        first polish always, then from wider initial active sets (`ACTIVE_RATIOS`) while it is above ``target``."""
         best = self.bound(x, self.dual_cone_projection(y), q, min_weight)
         for ratio in ACTIVE_RATIOS:
-            if best.distance <= target:
+            if ratio != ACTIVE_RATIOS[0] and best.distance <= target:  # the first polish always runs
                 break
             polished = self.polish(x, y, q, ratio)
             if polished is not None:
