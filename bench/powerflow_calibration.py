@@ -32,7 +32,7 @@ import pandas as pd
 
 import powerflow
 import privcvx as pc
-from privcvx.localsolve import PROJECTION_ERROR
+from privcvx.localsolve import CERTIFIED_ERROR
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA, PrivacyLedger, tightest_epsilon
 from privcvx.privacy.perturbation import derived_output_sensitivity
 
@@ -53,8 +53,8 @@ def ratios(problem_paper: pc.DistributedProblem, problem_exact: pc.DistributedPr
         valid, declared = [], []
         for step in t:
             weights = np.sqrt(step) + rho * layout.shared_mask
-            valid.append(derived_output_sensitivity(exact.sensitivity, weights, False, PROJECTION_ERROR).get(norm))
-            declared.append(derived_output_sensitivity(paper.sensitivity, weights, False, PROJECTION_ERROR).get(norm)
+            valid.append(derived_output_sensitivity(exact.sensitivity, weights, False, CERTIFIED_ERROR).get(norm))
+            declared.append(derived_output_sensitivity(paper.sensitivity, weights, False, CERTIFIED_ERROR).get(norm)
                             if calibration == "derived" else paper.declared.output_sensitivity.get(norm))
         out.append(np.array(valid) / np.array(declared))
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from privcvx.localsolve import PROJECTION_ERROR
+from privcvx.localsolve import CERTIFIED_ERROR
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_powerflow_sensitivity import (  # noqa: E402
@@ -65,7 +65,7 @@ def release_ratios() -> None:
                 for _ in _moved_loads(model):
                     moved = step((inverse * z - _cvxpy_gradient(agent, model, z) + shift) / weights)
                     worst = max(worst, np.linalg.norm(moved - base))
-            derived = outputs[0].release_sensitivity(agent.sensitivity, weights, False, PROJECTION_ERROR).l2
+            derived = outputs[0].release_sensitivity(agent.sensitivity, weights, False, CERTIFIED_ERROR).l2
             print(f"case14 t={t} {agent.name}: release change / beta {worst / BETA:.3f}, "
                   f"derived l2 / beta {derived / BETA:.3f}")
 

@@ -34,7 +34,7 @@ def _rendezvous_run(**options):
 def test_fixed_seed_history_is_the_one_recorded_before_the_protocol(monkeypatch):
     """tests/data/pinned_linearized_admm.json was written by the pre-protocol code (commit 88b68fb).
 
-    Since then the derived OutPert sensitivity allows for the conic solver's error (localsolve.PROJECTION_ERROR,
+    Since then the derived OutPert sensitivity allows for the conic solver's error (localsolve.CERTIFIED_ERROR,
     docs/privacy.md), which makes its noise slightly larger: the pin is checked with that allowance at 0.
     """
     from privcvx.localsolve import strategies

@@ -5,6 +5,7 @@ takes."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import cvxpy as cp
@@ -13,8 +14,8 @@ import pytest
 
 import privcvx as pc
 from privcvx.algorithms import PRADMM, ExactADMM, LinearizedADMM, RandomizedADMM
-from privcvx.errors import RunFailed, UnsupportedError
-from privcvx.localsolve import PROJECTION_ERROR, STRATEGIES, LocalProblem, StrategyFailure, cvxpy_adapter, strategies
+from privcvx.errors import PrivacyError, RunFailed, SolverError, UnsupportedError
+from privcvx.localsolve import CERTIFIED_ERROR, STRATEGIES, LocalProblem, StrategyFailure, cvxpy_adapter, strategies
 
 RNG = np.random.default_rng(28)
 #: The reference: SCS (another algorithm than any strategy's) at 1e-12, from scratch.
@@ -91,7 +92,9 @@ PROJECTIONS = {"ridge": ("free", "closed_form"), "box": ("box", "closed_form"), 
 def test_each_projection_strategy_is_chosen_and_matches_a_fresh_solve(kind):
     agent, local = _local(kind, objective=False)
     assert (local.kind, local.strategy) == PROJECTIONS[kind]
-    assert local.error_bound == (0.0 if local.strategy == "closed_form" else PROJECTION_ERROR)
+    assert local.error_bound == (0.0 if local.strategy == "closed_form" else math.inf)  # not asked: not certified
+    certified = LocalProblem(agent, local.layout, certified=True)
+    assert certified.error_bound == (0.0 if local.strategy == "closed_form" else CERTIFIED_ERROR)
     weights = np.full(4, 3.0) if kind == "soc" else np.array([1.0, 2.0, 2.0, 5.0])
     for _ in range(3):
         point = RNG.normal(size=4)
@@ -138,28 +141,35 @@ def test_a_smooth_step_is_chosen_and_matches_a_fresh_solve(kind):
 
 def test_a_smooth_step_is_certified_or_handed_to_clarabel(monkeypatch):
     """The logistic step over the box (some coordinates at a bound) is accepted with a certified distance: it lies
-    within PROJECTION_ERROR of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration, the gradient-only polish
+    within SMOOTH_TARGET of SCS's answer at 1e-12. Stopped after one L-BFGS-B iteration, the gradient-only polish
     brings it to a certified answer; without the polish the certificate fails, and Clarabel answers the same (w, b),
-    counted as a fallback."""
+    counted as a fallback; a step built for a private release (``certified=True``) cannot take that fallback (the
+    exponential cones cannot be certified): SolverError names the agent and the certificate."""
     agent, local = _local("smooth", objective=True)
     linear = np.array([3.0, -3.0, 0.2, -0.1])  # pushes two coordinates onto the box
     step = local.step(linear, 2.0)
     assert np.sum(np.abs(step) == 0.3) == 2
     reference = _fresh_step(agent, linear, 2.0)
-    assert np.linalg.norm(step - reference) <= PROJECTION_ERROR
+    assert np.linalg.norm(step - reference) <= strategies.SMOOTH_TARGET
     monkeypatch.setitem(strategies.LBFGSB_OPTIONS, "maxiter", 1)
     agent, polished = _local("smooth", objective=True)
-    assert np.linalg.norm(polished.step(linear, 2.0) - reference) <= PROJECTION_ERROR
+    assert np.linalg.norm(polished.step(linear, 2.0) - reference) <= strategies.SMOOTH_TARGET
     assert polished.stats.fallbacks == 0 and polished.stats.strategies == {"lbfgsb": 1}
     monkeypatch.setattr(strategies, "POLISH_STEPS", 0)
     agent, stopped = _local("smooth", objective=True)
     assert np.max(np.abs(stopped.step(linear, 2.0) - reference)) <= 1e-7
     assert stopped.stats.fallbacks == 1 and stopped.stats.strategies == {"clarabel": 1}
+    assert stopped.error_bound == math.inf  # Clarabel's answers on exponential cones are not certified
+    private = LocalProblem(agent, stopped.layout, objective=True, certified=True)
+    assert private.certifier is None and private.error_bound == strategies.SMOOTH_TARGET  # L-BFGS-B alone
+    with pytest.raises(SolverError, match="agent-smooth.*certified distance"):
+        private.step(linear, 2.0)
 
 
-def test_pr_admm_releases_the_same_values_from_certified_smooth_steps_as_from_clarabel(monkeypatch):
-    """PR-ADMM on three logistic agents, with the same seed (the same noise): the releases from L-BFGS-B's certified
-    steps and from Clarabel's differ only at the solvers' tolerance, and the ledgers are equal."""
+def test_pr_admm_releases_certified_smooth_steps_and_refuses_uncertified_conic_ones(monkeypatch):
+    """PR-ADMM on three logistic agents: L-BFGS-B's steps are certified and released; without it the conic form
+    (exponential cones) on Clarabel cannot be certified, and the calibration refuses it (PrivacyError naming the
+    agent) instead of releasing a step with no error bound."""
     def problem() -> pc.DistributedProblem:
         agents = []
         for p in range(3):
@@ -173,10 +183,8 @@ def test_pr_admm_releases_the_same_values_from_certified_smooth_steps_as_from_cl
     smooth = problem().solve(method, rounds=6, seed=3)
     assert {r["strategy"] for r in smooth.info["local_solve"].values()} == {"lbfgsb"}
     monkeypatch.setattr(strategies.SmoothStep, "accepts", classmethod(lambda cls, local: False))
-    conic = problem().solve(method, rounds=6, seed=3)
-    assert {r["strategy"] for r in conic.info["local_solve"].values()} == {"clarabel"}
-    assert 0.0 < np.max(np.abs(np.asarray(smooth.w) - np.asarray(conic.w))) <= 1e-6
-    assert smooth.history["epsilon"].equals(conic.history["epsilon"])
+    with pytest.raises(PrivacyError, match="site-0.*cannot be certified"):
+        problem().solve(method, rounds=6, seed=3)
 
 
 def _box_agents(count: int = 3) -> pc.DistributedProblem:

@@ -21,7 +21,7 @@ import pytest
 import powerflow
 import privcvx as pc
 from powerflow.zonal import moved_load
-from privcvx.localsolve import PROJECTION_ERROR
+from privcvx.localsolve import CERTIFIED_ERROR
 from privcvx.study_file import load
 
 BETA = 0.01
@@ -138,7 +138,7 @@ def test_default_output_sensitivity_bounds_the_replayed_release_change(t: int) -
                 moved = step((inverse * z - _cvxpy_gradient(agent, model, z) + shift) / weights)
                 l1, l2 = max(l1, np.abs(moved - base).sum()), max(l2, np.linalg.norm(moved - base))
             for output in outputs:
-                declared = output.release_sensitivity(agent.sensitivity, weights, False, PROJECTION_ERROR)
+                declared = output.release_sensitivity(agent.sensitivity, weights, False, CERTIFIED_ERROR)
                 assert declared.nominal is None
                 assert l1 <= declared.l1 and l2 <= declared.l2, (agent.name, l1, l2, declared)
             worst = max(worst, l2)

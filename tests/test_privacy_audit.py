@@ -122,7 +122,9 @@ def test_the_claim_survives_the_audit_which_catches_under_noising(algorithm, pai
     print(report)
     assert report.passed and report.lower_bound <= report.claimed < report.under_noised
     if statistic == "llr":
-        assert report.attained == pytest.approx(1.0, abs=1e-6)  # the pair is worst case: the replay attains the charge
+        # the pair is worst case: the replay attains the charge, up to the solver allowance the charge carries on top
+        # of the exact sensitivity (PR-ADMM: Delta + 2 CERTIFIED_ERROR = Delta + 2e-5, Delta about 0.33 here)
+        assert report.attained == pytest.approx(1.0, abs=1e-4)
     assert report.impossible == 0                               # every grid release is reachable from the neighbour
     assert report.releases >= 1 and report.runs == runs
 

@@ -162,16 +162,16 @@ def test_the_privacy_table_says_where_each_bound_holds():
 
 
 def test_derived_output_sensitivity_allows_for_the_solvers_error():
-    from privcvx.localsolve import PROJECTION_ERROR, LocalProblem
+    from privcvx.localsolve import CERTIFIED_ERROR, LocalProblem
     from privcvx.privacy.perturbation import derived_output_sensitivity
 
     gradient, weights = pc.Sensitivity(l1=0.4, l2=0.2), np.full(9, 4.0)
     exact = derived_output_sensitivity(gradient, weights, separable=False)
-    solved = derived_output_sensitivity(gradient, weights, separable=False, solver_error=PROJECTION_ERROR)
-    assert solved.l2 == pytest.approx(exact.l2 + 2 * 3 * PROJECTION_ERROR)
-    assert solved.l1 == pytest.approx(exact.l1 + 2 * 9 * PROJECTION_ERROR)
+    solved = derived_output_sensitivity(gradient, weights, separable=False, solver_error=CERTIFIED_ERROR)
+    assert solved.l2 == pytest.approx(exact.l2 + 2 * CERTIFIED_ERROR)  # an l2 bound: 2 e in l2
+    assert solved.l1 == pytest.approx(exact.l1 + 2 * 3 * CERTIFIED_ERROR)  # 2 sqrt(9) e in l1
     problem, _, _ = general_form()
-    assert LocalProblem(problem.agents[0], problem.layouts[0]).error_bound == PROJECTION_ERROR  # a solver
+    assert LocalProblem(problem.agents[0], problem.layouts[0], certified=True).error_bound == CERTIFIED_ERROR
     x = cp.Variable(2)
     boxed = pc.Agent(cp.sum_squares(x), [x <= 1, x >= -1], shared=x)
-    assert LocalProblem(boxed, pc.DistributedProblem([boxed]).layouts[0]).error_bound == 0.0  # np.clip: exact
+    assert LocalProblem(boxed, pc.DistributedProblem([boxed]).layouts[0], certified=True).error_bound == 0.0

@@ -15,7 +15,7 @@ import pytest
 import privcvx as pc
 from privcvx.algorithms import AgentContext, DPDistributedGradient
 from privcvx.errors import PrivacyError
-from privcvx.localsolve import PROJECTION_ERROR
+from privcvx.localsolve import CERTIFIED_ERROR
 from privcvx.privacy.noise import agent_noise_sources
 from privcvx.privacy.perturbation import derived_output_sensitivity
 from privcvx.privacy.sensitivity import projected_sensitivity
@@ -107,12 +107,13 @@ def test_l1_grows_through_a_projection_onto_a_hyperplane_or_a_line(n):
 def test_solver_error_and_derived_output_sensitivity_use_the_same_rules():
     gradient, weights = pc.Sensitivity(l1=0.4, l2=0.2), np.array([4.0, 5.0, 8.0, 4.0])
     for separable, kind in ((True, "box"), (False, "conic")):
-        direct = projected_sensitivity(gradient, kind, 4, metric=weights, solver_error=PROJECTION_ERROR)
-        assert derived_output_sensitivity(gradient, weights, separable, PROJECTION_ERROR) == direct
+        direct = projected_sensitivity(gradient, kind, 4, metric=weights, solver_error=CERTIFIED_ERROR)
+        assert derived_output_sensitivity(gradient, weights, separable, CERTIFIED_ERROR) == direct
     exact = projected_sensitivity(gradient, "conic", 4, metric=weights)
     assert (exact.l1, exact.l2) == (2.0 * 0.2 / 4.0, 0.2 / 4.0)  # sqrt(4) l2 / min m
-    solved = projected_sensitivity(gradient, "conic", 4, metric=weights, solver_error=PROJECTION_ERROR)
-    assert solved.l1 == exact.l1 + 8 * PROJECTION_ERROR and solved.l2 == exact.l2 + 4 * PROJECTION_ERROR
+    solved = projected_sensitivity(gradient, "conic", 4, metric=weights, solver_error=CERTIFIED_ERROR)
+    # the error bound is l2: 2 e in l2, 2 sqrt(n) e = 4 e in l1 (n = 4)
+    assert solved.l1 == exact.l1 + 4 * CERTIFIED_ERROR and solved.l2 == exact.l2 + 2 * CERTIFIED_ERROR
     assert projected_sensitivity(pc.Sensitivity(l1=1.0, nominal="printed"), "box", 2).nominal == "printed"
 
 

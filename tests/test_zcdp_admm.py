@@ -76,10 +76,11 @@ def test_pr_admm_noise_matches_its_calibration(logistic):
     degree = len(bound.neighbours(problem.names[0], 1))
     # Independently: Delta = (2/|D_0|) / (lam/N + 2 eta |V_0|); sum of the weights 0.925^-(k-1) in closed form.
     delta_sens = (2.0 / problem.info["shares"][0].size) / (_mu_f(problem) + 2 * ETA * degree)
-    # The release is the computed step, within PROJECTION_ERROR per coordinate of the exact argmin: 2 sqrt(n) of it
-    # more in l2 is charged and calibrated (the exact bound alone undercounted).
-    from privcvx.localsolve import PROJECTION_ERROR
-    delta_sens += 2.0 * math.sqrt(problem.dim) * PROJECTION_ERROR
+    # The release is the computed step, L-BFGS-B's here, certified within SMOOTH_TARGET in l2 of the exact argmin
+    # (`SmoothStep`): 2 of it more in l2 is charged and calibrated (the exact bound alone undercounted).
+    from privcvx.localsolve.strategies import SMOOTH_TARGET
+    assert program.solver.strategy == "lbfgsb"
+    delta_sens += 2.0 * SMOOTH_TARGET
     assert program.sensitivity == pytest.approx(delta_sens, rel=1e-12)
     weights_sum = (1 - 0.925 ** -rounds) / (1 - 1 / 0.925)
     rho_star = (math.sqrt(math.log(1e4) + 1.0) - math.sqrt(math.log(1e4))) ** 2

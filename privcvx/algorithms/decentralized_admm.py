@@ -212,7 +212,7 @@ class ConsensusADMMAgent(AgentProgram, ABC):
         self.mu = settings.modulus(self.penalty_degree)
         #: argmin_{x in W_i} f_i(x) + q ||x||^2 + <c, x> (q = eta |V_i|, or eta |V_i(k)| per shared entry with the
         #: private entries free): the local-solve layer's step with weight 2 q.
-        self.solver = LocalProblem(agent, self.layout, objective=True,
+        self.solver = LocalProblem(agent, self.layout, objective=True, certified=settings.private,
                                    penalized=None if entries is None else self.layout.shared_local)
         self.penalty_weight = 2.0 * quadratic
         self.evaluator = GradientEvaluator(agent, self.layout)

@@ -19,8 +19,8 @@ sensitivity (``pc.Sensitivity``) by the rules of `privcvx.privacy.sensitivity`: 
 S_i = the declared l1 (sqrt(n) l2 when only l2 is declared); on any other convex set X the projection
 keeps only l2, so S_i = sqrt(n) l2 and an agent without a declared l2 is refused (Lemma 4's proof
 drops the projection; its 2 C2 sqrt(n) is of this form, sqrt(n) times the l2 bound 2 C2). A set
-projected by a solver adds 2 n e to Delta(t) (e = ``localsolve.PROJECTION_ERROR``), which the geometric
-noise does not absorb: each release is charged for it. x_i(t) is released in y_i(t+1) with Laplace
+projected by a solver adds 2 sqrt(n) e to Delta(t) (e = ``localsolve.CERTIFIED_ERROR``, an l2 bound),
+which the geometric noise does not absorb: each release is charged for it. x_i(t) is released in y_i(t+1) with Laplace
 scale M_{t+1}.
 
 * ``calibration="safe"`` (default): M_t = S_i c p^(t-1) / (epsilon (p - q)). Then

@@ -321,7 +321,7 @@ class ProjectedGradientAgent(AgentProgram):
     def __init__(self, agent: Agent, context: AgentContext, settings: Algorithm) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.layout = context.layout
-        self.projection = LocalProblem(agent, self.layout)
+        self.projection = LocalProblem(agent, self.layout, certified=settings.private)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.x = self.projection.project(np.zeros(self.layout.dim), np.ones(self.layout.dim))
 

@@ -18,12 +18,12 @@ and mu_i = mu_f + 2 eta |V_i| the local step's strong convexity: the local step'
 condition, for two datasets, gives mu_i ||x_D - x_D'|| <= ||grad f_i(x_D'; D) - grad f_i(x_D'; D')||, with
 or without a convex constraint set W_i. Lemma 10 prints Delta_i = V / (eta |V_i|), which drops the
 1/|D_i| of f_i and is about |D_i| times larger (digest, Sec. 2.1): the bound here is the one with a proof.
-The local step is computed, within the local-solve layer's ``error_bound`` e per coordinate of the exact argmin
-(`privcvx.localsolve.LocalProblem.error_bound`), so what is released moves by at most Delta_i + 2 sqrt(n) e (n shared
-entries), and that is the sensitivity charged and calibrated. Release k is rho_k = Delta_i^2 / (2 sigma_k^2)-zCDP
-(Thm. 1); the agent's ledger sums every rho_k
-exactly (the closed form of Thm. 2 prints a "-1" that undercounts by one rho^1). Given (epsilon,
-delta), sigma_1 is calibrated per agent so that its total is exactly rho* = dp_to_zcdp(epsilon, delta)
+The local step is computed within the local-solve layer's ``error_bound`` e of the exact argmin in l2 over the
+penalized (shared) entries (`privcvx.localsolve.LocalProblem.error_bound`, certified per answer), so what is released
+moves by at most Delta_i + 2 e, and that is the sensitivity charged and calibrated. Release k is
+rho_k = Delta_i^2 / (2 sigma_k^2)-zCDP (Thm. 1); the agent's ledger sums every rho_k exactly (the closed form of
+Thm. 2 prints a "-1" that undercounts by one rho^1). Given (epsilon, delta), sigma_1 is calibrated per agent so
+that its total is exactly rho* = dp_to_zcdp(epsilon, delta)
 (Lemma 4 inverted); the network's rho is the largest agent's (Lemma 11).
 
 General form: only the shared entries are released, and the local step is mu_i = mu_f + 2 eta min_k |V_i(k)|
@@ -49,6 +49,7 @@ from privcvx.algorithms.decentralized_admm import (
 )
 from privcvx.errors import ParameterError, PrivacyError, check_scalar, require_positive
 from privcvx.privacy.mechanisms import Gaussian
+from privcvx.privacy.sensitivity import certified_solver_error
 from privcvx.privacy.zcdp import calibrate_first_sigma, gaussian_rho, zcdp_gaussian
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import Topology
@@ -216,9 +217,10 @@ class PRADMMAgent(ConsensusADMMAgent):
         if settings.private:
             private_variables = self.layout.shared_local.size < self.layout.dim
             exact = settings.sensitivity(agent, self.penalty_degree, private_variables)
-            # the computed step is within error_bound of the exact argmin per coordinate: two neighbouring releases
-            # differ by up to 2 sqrt(n) error_bound more in l2 (0 without private data: the same input, the same answer)
-            self.sensitivity = exact + 2.0 * math.sqrt(self.x.size) * self.solver.error_bound if exact > 0.0 else 0.0
+            # the computed step is within error_bound of the exact argmin in l2 (certified): two neighbouring releases
+            # differ by up to 2 error_bound more (0 without private data: the same input, the same answer)
+            self.sensitivity = exact + 2.0 * certified_solver_error(self.solver.error_bound, agent.name) \
+                if exact > 0.0 else 0.0
             self.sigma = settings.sigmas(self.sensitivity, context.rounds)
 
     def primal_neighbours(self, t: int) -> dict[str, np.ndarray]:

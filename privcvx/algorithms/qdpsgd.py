@@ -253,7 +253,7 @@ class QDPSGDAgent(AgentProgram):
     def __init__(self, agent: Agent, context: AgentContext, settings: QDPSGD) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.layout = context.layout
-        self.projection = LocalProblem(agent, self.layout)
+        self.projection = LocalProblem(agent, self.layout, certified=settings.private)
         self.evaluator = GradientEvaluator(agent, self.layout)
         # An agent without private data (pc.Sensitivity(l1=0, l2=0)) under privacy: its whole gradient, neither
         # sampled nor clipped, and its broadcasts without noise, charged nothing (docs/privacy.md).

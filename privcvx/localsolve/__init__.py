@@ -4,19 +4,21 @@
 penalty over W_p) with the round's weights and linear term as its only changing data; it answers by the first
 of the [`strategies`][privcvx.localsolve.strategies] that accepts it (closed form, cached KKT factorization,
 warm-started OSQP, Clarabel, CVXPY), falling back along the chain under one error policy, and keeps one
-[`SolveStats`][privcvx.localsolve.SolveStats]. CVXPY's internals are read in one module,
+[`SolveStats`][privcvx.localsolve.SolveStats]. Every solver answer is certified within `CERTIFIED_ERROR` of the exact
+step in l2 ([`certificate`][privcvx.localsolve.certificate]), which `LocalProblem.error_bound` states for the private
+calibrations. CVXPY's internals are read in one module,
 [`cvxpy_adapter`][privcvx.localsolve.cvxpy_adapter], behind a version check.
 """
 
+from privcvx.localsolve.certificate import CERTIFIED_ERROR
 from privcvx.localsolve.problem import LocalProblem, SolveStats, box_bounds, set_kind
 from privcvx.localsolve.strategies import (
     ACCEPTABLE_RESIDUAL,
-    PROJECTION_ERROR,
     SOLVER_SETTINGS,
     STANDARD_TOLERANCE,
     STRATEGIES,
     StrategyFailure,
 )
 
-__all__ = ["ACCEPTABLE_RESIDUAL", "PROJECTION_ERROR", "SOLVER_SETTINGS", "STANDARD_TOLERANCE", "STRATEGIES",
+__all__ = ["ACCEPTABLE_RESIDUAL", "CERTIFIED_ERROR", "SOLVER_SETTINGS", "STANDARD_TOLERANCE", "STRATEGIES",
            "LocalProblem", "SolveStats", "StrategyFailure", "box_bounds", "set_kind"]

@@ -22,6 +22,7 @@ kept). A problem no strategy accepts raises `UnsupportedError` naming the agent 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 from cvxpy.constraints import Equality, Inequality
 
 from privcvx.errors import SolverError, UnsupportedError
+from privcvx.localsolve.certificate import Certifier, certifier_for
 from privcvx.localsolve.cvxpy_adapter import ConicData, compile_local, cone_names, needs_integer_solver
 from privcvx.localsolve.strategies import STRATEGIES, Strategy, StrategyFailure
 from privcvx.problem import Agent, AgentLayout, agent_vector
@@ -109,7 +111,7 @@ class LocalProblem:
     """
 
     def __init__(self, agent: Agent, layout: AgentLayout, *, objective: bool = False,
-                 penalized: np.ndarray | None = None) -> None:
+                 penalized: np.ndarray | None = None, certified: bool = False) -> None:
         self.agent, self.layout = agent, layout
         self.agent_name = layout.name
         self.dim = layout.dim
@@ -121,15 +123,24 @@ class LocalProblem:
         self.region = set_kind(agent, layout, self.bounds)
         self.kind = "exact" if objective else self.region
         self.stats = SolveStats()
+        #: The certified l2 distance (over the penalized entries) of the last answer of the chain to the exact step,
+        #: and the largest so far (0 for closed forms; nan when uncertified). Diagnostics: they depend on the data.
+        self.certificate = self.largest_certificate = 0.0
         self.z = agent_vector(agent)
         self._problem: cp.Problem | None = None
         self._solvers: list[str] | None = None
         closed = not objective and self.kind in ("free", "box")
         self.data: ConicData | None = None if closed else compile_local(
             agent.objective if objective else 0.0, agent.constraints, agent.variables, self.z)
+        self.certifier: Certifier | None = None if closed else certifier_for(self.data, self.penalized)
         self.chain: list[Strategy] = []
-        # a closed form never fails: it is the whole chain
-        self._candidates = [STRATEGIES[0]] if closed else [kind for kind in STRATEGIES if kind.accepts(self)]
+        # a closed form never fails: it is the whole chain; else, when ``certified`` (a private release depends on the
+        # answers), the strategies that accept the problem and certify their answers (`error_bound`), each answer
+        # certified and enforced (`enforcing`), or, when none certifies or none is asked, all that accept it
+        accepting = [STRATEGIES[0]] if closed else [kind for kind in STRATEGIES if kind.accepts(self)]
+        self.certified = certified and any(kind.certifies(self) for kind in accepting)
+        self.enforcing = self.certified and self.certifier is not None
+        self._candidates = [kind for kind in accepting if kind.certifies(self)] if self.certified else accepting
         if not self._candidates:
             raise UnsupportedError(f"no local-solve strategy accepts the cones {cone_names(self.cvxpy_problem())} "
                                    "(no installed conic solver handles them)", algorithm="localsolve",
@@ -223,6 +234,8 @@ class LocalProblem:
         finally:
             stats.seconds += time.perf_counter() - start
         stats.solves += 1
+        self.certificate = strategy.distance
+        self.largest_certificate = float(np.maximum(self.largest_certificate, strategy.distance))  # nan stays nan
         stats.fallbacks += position > 0
         stats.inaccurate += inaccurate
         stats.strategies[strategy.name] = stats.strategies.get(strategy.name, 0) + 1
@@ -236,9 +249,15 @@ class LocalProblem:
 
     @property
     def error_bound(self) -> float:
-        """How far a computed step may be from the exact one, per coordinate: the largest over the chain (0 for a
-        closed form, `PROJECTION_ERROR` for any solver), since any of them may answer."""
-        return max(kind.error_bound for kind in self._candidates)
+        """A bound on ||z_computed - z_exact||_2 over the penalized coordinates, enforced on every answer: 0 for a
+        closed form; for a problem built with ``certified=True``, the largest over the chain
+        (`certificate.CERTIFIED_ERROR` for a certified solver, `strategies.SMOOTH_TARGET` for L-BFGS-B), since any of
+        them may answer; ``inf`` otherwise: answers not certified (not asked, or not certifiable: no conic data, a cone
+        other than zero, nonneg, SOC, or an auxiliary column on which the set is unbounded; docs/privacy.md), which
+        the private calibrations refuse."""
+        if self.kind in ("free", "box"):
+            return 0.0
+        return max(kind.error_bound for kind in self._candidates) if self.certified else math.inf
 
     def violation(self, z: np.ndarray) -> float:
         """The largest violation of W_p at z (0 when z is in W_p)."""

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg
 
 from privcvx.gradients import GradientEvaluator
+from privcvx.localsolve.certificate import CERTIFIED_ERROR, Certificate
 from privcvx.solver_warnings import quiet_inaccurate
 from privcvx.tuning import is_smooth
 
@@ -77,12 +78,8 @@ STANDARD_TOLERANCE = 1e-8
 #: stalls (Clarabel's InsufficientProgress, OSQP's "solved inaccurate") above it has failed.
 ACCEPTABLE_RESIDUAL = 1e-6
 
-#: The allowance, per coordinate, for a step computed by a solver or a factorization: the solver's feasibility
-#: tolerance (Clarabel's reduced one, the loosest it accepts). The derived OutPert sensitivity adds it
-#: (privacy/perturbation.py); closed-form projections (free, box) are exact and use 0. The distance of a
-#: computed point to the exact projection can be larger (up to 2.8e-4 against SCS at 1e-12 on a 500-variable
-#: set with cones, docs/performance.md): that is not covered (docs/privacy.md).
-PROJECTION_ERROR = SOLVER_SETTINGS[cp.CLARABEL]["reduced_tol_feas"]
+#: `SmoothStep`'s own target for its certified distance (below the declared `CERTIFIED_ERROR`, which it then meets).
+SMOOTH_TARGET = 1e-8
 
 #: KKT systems up to this size are factored densely (LAPACK), larger ones by SuperLU.
 DENSE_KKT = 1000
@@ -97,16 +94,25 @@ class Strategy(ABC):
 
     #: The name in ``result.info["local_solve"]``.
     name: ClassVar[str]
-    #: How far an answer may be from the exact minimizer, per coordinate, as OutPert's sensitivity counts it.
-    error_bound: ClassVar[float] = PROJECTION_ERROR
+    #: How far an answer may be from the exact minimizer, in l2 over the penalized coordinates, as the private
+    #: calibrations count it: enforced on every answer (`certificate`), 0 for a closed form.
+    error_bound: ClassVar[float] = CERTIFIED_ERROR
 
     def __init__(self, local: LocalProblem) -> None:
         self.local = local
+        #: The certified l2 distance of the last answer to the exact step (nan: not certified; 0: a closed form).
+        self.distance = 0.0 if isinstance(self, ClosedForm) else math.nan
 
     @classmethod
     @abstractmethod
     def accepts(cls, local: LocalProblem) -> bool:
         """Whether this strategy solves the local problem exactly as stated."""
+
+    @classmethod
+    def certifies(cls, local: LocalProblem) -> bool:
+        """Whether every answer this strategy returns for the problem is certified within `error_bound` (a solver's:
+        when the problem has a `certificate.Certifier`)."""
+        return local.certifier is not None
 
     @abstractmethod
     def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
@@ -133,6 +139,10 @@ class ClosedForm(Strategy):
     @classmethod
     def accepts(cls, local: LocalProblem) -> bool:
         return not local.has_objective and local.kind in ("free", "box")
+
+    @classmethod
+    def certifies(cls, local: LocalProblem) -> bool:
+        return True
 
     def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
@@ -177,6 +187,17 @@ class _Weighted(Strategy):
         np.subtract.at(q, self.pen_columns, linear)
         return q
 
+    def certified(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, weights: float | np.ndarray,
+                  polish: bool = True) -> Certificate:
+        """The certified point and distance of the answer (x, y) (`certificate.Certifier.certify`; ``polish=False``:
+        without the polish, `Certifier.bound`). The problem must have a certifier (`Strategy.certifies`)."""
+        certifier = self.local.certifier
+        if certifier.key != self.key:
+            certifier.set_hessian(self.hessian(weights), self.key)
+        if polish:
+            return certifier.certify(x, y, q, float(np.min(weights)), CERTIFIED_ERROR)
+        return certifier.bound(x, certifier.dual_cone_projection(y), q, float(np.min(weights)))
+
 
 class Factorization(_Weighted):
     """An unconstrained or equality-constrained quadratic: the KKT system [[H, A_e'], [A_e, 0]] is factored once per
@@ -219,14 +240,22 @@ class Factorization(_Weighted):
         residual = np.max(np.abs(kkt @ solution - self.rhs), initial=0.0)
         if not np.all(np.isfinite(solution)) or residual > STANDARD_TOLERANCE * max(1.0, np.max(np.abs(self.rhs))):
             raise StrategyFailure(f"the KKT system is singular (residual {residual:.2e})")
-        columns = self.data.columns
-        self.offset = solution[columns, 0]
-        self.gain = np.ascontiguousarray(solution[columns, 1:])
+        rows = np.arange(solution.shape[0]) if self.local.enforcing else self.data.columns
+        self.offset = solution[rows, 0]  # x and the equalities' multipliers when certified, else z
+        self.gain = np.ascontiguousarray(solution[rows, 1:])
 
     def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:
         self.prepare(weights, stats)
-        return self.offset + self.gain @ linear, False
+        answer = self.offset + self.gain @ linear
+        if not self.local.enforcing:
+            return answer, False
+        n = self.data.P.shape[0]
+        certificate = self.certified(answer[:n], answer[n:], self.linear_term(linear), weights, polish=False)
+        if not certificate.distance <= CERTIFIED_ERROR:
+            raise StrategyFailure(f"certified distance {certificate.distance:.2e} > {CERTIFIED_ERROR:g}")
+        self.distance = certificate.distance
+        return certificate.x[self.data.columns], False
 
 
 class OSQPStep(_Weighted):
@@ -281,7 +310,14 @@ class OSQPStep(_Weighted):
             raise StrategyFailure(f"OSQP status {info.status!r} (residual {residual:.2e})")
         self.last = [np.array(result.x, dtype=float), np.array(result.y, dtype=float)]
         accurate = info.status == "solved" and residual <= STANDARD_TOLERANCE
-        return self.last[0][self.data.columns], not accurate
+        if not self.local.enforcing:
+            return self.last[0][self.data.columns], not accurate
+        # OSQP's y (l <= Ax <= u, P x + q + A'y = 0) is Clarabel's dual of Ax + s = b, s in {0} x R_+
+        certificate = self.certified(*self.last, self.linear_term(linear), weights)
+        if not certificate.distance <= CERTIFIED_ERROR:
+            raise StrategyFailure(f"OSQP: certified distance {certificate.distance:.2e} > {CERTIFIED_ERROR:g}")
+        self.distance = certificate.distance
+        return certificate.x[self.data.columns], not accurate
 
     def warm_state(self) -> list[np.ndarray] | None:
         return None if self.last is None else [vector.copy() for vector in self.last]
@@ -310,15 +346,16 @@ class SmoothStep(Strategy):
     convex, since f_p is convex; v, the least-norm element of grad g(z) + N_W(z) (grad_i g on a free coordinate,
     min(grad_i g, 0) at a lower bound, max(grad_i g, 0) at an upper one), is in its subdifferential at z, and 0 is at
     the exact step z*. Strong monotonicity, <v - 0, z - z*> >= min w ||z - z*||^2, gives ||z - z*||_2 <= ||v||_2 /
-    min w, and the answer is accepted when that is at most `PROJECTION_ERROR` (so `error_bound` holds in l2, not only
-    per coordinate). While it is not, up to `POLISH_STEPS` projected Barzilai-Borwein steps (gradients only) go on from
-    L-BFGS-B's answer, keeping the best certified point; if none is certified, `StrategyFailure`, and Clarabel solves
-    the conic form. On digits (10 classes, 64 features, about 135 samples per agent) a step under PR-ADMM takes a
-    median 7-15 ms, where Clarabel took 6-15 s on its 1350 exponential cones, with a median certified distance below
-    1e-12 (bench/bench_smooth_step.py).
+    min w, and the answer is accepted when that is at most `SMOOTH_TARGET` (below `error_bound`, in l2). While it is
+    not, up to `POLISH_STEPS` projected Barzilai-Borwein steps (gradients only) go on from L-BFGS-B's answer, keeping
+    the best certified point; if none is certified, `StrategyFailure`: Clarabel solves the conic form when that is
+    certifiable, else (exponential cones: not certifiable, so not in the chain) `SolverError`. On digits (10 classes,
+    64 features, about 135 samples per agent) a step under PR-ADMM takes a median 7-15 ms, where Clarabel took 6-15 s
+    on its 1350 exponential cones, with a median certified distance below 1e-12 (bench/bench_smooth_step.py).
     """
 
     name = "lbfgsb"
+    error_bound = SMOOTH_TARGET  # what its certificate enforces
 
     @classmethod
     def accepts(cls, local: LocalProblem) -> bool:
@@ -326,6 +363,10 @@ class SmoothStep(Strategy):
         return (local.has_objective and local.region in ("free", "box") and local.penalized.size == local.dim
                 and not objective.is_quadratic() and objective.is_dcp() and objective.is_convex()
                 and is_smooth(objective))
+
+    @classmethod
+    def certifies(cls, local: LocalProblem) -> bool:
+        return True
 
     def __init__(self, local: LocalProblem) -> None:
         super().__init__(local)
@@ -354,7 +395,7 @@ class SmoothStep(Strategy):
             distance, best = self.certified_distance(z, gradient, w), z
             step = 1.0 / float(w.max())
             for _ in range(POLISH_STEPS):  # projected Barzilai-Borwein steps; the best certified point is kept
-                if distance <= PROJECTION_ERROR or not math.isfinite(step):
+                if distance <= SMOOTH_TARGET or not math.isfinite(step):
                     break
                 moved = np.clip(z - step * gradient, self.lower, self.upper)
                 moved_gradient = gradient_of(moved)
@@ -366,9 +407,10 @@ class SmoothStep(Strategy):
                 if candidate < distance:
                     distance, best = candidate, z
             z = best
-        if not distance <= PROJECTION_ERROR:
-            raise StrategyFailure(f"L-BFGS-B: certified distance {distance:.2e} > {PROJECTION_ERROR:g} "
+        if not distance <= SMOOTH_TARGET:
+            raise StrategyFailure(f"L-BFGS-B: certified distance {distance:.2e} > {SMOOTH_TARGET:g} "
                                   f"({result.message})")
+        self.distance = distance
         return z, False
 
     def certified_distance(self, z: np.ndarray, gradient: np.ndarray, w: np.ndarray) -> float:
@@ -402,9 +444,10 @@ class ClarabelStep(_Weighted):
         self.prepare(weights, stats)
         q = self.linear_term(linear)
         self.solver.update(q=q)
-        answer = _judged(self.solver.solve())
-        for settings in CLARABEL_REFINEMENTS + CLARABEL_RETRIES:  # short of the stated tolerance: solved again, counted
-            if answer.verdict == "accurate":
+        enforced = self.local.enforcing
+        answer = self._certified(_judged(self.solver.solve()), q, weights)
+        for settings in CLARABEL_REFINEMENTS + CLARABEL_RETRIES:  # not certified (or, uncertifiable, short of the
+            if _settled(answer, enforced):                        # stated tolerance): solved again, counted
                 break
             stats.retries += 1
             if settings is CLARABEL_REFINEMENT:  # the same problem in y = x - x^, x^ the best answer so far
@@ -416,10 +459,22 @@ class ClarabelStep(_Weighted):
             else:
                 retried = _judged(clarabel.DefaultSolver(self.P, q, self.data.A, self.data.b, self.data.cones,
                                                          clarabel_settings(settings)).solve())
-            answer = min(answer, retried, key=_rank)
+            answer = min(answer, self._certified(retried, q, weights), key=lambda a: _rank(a, enforced))
         if answer.verdict == "failed":
             raise StrategyFailure(answer.message)
+        if enforced and not answer.distance <= CERTIFIED_ERROR:
+            raise StrategyFailure(f"Clarabel: certified distance {answer.distance:.2e} > {CERTIFIED_ERROR:g} "
+                                  f"({answer.message})")
+        self.distance = answer.distance if enforced else math.nan
         return answer.x[self.data.columns], answer.verdict == "inaccurate"
+
+    def _certified(self, answer: Answer, q: np.ndarray, weights: float | np.ndarray) -> Answer:
+        """The answer with its point replaced by the certified one and its certified distance (unchanged when the
+        problem has no certifier, or the answer failed)."""
+        if not self.local.enforcing or answer.verdict == "failed":
+            return answer
+        certificate = self.certified(answer.x, answer.multipliers, q, weights)
+        return answer._replace(x=certificate.x, distance=certificate.distance)
 
     def _assessed(self, x: np.ndarray, solution: clarabel.DefaultSolution, q: np.ndarray) -> Answer:
         """A refined point x with the slack s and dual z of the refinement (those of the shifted problem are the
@@ -430,37 +485,50 @@ class ClarabelStep(_Weighted):
         r_prim = _norm(data.A @ x + s - data.b) / max(1.0, _norm(data.b) + _norm(x) + _norm(s))
         r_dual = _norm(px + atz + q) / max(1.0, _norm(px) + _norm(atz) + _norm(q))
         primal = 0.5 * float(x @ px) + float(q @ x)
-        return _verdict(x, str(solution.status), primal, primal - float(x @ px + q @ x + data.b @ z), r_prim, r_dual)
+        return _verdict(x, z, str(solution.status), primal, primal - float(x @ px + q @ x + data.b @ z), r_prim,
+                        r_dual)
 
 
 class Answer(NamedTuple):
-    """One Clarabel answer: the point x, its verdict ("accurate", "inaccurate", "failed"; `_verdict`), its duality
-    gap (relative as `_verdict` says) and its status for messages."""
+    """One Clarabel answer: the point x, its dual, its verdict ("accurate", "inaccurate", "failed"; `_verdict`), its
+    duality gap (relative as `_verdict` says), its status for messages, and its certified distance (inf until
+    certified)."""
 
     x: np.ndarray
+    multipliers: np.ndarray
     verdict: str
     gap: float
     message: str
+    distance: float = math.inf
 
 
 def _norm(vector: np.ndarray) -> float:
     return float(np.max(np.abs(vector), initial=0.0))
 
 
-def _rank(answer: Answer) -> tuple[int, float]:
-    """The better of two answers is the one with the better verdict, then the smaller duality gap: for (LS), whose
-    penalty makes g w-strongly convex on the penalized coordinates, a feasible x with absolute gap G lies within
-    sqrt(2 G / min w) of the exact step there (the gap bounds g(x) - g*)."""
-    return ("accurate", "inaccurate", "failed").index(answer.verdict), answer.gap
+def _rank(answer: Answer, enforced: bool) -> tuple:
+    """The better of two answers: when certificates are enforced, a certified one (within `CERTIFIED_ERROR`), then the
+    better verdict, then the smaller certified distance; otherwise the better verdict, then the smaller duality gap
+    (for (LS), a feasible x with absolute gap G lies within sqrt(2 G / min w) of the exact step)."""
+    verdict = ("accurate", "inaccurate", "failed").index(answer.verdict)
+    if enforced:
+        return verdict == 2, not answer.distance <= CERTIFIED_ERROR, verdict, answer.distance
+    return verdict, answer.gap
+
+
+def _settled(answer: Answer, enforced: bool) -> bool:
+    """Whether no more solves are needed: certified within `CERTIFIED_ERROR` (enforced), else accurate."""
+    return answer.distance <= CERTIFIED_ERROR if enforced else answer.verdict == "accurate"
 
 
 def _judged(solution: clarabel.DefaultSolution) -> Answer:
     """A Clarabel answer judged on its own residuals and objectives (`_verdict`)."""
-    return _verdict(np.asarray(solution.x), str(solution.status), solution.obj_val, solution.obj_val_dual,
-                    solution.r_prim, solution.r_dual)
+    return _verdict(np.asarray(solution.x), np.asarray(solution.z), str(solution.status), solution.obj_val,
+                    solution.obj_val_dual, solution.r_prim, solution.r_dual)
 
 
-def _verdict(x: np.ndarray, status: str, primal: float, dual: float, r_prim: float, r_dual: float) -> Answer:
+def _verdict(x: np.ndarray, multipliers: np.ndarray, status: str, primal: float, dual: float, r_prim: float,
+             r_dual: float) -> Answer:
     """"accurate" (Solved, or residuals and gap within `STANDARD_TOLERANCE`), "inaccurate" (residuals within
     `ACCEPTABLE_RESIDUAL`), or "failed". The gap |primal - dual| is relative to min(|primal|, |dual|) when that
     exceeds 1, as Clarabel's."""
@@ -469,9 +537,9 @@ def _verdict(x: np.ndarray, status: str, primal: float, dual: float, r_prim: flo
     residual = max(r_prim, r_dual)
     message = f"Clarabel status {status} (residual {residual:.2e})"
     if status in ("PrimalInfeasible", "DualInfeasible") or not residual <= ACCEPTABLE_RESIDUAL:
-        return Answer(x, "failed", gap, message)
+        return Answer(x, multipliers, "failed", gap, message)
     accurate = status == "Solved" or (residual <= STANDARD_TOLERANCE and gap <= STANDARD_TOLERANCE)
-    return Answer(x, "accurate" if accurate else "inaccurate", gap, message)
+    return Answer(x, multipliers, "accurate" if accurate else "inaccurate", gap, message)
 
 
 def clarabel_settings(options: dict) -> clarabel.DefaultSettings:
@@ -496,6 +564,10 @@ class CvxpyStep(Strategy):
     @classmethod
     def accepts(cls, local: LocalProblem) -> bool:
         return local.data is not None or bool(local.compilable_solvers())
+
+    @classmethod
+    def certifies(cls, local: LocalProblem) -> bool:
+        return False  # CVXPY gives z, not the conic form's x and dual: the chain of a certified problem leaves it out
 
     def solve(self, weights: float | np.ndarray, linear: np.ndarray, point: np.ndarray | None, warm_start: bool,
               stats: SolveStats) -> tuple[np.ndarray, bool]:

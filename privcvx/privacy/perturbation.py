@@ -75,7 +75,7 @@ class Perturbation(ABC):
                             separable: bool, solver_error: float = 0.0, *, agent: str | None = None) -> Sensitivity:
         """The sensitivity of what is perturbed: the gradient (ObjPert) or the projected point (OutPert).
 
-        ``solver_error`` bounds, per coordinate, how far a computed projection may be from the exact one;
+        ``solver_error`` bounds, in l2, how far a computed projection may be from the exact one;
         only OutPert, which perturbs that point, needs it. ``agent`` names the agent in a refusal."""
 
     def gradient_sensitivity(self, agent: Any, values: list[np.ndarray]) -> Sensitivity:
@@ -144,9 +144,9 @@ def derived_output_sensitivity(gradient: Sensitivity, weights: np.ndarray, separ
     `privcvx.privacy.sensitivity.projected_sensitivity`'s with scale 1 (a(g) - a(g') = -(g - g')/m):
     L2: Delta_2 / min(m). L1: Delta_1 / min(m) when W_p is separable (R^n or a box), otherwise
     sqrt(n) * Delta_2 / min(m), which needs a declared l2 (``norm="l1"`` refuses without one). A solver's answer
-    is within ``solver_error`` of the exact projection in every coordinate: 2 sqrt(n) solver_error in L2 and
-    2 n solver_error in L1 are added (closed-form projections pass 0). A nominal gradient sensitivity gives a
-    nominal output sensitivity (the same ``nominal`` reason).
+    is within ``solver_error`` of the exact projection in l2 (certified, `privcvx.localsolve.certificate`):
+    2 solver_error in L2 and 2 sqrt(n) solver_error in L1 are added (closed-form projections pass 0). A nominal
+    gradient sensitivity gives a nominal output sensitivity (the same ``nominal`` reason).
     """
     return projected_sensitivity(gradient, "box" if separable else "conic", weights.size, metric=weights,
                                  solver_error=solver_error, norm=norm, agent=agent)

@@ -19,9 +19,10 @@ sensitivity, e.g. a declared gradient sensitivity), `projected_sensitivity` boun
   (||v||_2 <= ||v||_1), but sqrt(n) Delta_1 is a sqrt(n)-fold weaker guarantee that privcvx does not substitute
   silently; an l1 release without a declared l2 is refused ([`PrivacyError`][privcvx.errors.PrivacyError] naming the
   agent, the set's kind and what to declare). Declaring ``l2`` equal to the l1 bound accepts that cost.
-* **A projection computed by a solver** (a "conic" set) is exact only to within ``solver_error`` per coordinate,
-  so two neighbouring releases may differ by 2 solver_error more per coordinate: 2 sqrt(n) solver_error is added
-  in l2 and 2 n solver_error in l1 (closed-form projections, free and box, pass 0).
+* **A projection computed by a solver** (a "conic" set) is within ``solver_error`` e of the exact one in l2 (a
+  certified bound the local-solve layer enforces on every answer, `privcvx.localsolve.certificate`), so two
+  neighbouring releases may differ by 2 e more in l2, and by 2 sqrt(n) e more in l1 (||v||_1 <= sqrt(n) ||v||_2);
+  closed-form projections, free and box, pass 0. An infinite e (a step the layer cannot certify) is refused.
 
 ``docs/privacy.md`` ("Which rule applies, per method") lists, per method, what it releases, the step and the rule.
 """
@@ -60,13 +61,23 @@ def holds_no_private_data(agent: object) -> bool:
     return isinstance(declared, Sensitivity) and all(value in (None, 0.0) for value in (declared.l1, declared.l2))
 
 
+def certified_solver_error(error: float, agent: str | None) -> float:
+    """A local step's l2 error bound (`LocalProblem.error_bound`), refused when infinite (uncertifiable answers)."""
+    if not math.isfinite(error):
+        raise PrivacyError("its local step is computed by a solver whose answers cannot be certified (no conic data, "
+                           "a cone other than zero/nonneg/SOC, or an auxiliary variable on which the set is "
+                           "unbounded; docs/privacy.md, 'Solver error'): no sensitivity bound survives it", agent=agent,
+                           argument="constraints")
+    return error
+
+
 def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale: float = 1.0,
                           metric: np.ndarray | None = None, solver_error: float = 0.0, norm: str | None = None,
                           agent: str | None = None) -> Sensitivity:
     """The sensitivity of z = Proj^M_X[c - scale M^{-1} d] given the sensitivity ``pre_image`` of d (module doc).
 
     ``kind``: the set's kind (`SET_KINDS`); ``dim``: n; ``metric``: m (``None``: the Euclidean projection,
-    m = 1); ``solver_error``: the per-coordinate error of a computed projection (0 for a closed form); ``norm``:
+    m = 1); ``solver_error``: the l2 error bound of a computed projection (0 for a closed form); ``norm``:
     the norm the release's mechanism is calibrated to ("l1" for Laplace, "l2" for Gaussian, ``None`` for both
     where they can be bounded). Returns the bounds that survive (``l1`` is ``None`` when only l2 does and
     ``norm`` is not "l1"), with the pre-image's ``nominal`` label. Raises `PrivacyError` when ``norm``
@@ -92,6 +103,6 @@ def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale:
     else:
         l1 = None
     if solver_error and l2 > 0.0:  # a zero pre-image: no private data, the solver sees the same input on D and D'
-        l2 += 2.0 * math.sqrt(dim) * solver_error
-        l1 = None if l1 is None else l1 + 2.0 * dim * solver_error
+        l2 += 2.0 * certified_solver_error(solver_error, agent)
+        l1 = None if l1 is None else l1 + 2.0 * math.sqrt(dim) * solver_error
     return Sensitivity(l1=l1, l2=l2, nominal=pre_image.nominal)

@@ -1,0 +1,445 @@
+"""A certified l2 distance between a solver's answer to (LS) and the exact step, and the point that is released.
+
+The local-solve layer's solvers answer (LS) in Clarabel's form (`cvxpy_adapter.ConicData` plus the round's penalty)
+
+    min g(x) = 1/2 x'Px + q'x   s.t.   Ax + s = b,  s in K = {0}^m0 x R_+^m1 x SOC x ... x SOC,     (C)
+
+z = x[columns], and P - diag(w on the penalized columns) is PSD, so g is (min w)-strongly convex in the penalized
+coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x and a dual y (Clarabel's z; OSQP's y),
+`Certifier.certify` returns a point x_f with slack in K and a number c with ||z_pen,f - z*_pen||_2 <= c:
+
+1. **Active-set polish.** With s = b - Ax: a nonneg row with s_i < y_i is active (s_i = 0 becomes an equality); an SOC
+   block whose distance to the boundary, (s_0 - ||s_1||)/sqrt 2, is below ||y_i|| is active (s_0 = ||s_1|| becomes
+   an equality). Newton's method on the KKT system of min g s.t. the zero rows and these equalities (`newton`) moves
+   (x, multipliers) to the active set's KKT point; a multiplier that turns negative, a row that the others keep from
+   holding, or a constraint that the new point violates corrects the active set (`ACTIVE_SET_PASSES`). The dual is
+   the multipliers: free on zero rows, mu_i >= 0 on active nonneg rows, mu_i (1, u_i) on an active SOC block with
+   u_i = -s_1/||s_1|| (s_i lies on the ray alpha (1, -u_i), so y_i's_i = 0), 0 on inactive blocks: y is in K*, y's is
+   at round-off and the dual residual r = P x + q + A'y too. Both the polished and the unpolished pair (x, y) are
+   certified; the smaller certificate is kept.
+2. **Feasibility repair** (for the cones). x_e = x - A_0^+ (A_0 x - b_0) (least squares, twice) puts x on the zero
+   rows. A public Slater point x0 (`slater_point`, computed once per problem: max t s.t. A x + s = b, s - t e in K,
+   t <= 1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0)
+   in K_i (nonneg: s0_i; SOC: (t - ||u||)/sqrt 2). With d_i = dist(s_i(x_e), K_i) and theta = max_i d_i/(d_i + m_i),
+   x_f = (1 - theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e,
+   and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
+3. **Dual lower bound.** For y in K* and any feasible x, y's >= 0, so g(x) >= L(x, y) = 1/2 x'Px + c'x - b'y with
+   c = q + A'y. Split x into the columns S with a quadratic term (P_SS positive definite) and the auxiliary ones N
+   (P's rows N are 0: CVXPY's epigraph variables). g* = g(x*) >= L(x*, y) >= min_{x_S} L + c_N'x*_N, and without
+   cancellation
+       g(x_f) - g* <= 1/2 r_S'P_SS^-1 r_S + y's_f + c_N'(x_f,N - x*_N),   r = P x_f + c (dual residual at x_f),  (gap)
+   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's_f + |r_N|' W, W a public bound on the
+   width of the feasible set in the columns N (`auxiliary_widths`: x_f and x* are both feasible). A problem whose
+   feasible set is unbounded in an auxiliary column is not certified (`certifier_for` returns None): its
+   `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed).
+4. **Distance.** x_f feasible and x* optimal: g(x_f) - g* >= <grad g(x*), x_f - x*> + (min w / 2) ||z_pen,f -
+   z*_pen||^2 >= (min w / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) = c.
+
+Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); |c_N|'W is
+evaluated in rational arithmetic, and y's_f in floating point plus its rounding bound, or in rational arithmetic
+when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the zero
+rows A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational
+arithmetic or a null-space parametrization with a rounding analysis); the cone membership of s_f is checked in
+floating point (`distances`), and so is the dual's membership in K* (`dual_cone_projection`); lambda_min(P_SS) is
+computed in floating point (exact for a diagonal P, the projections' case); the widths W of auxiliary columns come
+from a solver, with a 2x margin (they multiply |c_N|, itself at round-off).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
+import clarabel
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from privcvx.localsolve.cvxpy_adapter import ConicData
+
+#: The declared bound on ||z_released - z_exact||_2 over the penalized coordinates of every solver answer that the
+#: layer releases (`LocalProblem.error_bound`): answers whose certificate exceeds it are re-solved, then passed to
+#: the next strategy, then refused (`SolverError`). Chosen from measurement: released steps certify up to 4e-7 on
+#: case14's conic zones and 4.7e-6 on case39's (docs/performance.md, "Certified local steps").
+CERTIFIED_ERROR = 1e-5
+
+_EPS = np.finfo(float).eps
+#: Newton steps of the polish (from an interior-point answer, two reach round-off on case14's zones).
+POLISH_ITERATIONS = 3
+#: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
+#: (an interior-point answer that has not settled leaves weakly active constraints with s_i above y_i).
+ACTIVE_RATIOS = (1.0, 1e4)
+#: Steps of the feasibility repair when rounding leaves s_f outside K (theta multiplied by 4 each time).
+REPAIR_STEPS = 8
+#: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
+ACTIVE_SET_PASSES = 16
+
+
+class Block(NamedTuple):
+    """One cone block of (C): its kind ("zero", "nonneg" (one row) or "soc"), first row and size."""
+
+    kind: str
+    start: int
+    size: int
+
+
+def cone_blocks(cones: list) -> list[Block]:
+    """The blocks of Clarabel's cone list in the order of A's rows (a nonneg cone gives one block per row)."""
+    blocks, start = [], 0
+    for cone in cones:
+        name = type(cone).__name__
+        size = int(cone.dim if hasattr(cone, "dim") else cone.dimension)
+        if name == "NonnegativeConeT":
+            blocks += [Block("nonneg", start + i, 1) for i in range(size)]
+        elif name in ("ZeroConeT", "SecondOrderConeT"):
+            blocks.append(Block("zero" if name == "ZeroConeT" else "soc", start, size))
+        else:
+            raise ValueError(f"no certificate for the cone {name}")
+        start += size
+    return blocks
+
+
+def certifiable_cones(cones: list) -> bool:
+    """Whether every cone is one `cone_blocks` knows (zero, nonneg, SOC)."""
+    return all(type(cone).__name__ in ("ZeroConeT", "NonnegativeConeT", "SecondOrderConeT") for cone in cones)
+
+
+def soc_projection(v: np.ndarray) -> np.ndarray:
+    """The Euclidean projection onto {(t, u): ||u|| <= t}."""
+    t, u = v[0], v[1:]
+    norm = float(np.linalg.norm(u))
+    if norm <= t:
+        return v.copy()
+    if norm <= -t:
+        return np.zeros_like(v)
+    half = 0.5 * (t + norm)
+    return np.concatenate([[half], half * u / norm])
+
+
+def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | None:
+    """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
+    a cone other than zero, nonneg and SOC, or an auxiliary column (no quadratic term in f_p and no penalty: the dual
+    bound of step 3 is then -inf up to round-off). ``penalized``: the positions in z of the penalized entries."""
+    if data is None or not certifiable_cones(data.cones):
+        return None
+    quadratic = data.P.diagonal() != 0.0  # P is PSD: a zero diagonal entry is a zero row
+    quadratic[data.columns[penalized]] = True
+    certifier = Certifier(data, np.flatnonzero(~quadratic))
+    return certifier if np.all(np.isfinite(certifier.width)) else None
+
+
+def _rounded_up(value: Fraction) -> float:
+    """The smallest float at least ``value``."""
+    rounded = float(value)
+    return rounded if Fraction(rounded) >= value else math.nextafter(rounded, math.inf)
+
+
+def _quiet_settings() -> clarabel.DefaultSettings:
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.direct_solve_method = "qdldl"
+    return settings
+
+
+class Certificate(NamedTuple):
+    """A feasible point x_f (cones exact, zero rows to round-off) and c >= ||z_pen,f - z*_pen||_2."""
+
+    x: np.ndarray
+    distance: float
+
+
+class Certifier:
+    """One local problem's public certificate data: cone blocks, the zero rows' least-squares operator, a Slater point.
+
+    ``penalized_columns``: the columns of x that carry the penalty (their weights are passed to `certify`)."""
+
+    def __init__(self, data: ConicData, auxiliary: np.ndarray) -> None:
+        self.data = data
+        self.blocks = cone_blocks(data.cones)
+        self.A = data.A.toarray()
+        self.abs_a = np.abs(self.A)
+        self.rows, self.columns = sp.csr_matrix(data.A), sp.csc_matrix(data.A)
+        self.b = data.b
+        self.equalities = self.A[:data.zero]
+        self.pinv = np.linalg.pinv(self.equalities) if data.zero else None
+        self.x0 = self.slater_point()
+        _, self.margin = self.distances(self.b - self.A @ self.x0)
+        self.conic_blocks = [block for block in self.blocks if block.kind != "zero"]  # `distances`' order
+        self.blocks_of_row = {row: block.kind for block in self.blocks
+                              for row in range(block.start, block.start + block.size)}
+        self.auxiliary = auxiliary
+        self.quadratic = np.setdiff1d(np.arange(self.A.shape[1]), auxiliary)
+        self.width = self.auxiliary_widths()
+        self.hessian: np.ndarray | None = None
+        self.key: float | bytes | None = None
+
+    # ---- the public data, once per problem ------------------------------------------------------------------
+    def on_equalities(self, x: np.ndarray) -> np.ndarray:
+        """x moved onto A_0 x = b_0 by least squares, twice (the second pass refines the first's rounding)."""
+        if self.pinv is None:
+            return x
+        for _ in range(2):
+            x = x - self.pinv @ (self.equalities @ x - self.b[:self.data.zero])
+        return x
+
+    def slater_point(self) -> np.ndarray:
+        """max t s.t. A x + s = b, s - t e in K, t <= 1 (public data only), put on the zero rows."""
+        data = self.data
+        rows, n = self.A.shape
+        if all(block.kind == "zero" for block in self.blocks):
+            return self.on_equalities(np.zeros(n))
+        axis = np.zeros(rows)
+        for block in self.blocks:
+            if block.kind != "zero":
+                axis[block.start] = 1.0
+        matrix = sp.vstack([sp.hstack([data.A, sp.csc_matrix(axis[:, None])]),
+                            sp.csc_matrix(([1.0], ([0], [n])), shape=(1, n + 1))]).tocsc()
+        linear = np.zeros(n + 1)
+        linear[n] = -1.0
+        solution = clarabel.DefaultSolver(sp.csc_matrix((n + 1, n + 1)), linear, matrix,
+                                          np.concatenate([self.b, [1.0]]),
+                                          [*data.cones, clarabel.NonnegativeConeT(1)], _quiet_settings()).solve()
+        x0 = np.asarray(solution.x)[:n]
+        return self.on_equalities(np.where(np.isfinite(x0), x0, 0.0))
+
+    def auxiliary_widths(self) -> np.ndarray:
+        """Per auxiliary column j, a public bound on |x_j - x'_j| over the feasible set: (max x_j - min x_j), each by
+        Clarabel on the public data, doubled plus 1e-6 (1 + |max| + |min|) for the solver's error; inf when the set
+        is unbounded in x_j. (It multiplies |c_N| at round-off in (gap), so the margin is ample.)"""
+        widths = []
+        n = self.A.shape[1]
+        for column in self.auxiliary:
+            ends = []
+            for sign in (1.0, -1.0):
+                linear = np.zeros(n)
+                linear[column] = sign
+                solution = clarabel.DefaultSolver(sp.csc_matrix((n, n)), linear, self.data.A, self.b, self.data.cones,
+                                                  _quiet_settings()).solve()
+                ends.append(sign * solution.obj_val if str(solution.status) == "Solved" else math.nan)
+            low, high = ends
+            width = 2.0 * (high - low) + 1e-6 * (1.0 + abs(high) + abs(low))
+            widths.append(width if math.isfinite(width) else math.inf)
+        return np.array(widths)
+
+    def distances(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per non-zero block: dist(s_i, K_i), and the radius of the largest ball about s_i inside K_i."""
+        dist, margin = [], []
+        for kind, start, size in self.blocks:
+            v = s[start:start + size]
+            if kind == "nonneg":
+                dist.append(max(-v[0], 0.0))
+                margin.append(max(v[0], 0.0))
+            elif kind == "soc":
+                dist.append(float(np.linalg.norm(soc_projection(v) - v)))
+                margin.append(max((v[0] - float(np.linalg.norm(v[1:]))) / math.sqrt(2.0), 0.0))
+        return np.array(dist), np.array(margin)
+
+    def dual_cone_projection(self, y: np.ndarray) -> np.ndarray:
+        """y projected onto K* (zero rows free; nonneg and SOC are self-dual)."""
+        y = y.copy()
+        for kind, start, size in self.blocks:
+            if kind == "nonneg":
+                y[start] = max(y[start], 0.0)
+            elif kind == "soc":
+                y[start:start + size] = soc_projection(y[start:start + size])
+        return y
+
+    # ---- per weight vector -----------------------------------------------------------------------------------
+    def set_hessian(self, hessian: sp.spmatrix, key: float | bytes | None = None) -> bool:
+        """Take the round's P (with the penalty), for the weights ``key``; False when it is not positive definite
+        (every certificate is then infinite)."""
+        self.key = key
+        dense = hessian.toarray()
+        block = dense[np.ix_(self.quadratic, self.quadratic)]  # P_SS (P's other rows are 0)
+        lowest = float(np.min(np.diag(block))) if not np.any(block - np.diag(np.diag(block))) else \
+            float(scipy.linalg.eigvalsh(block)[0])
+        self.hessian, self.lowest = dense, lowest
+        self.abs_p = np.abs(dense)
+        return lowest > 0.0
+
+    # ---- per answer ------------------------------------------------------------------------------------------
+    def certify(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float,
+                target: float = 0.0) -> Certificate:
+        """The best of the unpolished certificate of the answer (x, y) and the polished ones (module docstring): the
+        first polish always, then from wider initial active sets (`ACTIVE_RATIOS`) while it is above ``target``."""
+        best = self.bound(x, self.dual_cone_projection(y), q, min_weight)
+        for ratio in ACTIVE_RATIOS:
+            if ratio != ACTIVE_RATIOS[0] and best.distance <= target:  # the first polish always runs
+                break
+            polished = self.polish(x, y, q, ratio)
+            if polished is not None:
+                best = min(best, self.bound(*polished, q, min_weight), key=lambda c: c.distance)
+        return best
+
+    def bound(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float) -> Certificate:
+        """Steps 2-4 of the module docstring for a dual y in K*."""
+        if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
+            return Certificate(x, math.inf)
+        x_e = self.on_equalities(x)
+        dist, _ = self.distances(self.b - self.A @ x_e)
+        if np.any((dist > 0.0) & (self.margin <= 0.0)):
+            return Certificate(x_e, math.inf)
+        theta = float(np.max(dist / np.maximum(dist + self.margin, np.finfo(float).tiny), initial=0.0))
+        x_f = x_e if theta == 0.0 else (1.0 - theta) * x_e + theta * self.x0
+        for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
+            if not np.any(self.distances(self.b - self.A @ x_f)[0] > 0.0):
+                break
+            theta = max(4.0 * theta, 64.0 * _EPS)
+            x_f = (1.0 - theta) * x_e + theta * self.x0
+        else:
+            return Certificate(x_f, math.inf)
+        if not self.lowest > 0.0:
+            return Certificate(x_f, math.inf)
+        n, rows = x.size, self.b.size
+        # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum); y's_f exactly
+        r = self.hessian @ x_f + q + self.A.T @ y
+        r_round = (n + rows + 2) * _EPS * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
+        complementarity = self.complementarity_bound(x_f, y)
+        bound_r = np.abs(r) + r_round
+        residual = float(np.linalg.norm(bound_r[self.quadratic]))
+        auxiliary = self.auxiliary_term(y, q)
+        gap = 0.5 * residual ** 2 / self.lowest + max(complementarity, 0.0) + auxiliary
+        return Certificate(x_f, math.sqrt(2.0 * gap / min_weight) * (1.0 + 1e-12))
+
+    def complementarity_bound(self, x: np.ndarray, y: np.ndarray) -> float:
+        """An upper bound on y's with s = b - Ax: in floating point plus its rounding bound (gamma_k on sums of k
+        terms) when that bound is below 1e-3 of the value, else in rational arithmetic on the rows where y is not 0
+        (exact for the stored floats), rounded up."""
+        value = float(y @ (self.b - self.A @ x))
+        rounding = (x.size + self.b.size + 4) * _EPS * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
+        if rounding <= 1e-3 * abs(value):
+            return value + rounding
+        total = Fraction(0)
+        for row in np.flatnonzero(y):
+            start, end = self.rows.indptr[row], self.rows.indptr[row + 1]
+            slack = Fraction(float(self.b[row]))
+            for column, value in zip(self.rows.indices[start:end], self.rows.data[start:end], strict=True):
+                slack -= Fraction(float(value)) * Fraction(float(x[column]))
+            total += Fraction(float(y[row])) * slack
+        return _rounded_up(total)
+
+    def auxiliary_term(self, y: np.ndarray, q: np.ndarray) -> float:
+        """|c_N|' W with c_N = q_N + A_N'y in rational arithmetic (exact for the stored floats), rounded up."""
+        total = Fraction(0)
+        for position, column in enumerate(self.auxiliary):
+            start, end = self.columns.indptr[column], self.columns.indptr[column + 1]
+            value = Fraction(float(q[column]))
+            for row, entry in zip(self.columns.indices[start:end], self.columns.data[start:end], strict=True):
+                value += Fraction(float(entry)) * Fraction(float(y[row]))
+            total += abs(value) * Fraction(float(self.width[position]))
+        return _rounded_up(total)
+
+    def active_set(self, s: np.ndarray, y: np.ndarray, ratio: float = 1.0) -> tuple[list[int], list[Block]]:
+        """The rows and SOC blocks kept as equalities in the polish (step 1): every zero row, nonneg rows with
+        s_i < ratio y_i, SOC blocks closer to the boundary than ratio ||y_i|| (not at the apex)."""
+        rows, cones = [], []
+        y = ratio * y
+        for block in self.blocks:
+            kind, start, size = block
+            if kind == "zero" or (kind == "nonneg" and s[start] < y[start]):
+                rows += range(start, start + size)
+            elif kind == "soc":
+                v, w = s[start:start + size], y[start:start + size]
+                if (v[0] - float(np.linalg.norm(v[1:]))) / math.sqrt(2.0) < float(np.linalg.norm(w)):
+                    cones.append(block)
+        return rows, cones
+
+    def polish(self, x: np.ndarray, y: np.ndarray, q: np.ndarray,
+               ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
+        """Step 1 of the module docstring: Newton's method on the KKT system of the active-set problem from (x, y),
+        the active set corrected up to `ACTIVE_SET_PASSES` times (`correction`); the polished x and its dual in K*,
+        or None if it fails."""
+        if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
+            return None
+        y = self.dual_cone_projection(y)
+        rows, cones = self.active_set(self.b - self.A @ x, y, ratio)
+        start_x = x
+        for passes in range(ACTIVE_SET_PASSES):
+            multipliers = np.concatenate([y[rows], [y[block.start] for block in cones]])
+            answer = self.newton(start_x, multipliers, q, np.array(rows, dtype=int), cones)
+            if answer is None:
+                return None
+            x, multipliers = answer
+            s = self.b - self.A @ x
+            change = self.correction(rows, cones, multipliers, s, x)
+            if change is None:
+                break
+            if passes == ACTIVE_SET_PASSES - 1:
+                return None
+            y = np.zeros_like(y)
+            y[rows] = multipliers[:len(rows)]
+            for block, value in zip(cones, multipliers[len(rows):], strict=True):
+                y[block.start] = value
+            if isinstance(change, Block):  # a violated block joins
+                rows, cones = (rows + [change.start], cones) if change.kind == "nonneg" else (rows, cones + [change])
+            else:  # a row or a cone leaves
+                rows = [row for row in rows if row != change]
+                cones = [block for block in cones if block != change]
+        rows_array = np.array(rows, dtype=int)
+        dual = np.zeros_like(y)
+        dual[rows_array] = multipliers[:len(rows)]
+        for block, value in zip(cones, multipliers[len(rows):], strict=True):
+            s_1 = s[block.start + 1:block.start + block.size]
+            dual[block.start:block.start + block.size] = value * np.concatenate([[1.0], -s_1 / np.linalg.norm(s_1)])
+        return x, self.dual_cone_projection(dual)
+
+    def correction(self, rows: list[int], cones: list[Block], multipliers: np.ndarray, s: np.ndarray,
+                   x: np.ndarray) -> int | Block | None:
+        """One change of the polish's active set, or None when it is settled: first a nonneg row whose slack stays
+        above round-off (the rows kept cannot all hold: e.g. l <= x_k <= u with u - l = 4e-10, both active in the
+        interior-point answer; the one with the smaller multiplier leaves), then the most negative multiplier
+        (below -1e-9 of the largest) leaves, then the most violated constraint joins (a violation above round-off).
+        One at a time, as a primal active-set method: a degenerate vertex otherwise makes the set cycle."""
+        loose = 64.0 * _EPS * (1.0 + np.abs(self.b) + self.abs_a @ np.abs(x))
+        nonneg = [(value, row) for row, value in zip(rows, multipliers, strict=False)
+                  if self.blocks_of_row[row] == "nonneg"]
+        held = [(value, row) for value, row in nonneg if s[row] > loose[row]]
+        if held:
+            return min(held)[1]
+        small = -1e-9 * float(np.max(np.abs(multipliers), initial=0.0))
+        negative = [(value, row) for value, row in nonneg if value < small]
+        negative += [(value, block) for block, value in zip(cones, multipliers[len(rows):], strict=True)
+                     if value < small]
+        if negative:
+            return min(negative, key=lambda pair: pair[0])[1]
+        dist, _ = self.distances(s)
+        violated = [(d, block) for block, d in zip(self.conic_blocks, dist, strict=True)
+                    if d > loose[block.start] and block.start not in rows and block not in cones]
+        return max(violated, key=lambda pair: pair[0])[1] if violated else None
+
+    def newton(self, x: np.ndarray, multipliers: np.ndarray, q: np.ndarray, rows: np.ndarray,
+               cones: list[Block]) -> tuple[np.ndarray, np.ndarray] | None:
+        """`POLISH_ITERATIONS` Newton steps on the KKT system of min g s.t. s_rows = 0, ||s_1|| = s_0 on the cones."""
+        a_lin, n, hessian = self.A[rows], x.size, self.hessian
+        for _ in range(POLISH_ITERATIONS):
+            s = self.b - self.A @ x
+            jacobian, curvature, values = [a_lin], hessian.copy(), [a_lin @ x - self.b[rows]]
+            for k, (start, size) in enumerate((block.start, block.size) for block in cones):
+                block, s_1 = self.A[start:start + size], s[start + 1:start + size]
+                norm = float(np.linalg.norm(s_1))
+                if not norm > 0.0:
+                    return None
+                u = -s_1 / norm  # h(x) = ||s_1|| - s_0, grad h = A_i'(1, u), Hess h = A_1'(I - u u')A_1 / ||s_1||
+                jacobian.append((block[0] + u @ block[1:])[None, :])
+                values.append(np.array([norm - s[start]]))
+                projected = block[1:] - np.outer(u, u @ block[1:])
+                curvature += multipliers[rows.size + k] / norm * (block[1:].T @ projected)
+            jac = np.vstack(jacobian)
+            kkt = np.block([[curvature, jac.T], [jac, np.zeros((jac.shape[0],) * 2)]])
+            rhs = -np.concatenate([hessian @ x + q + jac.T @ multipliers, *values])
+            with np.errstate(all="ignore"):
+                try:
+                    step = np.linalg.solve(kkt, rhs)
+                except np.linalg.LinAlgError:
+                    step = np.full(rhs.shape, np.nan)
+                scale = 1e-9 * (1.0 + np.linalg.norm(rhs))
+                solved = np.all(np.isfinite(step)) and np.linalg.norm(kkt @ step - rhs) <= scale
+                if not solved:
+                    step = scipy.linalg.lstsq(kkt, rhs, lapack_driver="gelsy")[0]  # singular: degenerate active sets
+            if not np.all(np.isfinite(step)):
+                return None
+            x, multipliers = x + step[:n], multipliers + step[n:]
+            if np.linalg.norm(step) <= 4.0 * _EPS * (1.0 + np.linalg.norm(x) + np.linalg.norm(multipliers)):
+                break
+        return x, multipliers
