@@ -1,7 +1,8 @@
 """The exact projections of tests/reference_projections.py checked independently: against CVXPY with Clarabel at
 1e-11 (SCS at 1e-13 for the `hard` ones, which Clarabel misses by more than 1e-7), against the projection's
 variational inequality <W (point - p), y - p> <= 0 on feasible y, and against each other (two methods for the
-simplex, Moreau's decomposition for the second-order cone, a polygon's edge as a halfspace)."""
+simplex, Moreau's decomposition for the second-order cone, a polygon's edge as a halfspace). Then privcvx's certified
+projections are checked against them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import cvxpy as cp
 import numpy as np
 import pytest
 import reference_projections as ref
+
+import privcvx as pc
+from privcvx.localsolve import CERTIFIED_ERROR, LocalProblem
 
 REFERENCES = {r.name: r for r in ref.references()}
 RNG = np.random.default_rng(36)
@@ -84,3 +88,22 @@ def test_perturbed_answers_carry_their_exact_distance(size):
     answer, distance = ref.perturbed(reference, size, RNG)
     assert abs(distance - size) <= 1e-6 * size  # the float sum moves it by an ulp of the projection at most
     assert abs(distance - np.linalg.norm(answer - reference.projection)) <= 1e-15 * size + 1e-31
+
+
+@pytest.mark.parametrize("reference", ref.references(), ids=lambda r: r.name)
+def test_the_certified_layer_is_within_its_certificate_of_every_exact_projection(reference):
+    """privcvx's certified projection (privcvx.localsolve.certificate) against the exact answers of this module, which
+    share no code with it: at the fixture's point and three more, the released point is within the certificate it
+    reports, and that within the declared e (`CERTIFIED_ERROR`) every private calibration charges. The true distance
+    is rational-exact (`l2_distance`), so a certificate that undercounts by more than one ulp fails here."""
+    x = cp.Variable(reference.dim)
+    agent = pc.Agent(cp.sum_squares(x), reference.constraints(x), shared=x, name=reference.name)
+    local = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True)
+    rng = np.random.default_rng(11)
+    for k in range(4):
+        point = reference.point if k == 0 else reference.point + 2.0 * rng.normal(size=reference.dim)
+        released = local.project(point, reference.weights)
+        distance = ref.l2_distance(released, reference.projection if k == 0 else reference.exact(point))
+        # a closed form (box) reports no certificate: it is exact, error_bound 0
+        bound = local.certificate if local.error_bound > 0.0 else 0.0
+        assert distance <= bound + 1e-15 and bound <= CERTIFIED_ERROR, (k, distance, bound)

@@ -11,7 +11,7 @@ import pytest
 from privcvx import algorithms
 from privcvx.algorithms.privacy_audit import quadratic_pair
 from privcvx.errors import ConvergenceWarning, ReproducibleNoiseWarning
-from privcvx.localsolve import PROJECTION_ERROR
+from privcvx.localsolve import CERTIFIED_ERROR
 
 pytestmark = [pytest.mark.filterwarnings("ignore", category=ReproducibleNoiseWarning),
               pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)]
@@ -26,7 +26,7 @@ def _affine():
 
 def _charge(d: int, b_inf: float, alpha: float, beta: float) -> float:
     """Theorem 2.2's worst case summed over d coordinates, plus the solver's 2 sqrt(d) e (e in l2): one release."""
-    return beta * (d * alpha * b_inf + 2.0 * math.sqrt(d) * PROJECTION_ERROR)
+    return beta * (d * alpha * b_inf + 2.0 * math.sqrt(d) * CERTIFIED_ERROR)
 
 
 def test_randomized_admm_runs_privately_on_an_affine_set_with_the_recomputed_charge():

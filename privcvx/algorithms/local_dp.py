@@ -102,7 +102,7 @@ def release_units(problem: DistributedProblem, b_inf: float | None,
     for agent, layout in zip(problem.agents, problem.layouts, strict=True):
         if holds_no_private_data(agent):
             continue
-        error = LocalProblem(agent, layout).error_bound if set_kind(agent, layout) == "conic" else 0.0
+        error = LocalProblem(agent, layout, certified=True).error_bound if set_kind(agent, layout) == "conic" else 0.0
         shift = linf_sensitivity(agent, b_inf) * shift_of(layout.name)
         units.append(functools.partial(_unit, layout.dim, shift, error, agent.name))
     return units

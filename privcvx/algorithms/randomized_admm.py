@@ -263,7 +263,7 @@ class RandomizedADMMAgent(AgentProgram):
         dim = context.layout.dim
         self.D = settings.constant(self.name)
         self.sign = DUAL_SIGNS[settings.dual_sign]
-        self.projection = LocalProblem(agent, context.layout)
+        self.projection = LocalProblem(agent, context.layout, certified=settings.private)
         self.evaluator = GradientEvaluator(agent, context.layout)
         #: Eq. (12): argmin_{x in C} f_i(x) + D/2 ||x||^2 - D u^T x, the local-solve layer's step with weight D.
         self.prox = LocalProblem(agent, context.layout, objective=True) if settings.update == "exact" else None
