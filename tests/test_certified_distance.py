@@ -159,6 +159,21 @@ def test_outpert_derived_sensitivity_adds_twice_the_l2_error_on_a_conic_set():
     assert got.l1 == pytest.approx(math.sqrt(3) * 0.3 / 4.0 + 2 * math.sqrt(3) * CERTIFIED_ERROR, rel=1e-14)
 
 
+@pytest.mark.parametrize("privacy, certified", [
+    (pc.ObjectivePerturbation(pc.Gaussian(1.0, 1e-5)), False),  # the step is post-processing of the noisy gradient
+    (pc.OutputPerturbation(pc.Gaussian(1.0, 1e-5), sensitivity=pc.Sensitivity(l1=0.1, l2=0.1)), False),  # declared
+    (pc.OutputPerturbation(pc.Gaussian(1.0, 1e-5), sensitivity="derived"), True),  # Delta_2^out + 2e needs e
+])
+def test_only_a_release_whose_sensitivity_covers_the_step_certifies_it(privacy, certified):
+    problem = _ball_agents()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = LinearizedADMM(privacy=privacy).agent_program(problem.agents[0],
+                                                                AgentContext.for_agent(problem, 0, seed=1))
+    assert program.projection.certified is certified
+    assert (program.projection.error_bound == CERTIFIED_ERROR) is certified
+
+
 def test_dpdg_sensitivity_adds_twice_sqrt_n_the_error_on_a_conic_set():
     problem = _ball_agents()
     algorithm = DPDistributedGradient(epsilon=0.5, q=0.8).prepare(problem, pc.Topology.ring().bind(problem.names), 1)

@@ -70,6 +70,11 @@ class Perturbation(ABC):
         """Whether the calibration reads the agents' gradient sensitivity (ObjPert: always)."""
         return True
 
+    def needs_certified_step(self) -> bool:
+        """Whether the sensitivity covers the computed step of Eq. (9) itself, so its solver error must be certified
+        (`privcvx.localsolve.certificate`). ObjPert: no, the step is post-processing of the noisy gradient."""
+        return False
+
     @abstractmethod
     def release_sensitivity(self, gradient_sensitivity: Sensitivity | None, weights: np.ndarray,
                             separable: bool, solver_error: float = 0.0, *, agent: str | None = None) -> Sensitivity:
@@ -132,6 +137,11 @@ class OutputPerturbation(Perturbation):
 
     def needs_gradient_sensitivity(self) -> bool:
         """Whether the calibration reads the agents' gradient sensitivity (OutPert: only when derived from it)."""
+        return self.sensitivity == "derived"
+
+    def needs_certified_step(self) -> bool:
+        """The derived sensitivity adds 2e for the computed projection (`derived_output_sensitivity`); a declared
+        one is taken as given."""
         return self.sensitivity == "derived"
 
 
