@@ -23,6 +23,7 @@ from privcvx.algorithms.privacy_audit import (
     quadratic_pair,
 )
 from privcvx.errors import PrivacyError
+from privcvx.localsolve import CERTIFIED_ERROR
 from privcvx.privacy import noise
 from privcvx.privacy.grid import integer_noise
 from privcvx.privacy.mechanisms import Sensitivity, ZCDPRelease
@@ -123,8 +124,9 @@ def test_the_claim_survives_the_audit_which_catches_under_noising(algorithm, pai
     assert report.passed and report.lower_bound <= report.claimed < report.under_noised
     if statistic == "llr":
         # the pair is worst case: the replay attains the charge, up to the solver allowance the charge carries on top
-        # of the exact sensitivity (PR-ADMM: Delta + 2 CERTIFIED_ERROR = Delta + 2e-5, Delta about 0.33 here)
-        assert report.attained == pytest.approx(1.0, abs=1e-4)
+        # of the exact sensitivity (PR-ADMM: Delta + 2 CERTIFIED_ERROR = Delta + 2e-4, Delta about 0.33 here;
+        # RandomizedADMM/DGD: d alpha B_inf + 2 sqrt(d) e): at most 8e-4 below 1 on these pairs
+        assert report.attained == pytest.approx(1.0, abs=10 * CERTIFIED_ERROR)
     assert report.impossible == 0                               # every grid release is reachable from the neighbour
     assert report.releases >= 1 and report.runs == runs
 
