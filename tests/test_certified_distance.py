@@ -104,21 +104,25 @@ def _solved(local: LocalProblem, point: np.ndarray) -> tuple[np.ndarray, np.ndar
 @pytest.mark.parametrize("name", ["ball", "box_hyperplane"])
 def test_a_perturbed_answer_gets_a_certificate_at_least_its_true_distance(name):
     """Moving the answer by 1e-5 (in z) is seen: the unpolished certificate of the moved point is at least its true
-    distance, itself about 1e-5 (the certificate has power); the polished one certifies its own point."""
+    distance, of the order of 1e-5 (the certificate has power: a move along the set's normal is repaired back, so
+    only the largest is required to stay large); the polished one certifies its own point."""
     constraints, exact = SETS[name]
     _, local = _agent(constraints, cp.Variable(4))
     certifier, columns = local.certifier, local.data.columns
+    rng, largest = np.random.default_rng(5), 0.0  # its own stream: the outcome does not depend on the test order
     for _ in range(4):
-        point = 2.0 * RNG.normal(size=4)
+        point = 2.0 * rng.normal(size=4)
         x, y, q = _solved(local, point)
         moved = x.copy()
-        direction = RNG.normal(size=4)
+        direction = rng.normal(size=4)
         moved[columns] += 1e-5 * direction / np.linalg.norm(direction)
         plain = certifier.bound(moved, certifier.dual_cone_projection(y), q, 2.0)
         true = float(np.linalg.norm(plain.x[columns] - exact(point)))
-        assert 5e-6 <= true <= plain.distance
+        assert true <= plain.distance
+        largest = max(largest, true)
         polished = certifier.certify(moved, y, q, 2.0)
         assert float(np.linalg.norm(polished.x[columns] - exact(point))) <= polished.distance <= CERTIFIED_ERROR
+    assert largest >= 5e-6
 
 
 def test_an_unbounded_auxiliary_variable_is_not_certified_and_privacy_refuses_it():
@@ -218,3 +222,13 @@ def test_case14_outg_steps_are_all_certified():
     conic = [local for local in seen if local.kind == "conic" and local.stats.solves]
     assert conic and all(local.enforcing for local in conic)
     assert all(0.0 < local.largest_certificate <= CERTIFIED_ERROR for local in conic)
+
+
+def test_dpdg_at_a_total_epsilon_on_a_conic_set_spends_at_most_it():
+    """The solver's 2 sqrt(n) e does not decay with the geometric step: the safe calibration scales the noise with
+    it, so the ledger (its own accountant) stays within the requested epsilon. Before, the noise ignored the term and
+    the ledger charged it: over 60 rounds here it spent 0.629 (the compare study on case14: 4.97 for a total of 0.1)."""
+    problem = _ball_agents()
+    result = problem.solve(DPDistributedGradient(epsilon=0.5, q=0.7), rounds=60, seed=3, diagnostics=True)
+    spent = result.history["epsilon"].to_numpy()
+    assert 0.9 * 0.5 <= spent[-1] <= 0.5 * (1 + 1e-9)  # within it, and most of it spent (0.480 measured)

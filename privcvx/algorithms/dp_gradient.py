@@ -19,13 +19,15 @@ sensitivity (``pc.Sensitivity``) by the rules of `privcvx.privacy.sensitivity`: 
 S_i = the declared l1 (sqrt(n) l2 when only l2 is declared); on any other convex set X the projection
 keeps only l2, so S_i = sqrt(n) l2 and an agent without a declared l2 is refused (Lemma 4's proof
 drops the projection; its 2 C2 sqrt(n) is of this form, sqrt(n) times the l2 bound 2 C2). A set
-projected by a solver adds 2 sqrt(n) e to Delta(t) (e = ``localsolve.CERTIFIED_ERROR``, an l2 bound),
-which the geometric noise does not absorb: each release is charged for it. x_i(t) is released in y_i(t+1) with Laplace
-scale M_{t+1}.
+projected by a solver adds 2 sqrt(n) e to Delta(t) (e = ``localsolve.CERTIFIED_ERROR``, an l2 bound), which
+does not decay with gamma_t: the safe calibration multiplies M_{t+1} by Delta(t) / (S_i gamma_t), so each release
+still costs the epsilon_t below and the run at most epsilon, and the noise grows like (p/q)^t once 2 sqrt(n) e
+dominates S_i gamma_t (the paper's calibration does not, and its ledger charges the excess). x_i(t) is released in
+y_i(t+1) with Laplace scale M_{t+1}.
 
 * ``calibration="safe"`` (default): M_t = S_i c p^(t-1) / (epsilon (p - q)). Then
   sum_{t>=1} Delta(t) / M_{t+1} = epsilon exactly, and after T rounds the agent has spent
-  epsilon (1 - (q/p)^T) (plus the solver's term on a set that is not a box).
+  epsilon (1 - (q/p)^T), on a set projected by a solver too.
 * ``calibration="paper"``: Eq. (8) verbatim, M_t = S_i c p^t / (epsilon (p - q)). Because Eq. (5)
   releases x(t-1) with the noise of round t, the sum is epsilon / p, not epsilon: the erratum N1 of
   the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost, so the
@@ -262,6 +264,10 @@ class DPDGAgent(ProjectedGradientAgent):
             gamma = checked_value(self.step_size, t - 1, argument="step", underflow=True) if t >= 2 else 0.0
             sensitivity = 0.0 if gamma == 0.0 or self.sensitivity == 0.0 else max(self.settings.release_sensitivity(
                 self.agent, self.projection.kind, self.layout.dim, gamma, self.projection.error_bound), math.ulp(0.0))
+            if self.settings.calibration == "safe" and self.projection.error_bound > 0.0 and sensitivity > 0.0:
+                # the solver's 2 sqrt(n) e does not decay with gamma: M_{t+1} grows with it, so this release still
+                # costs the geometric split's epsilon_t = S gamma_t / M_{t+1} and the run at most epsilon
+                scale *= sensitivity / (self.sensitivity * gamma)
             mechanism = laplace_release(sensitivity, scale) or Laplace(1.0)  # uncharged when sensitivity is 0
             try:
                 self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,
