@@ -191,7 +191,7 @@ def test_the_audit_fails_the_old_dpdg_calibration_on_an_affine_set(monkeypatch, 
     # statistical bound (2.04 against 1.861 at 10^4 runs, docs/privacy.md) is above the claim in expectation, but a
     # secure run is not reproducible and the margin even at 3000 runs is a few hundredths, so the test does not
     # require it.
-    assert report.attained == pytest.approx(4 / 3, rel=1e-3)
+    assert report.attained == pytest.approx(4 / 3, rel=1e-2)  # less the charged 2 sqrt(n) e (CERTIFIED_ERROR)
     assert "times the sensitivity it was charged for" in str(failure.value)
 
 
