@@ -74,6 +74,11 @@ POLISH_ITERATIONS = 3
 ACTIVE_RATIOS = (1.0, 1e4)
 #: Steps of the feasibility repair when rounding leaves s_f outside K (theta multiplied by 4 each time).
 REPAIR_STEPS = 8
+#: A bound row whose Slater margin is at most this fraction of the largest makes a thin slab (`Certifier.freeze_slabs`).
+THIN_MARGIN = 1e-6
+#: An active row leaves when its slack stays above this many times the round-off level at which a violated row joins
+#: (hysteresis: a dense KKT solve leaves active rows at 1e-14 to 1e-13, and equal thresholds made rows cycle).
+HELD_FACTOR = 1e3
 #: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
 ACTIVE_SET_PASSES = 16
 
@@ -164,10 +169,13 @@ class Certifier:
         self.rows, self.columns = sp.csr_matrix(data.A), sp.csc_matrix(data.A)
         self.b = data.b
         self.equalities = self.A[:data.zero]
+        self.conic_blocks = [block for block in self.blocks if block.kind != "zero"]  # `distances`' order
+        self.frozen, self.low, self.high = np.zeros(0, dtype=int), np.zeros(0), np.zeros(0)
+        self.free = np.arange(self.A.shape[1])
         self.pinv = np.linalg.pinv(self.equalities) if data.zero else None
         self.x0 = self.slater_point()
         _, self.margin = self.distances(self.b - self.A @ self.x0)
-        self.conic_blocks = [block for block in self.blocks if block.kind != "zero"]  # `distances`' order
+        self.freeze_slabs()
         self.blocks_of_row = {row: block.kind for block in self.blocks
                               for row in range(block.start, block.start + block.size)}
         self.auxiliary = auxiliary
@@ -177,12 +185,53 @@ class Certifier:
         self.key: float | bytes | None = None
 
     # ---- the public data, once per problem ------------------------------------------------------------------
+    def freeze_slabs(self) -> None:
+        """Variables in a thin slab l <= x_j <= u (rows -x_j <= -l and x_j <= u; case14's slack bus holds
+        |V|^2 = 1.1236 within 4.2e-10) are frozen: `on_equalities` clips them into [l, u], which both rows then hold
+        exactly, and restores the zero rows with the other columns. Without it, the repair's theta is about
+        violation / (u - l), near 1 after any rounding. A slab is a singleton row (coefficient +-1) on each side,
+        one of them with a Slater margin at most `THIN_MARGIN` of the largest; it is frozen only when the other
+        columns keep the zero rows' rank."""
+        largest = float(np.max(self.margin, initial=0.0))
+        bounds: dict[int, list[float]] = {}
+        thin: set[int] = set()
+        for block, margin in zip(self.conic_blocks, self.margin, strict=True):
+            row = self.A[block.start]
+            (column,) = np.flatnonzero(row) if np.count_nonzero(row) == 1 else (None,)
+            if block.kind != "nonneg" or column is None or abs(row[column]) != 1.0:
+                continue
+            low, high = bounds.setdefault(int(column), [-math.inf, math.inf])
+            bound = self.b[block.start] * row[column]  # x_j <= b (coefficient 1) or x_j >= -b (coefficient -1)
+            bounds[int(column)] = [low, min(high, bound)] if row[column] > 0 else [max(low, bound), high]
+            if margin <= THIN_MARGIN * largest:
+                thin.add(int(column))
+        frozen = np.array(sorted(j for j in thin if bounds[j][0] <= bounds[j][1]), dtype=int)
+        if not frozen.size:
+            return
+        free = np.setdiff1d(np.arange(self.A.shape[1]), frozen)
+        if self.data.zero and np.linalg.matrix_rank(self.equalities[:, free]) < np.linalg.matrix_rank(self.equalities):
+            return
+        self.frozen, self.free = frozen, free
+        self.low, self.high = np.array([bounds[j][0] for j in frozen]), np.array([bounds[j][1] for j in frozen])
+        self.pinv = np.linalg.pinv(self.equalities[:, free]) if self.data.zero else None
+        self.x0 = self.on_equalities(self.x0)
+        _, self.margin = self.distances(self.b - self.A @ self.x0)
+
     def on_equalities(self, x: np.ndarray) -> np.ndarray:
-        """x moved onto A_0 x = b_0 by least squares, twice (the second pass refines the first's rounding)."""
+        """x with its frozen columns clipped into their slabs (`freeze_slabs`), then moved onto A_0 x = b_0 in the
+        other columns by least squares, twice (the second pass refines the first's rounding)."""
+        x = x.copy()
+        x[self.frozen] = np.clip(x[self.frozen], self.low, self.high)
         if self.pinv is None:
             return x
         for _ in range(2):
-            x = x - self.pinv @ (self.equalities @ x - self.b[:self.data.zero])
+            x[self.free] -= self.pinv @ (self.equalities @ x - self.b[:self.data.zero])
+        return x
+
+    def toward_slater(self, x_e: np.ndarray, theta: float) -> np.ndarray:
+        """(1 - theta) x_e + theta x0, with the frozen columns clipped into their slabs (rounding)."""
+        x = (1.0 - theta) * x_e + theta * self.x0
+        x[self.frozen] = np.clip(x[self.frozen], self.low, self.high)
         return x
 
     def slater_point(self) -> np.ndarray:
@@ -283,12 +332,12 @@ class Certifier:
         if np.any((dist > 0.0) & (self.margin <= 0.0)):
             return Certificate(x_e, math.inf)
         theta = float(np.max(dist / np.maximum(dist + self.margin, np.finfo(float).tiny), initial=0.0))
-        x_f = x_e if theta == 0.0 else (1.0 - theta) * x_e + theta * self.x0
+        x_f = x_e if theta == 0.0 else self.toward_slater(x_e, theta)
         for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
             if not np.any(self.distances(self.b - self.A @ x_f)[0] > 0.0):
                 break
             theta = max(4.0 * theta, 64.0 * _EPS)
-            x_f = (1.0 - theta) * x_e + theta * self.x0
+            x_f = self.toward_slater(x_e, theta)
         else:
             return Certificate(x_f, math.inf)
         if not self.lowest > 0.0:
@@ -373,11 +422,12 @@ class Certifier:
             y[rows] = multipliers[:len(rows)]
             for block, value in zip(cones, multipliers[len(rows):], strict=True):
                 y[block.start] = value
-            if isinstance(change, Block):  # a violated block joins
-                rows, cones = (rows + [change.start], cones) if change.kind == "nonneg" else (rows, cones + [change])
+            joins, item = change
+            if joins:  # a violated block joins
+                rows, cones = (rows + [item.start], cones) if item.kind == "nonneg" else (rows, cones + [item])
             else:  # a row or a cone leaves
-                rows = [row for row in rows if row != change]
-                cones = [block for block in cones if block != change]
+                rows = [row for row in rows if row != item]
+                cones = [block for block in cones if block != item]
         rows_array = np.array(rows, dtype=int)
         dual = np.zeros_like(y)
         dual[rows_array] = multipliers[:len(rows)]
@@ -387,28 +437,29 @@ class Certifier:
         return x, self.dual_cone_projection(dual)
 
     def correction(self, rows: list[int], cones: list[Block], multipliers: np.ndarray, s: np.ndarray,
-                   x: np.ndarray) -> int | Block | None:
-        """One change of the polish's active set, or None when it is settled: first a nonneg row whose slack stays
-        above round-off (the rows kept cannot all hold: e.g. l <= x_k <= u with u - l = 4e-10, both active in the
-        interior-point answer; the one with the smaller multiplier leaves), then the most negative multiplier
-        (below -1e-9 of the largest) leaves, then the most violated constraint joins (a violation above round-off).
+                   x: np.ndarray) -> tuple[bool, int | Block] | None:
+        """One change of the polish's active set, (joins, row or block), or None when it is settled: first a nonneg
+        row whose slack stays above `HELD_FACTOR` times round-off (the rows kept cannot all hold: e.g. l <= x_k <= u
+        with u - l = 4e-10, both active in the interior-point answer; the one with the smaller multiplier leaves),
+        then the most negative multiplier (below -1e-9 of the largest) leaves, then the most violated constraint joins
+        (a violation above round-off).
         One at a time, as a primal active-set method: a degenerate vertex otherwise makes the set cycle."""
         loose = 64.0 * _EPS * (1.0 + np.abs(self.b) + self.abs_a @ np.abs(x))
         nonneg = [(value, row) for row, value in zip(rows, multipliers, strict=False)
                   if self.blocks_of_row[row] == "nonneg"]
-        held = [(value, row) for value, row in nonneg if s[row] > loose[row]]
+        held = [(value, row) for value, row in nonneg if s[row] > HELD_FACTOR * loose[row]]
         if held:
-            return min(held)[1]
+            return False, min(held)[1]
         small = -1e-9 * float(np.max(np.abs(multipliers), initial=0.0))
         negative = [(value, row) for value, row in nonneg if value < small]
         negative += [(value, block) for block, value in zip(cones, multipliers[len(rows):], strict=True)
                      if value < small]
         if negative:
-            return min(negative, key=lambda pair: pair[0])[1]
+            return False, min(negative, key=lambda pair: pair[0])[1]
         dist, _ = self.distances(s)
         violated = [(d, block) for block, d in zip(self.conic_blocks, dist, strict=True)
                     if d > loose[block.start] and block.start not in rows and block not in cones]
-        return max(violated, key=lambda pair: pair[0])[1] if violated else None
+        return (True, max(violated, key=lambda pair: pair[0])[1]) if violated else None
 
     def newton(self, x: np.ndarray, multipliers: np.ndarray, q: np.ndarray, rows: np.ndarray,
                cones: list[Block]) -> tuple[np.ndarray, np.ndarray] | None:
