@@ -68,7 +68,7 @@ CERTIFIED_ERROR = 1e-3
 
 _EPS = np.finfo(float).eps
 #: Newton steps of the polish (from an interior-point answer, two reach round-off on case14's zones).
-POLISH_ITERATIONS = 3
+POLISH_ITERATIONS = 8
 #: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
 #: (an interior-point answer that has not settled leaves weakly active constraints with s_i above y_i).
 ACTIVE_RATIOS = (1.0, 1e4)
@@ -79,8 +79,11 @@ THIN_MARGIN = 1e-6
 #: An active row leaves when its slack stays above this many times the round-off level at which a violated row joins
 #: (hysteresis: a dense KKT solve leaves active rows at 1e-14 to 1e-13, and equal thresholds made rows cycle).
 HELD_FACTOR = 1e3
+#: The polish's Newton steps add this (times max |P_ii|) to the auxiliary columns' curvature: where the active set
+#: leaves them undetermined (a singular KKT matrix), an LU solve returned steps of 1e5 with a small residual.
+NEWTON_DAMPING = 1e-9
 #: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
-ACTIVE_SET_PASSES = 16
+ACTIVE_SET_PASSES = 64
 
 
 class Block(NamedTuple):
@@ -171,6 +174,7 @@ class Certifier:
         self.equalities = self.A[:data.zero]
         self.conic_blocks = [block for block in self.blocks if block.kind != "zero"]  # `distances`' order
         self.frozen, self.low, self.high = np.zeros(0, dtype=int), np.zeros(0), np.zeros(0)
+        self.slab_sides: list[tuple[list[int], list[int]]] = []
         self.free = np.arange(self.A.shape[1])
         self.pinv = np.linalg.pinv(self.equalities) if data.zero else None
         self.x0 = self.slater_point()
@@ -194,6 +198,7 @@ class Certifier:
         columns keep the zero rows' rank."""
         largest = float(np.max(self.margin, initial=0.0))
         bounds: dict[int, list[float]] = {}
+        sides: dict[int, tuple[list[int], list[int]]] = {}  # per column: its lower and its upper bound rows
         thin: set[int] = set()
         for block, margin in zip(self.conic_blocks, self.margin, strict=True):
             row = self.A[block.start]
@@ -203,6 +208,7 @@ class Certifier:
             low, high = bounds.setdefault(int(column), [-math.inf, math.inf])
             bound = self.b[block.start] * row[column]  # x_j <= b (coefficient 1) or x_j >= -b (coefficient -1)
             bounds[int(column)] = [low, min(high, bound)] if row[column] > 0 else [max(low, bound), high]
+            sides.setdefault(int(column), ([], []))[int(row[column] > 0)].append(block.start)
             if margin <= THIN_MARGIN * largest:
                 thin.add(int(column))
         frozen = np.array(sorted(j for j in thin if bounds[j][0] <= bounds[j][1]), dtype=int)
@@ -213,6 +219,7 @@ class Certifier:
             return
         self.frozen, self.free = frozen, free
         self.low, self.high = np.array([bounds[j][0] for j in frozen]), np.array([bounds[j][1] for j in frozen])
+        self.slab_sides = [sides[j] for j in frozen]
         self.pinv = np.linalg.pinv(self.equalities[:, free]) if self.data.zero else None
         self.x0 = self.on_equalities(self.x0)
         _, self.margin = self.distances(self.b - self.A @ self.x0)
@@ -306,6 +313,7 @@ class Certifier:
         lowest = float(np.min(np.diag(block))) if not np.any(block - np.diag(np.diag(block))) else \
             float(scipy.linalg.eigvalsh(block)[0])
         self.hessian, self.lowest = dense, lowest
+        self.damping = NEWTON_DAMPING * max(1.0, float(np.max(np.abs(np.diag(dense)), initial=0.0)))
         self.abs_p = np.abs(dense)
         return lowest > 0.0
 
@@ -383,7 +391,9 @@ class Certifier:
 
     def active_set(self, s: np.ndarray, y: np.ndarray, ratio: float = 1.0) -> tuple[list[int], list[Block]]:
         """The rows and SOC blocks kept as equalities in the polish (step 1): every zero row, nonneg rows with
-        s_i < ratio y_i, SOC blocks closer to the boundary than ratio ||y_i|| (not at the apex)."""
+        s_i < ratio y_i, SOC blocks closer to the boundary than ratio ||y_i|| (not at the apex); of a thin slab's
+        two sides (`freeze_slabs`) only those of the side with the larger multiplier (an interior-point answer has
+        both active, and a multiplier on each side costs y_i (u - l) in the certificate's y's)."""
         rows, cones = [], []
         y = ratio * y
         for block in self.blocks:
@@ -394,6 +404,9 @@ class Certifier:
                 v, w = s[start:start + size], y[start:start + size]
                 if (v[0] - float(np.linalg.norm(v[1:]))) / math.sqrt(2.0) < float(np.linalg.norm(w)):
                     cones.append(block)
+        for lower, upper in self.slab_sides:  # one side of a thin slab: the one its net multiplier presses
+            side = upper if y[upper].sum() >= y[lower].sum() else lower
+            rows = [row for row in rows if row not in lower + upper or row in side]
         return rows, cones
 
     def polish(self, x: np.ndarray, y: np.ndarray, q: np.ndarray,
@@ -468,6 +481,7 @@ class Certifier:
         for _ in range(POLISH_ITERATIONS):
             s = self.b - self.A @ x
             jacobian, curvature, values = [a_lin], hessian.copy(), [a_lin @ x - self.b[rows]]
+            curvature[self.auxiliary, self.auxiliary] += self.damping
             for k, (start, size) in enumerate((block.start, block.size) for block in cones):
                 block, s_1 = self.A[start:start + size], s[start + 1:start + size]
                 norm = float(np.linalg.norm(s_1))
