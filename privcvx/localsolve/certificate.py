@@ -10,19 +10,23 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
 
 1. **Active-set polish.** With s = b - Ax: a nonneg row with s_i < y_i is active (s_i = 0 becomes an equality); an SOC
    block whose distance to the boundary, (s_0 - ||s_1||)/sqrt 2, is below ||y_i|| is active (s_0 = ||s_1|| becomes
-   an equality). Newton's method on the KKT system of min g s.t. the zero rows and these equalities (`newton`) moves
-   (x, multipliers) to the active set's KKT point; a multiplier that turns negative, a row that the others keep from
-   holding, or a constraint that the new point violates corrects the active set (`ACTIVE_SET_PASSES`). The dual is
+   an equality); of a thin slab's two bound rows (step 2) only the side its multipliers press. Newton's method on
+   the KKT system of min g s.t. the zero rows and these equalities (`newton`, damped on the auxiliary columns, which
+   the active set may leave undetermined) moves (x, multipliers) to the active set's KKT point; a multiplier that
+   turns negative, a row that the others keep from holding, or a constraint that the new point violates corrects
+   the active set (`ACTIVE_SET_PASSES`). The dual is
    the multipliers: free on zero rows, mu_i >= 0 on active nonneg rows, mu_i (1, u_i) on an active SOC block with
    u_i = -s_1/||s_1|| (s_i lies on the ray alpha (1, -u_i), so y_i's_i = 0), 0 on inactive blocks: y is in K*, y's is
    at round-off and the dual residual r = P x + q + A'y too. Both the polished and the unpolished pair (x, y) are
    certified; the smaller certificate is kept.
 2. **Feasibility repair** (for the cones). x_e = x - A_0^+ (A_0 x - b_0) (least squares, twice) puts x on the zero
-   rows. A public Slater point x0 (`slater_point`, computed once per problem: max t s.t. A x + s = b, s - t e in K,
-   t <= 1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0)
-   in K_i (nonneg: s0_i; SOC: (t - ||u||)/sqrt 2). With d_i = dist(s_i(x_e), K_i) and theta = max_i d_i/(d_i + m_i),
-   x_f = (1 - theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e,
-   and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
+   rows; a variable in a thin slab l <= x_j <= u (`freeze_slabs`) is first clipped into it, and the zero rows are
+   restored in the other columns, so both its rows hold exactly (a slab of width 4e-10 would otherwise make theta about
+   1). A public Slater point x0 (`slater_point`, computed once per problem: max t s.t. A x + s = b, s - t e in K, t <=
+   1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0) in K_i
+   (nonneg: s0_i; SOC: (t - ||u||)/sqrt 2). With d_i = dist(s_i(x_e), K_i) and theta = max_i d_i/(d_i + m_i), x_f = (1 -
+   theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e, and the
+   bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
 3. **Dual lower bound.** For y in K* and any feasible x, y's >= 0, so g(x) >= L(x, y) = 1/2 x'Px + c'x - b'y with
    c = q + A'y. Split x into the columns S with a quadratic term (P_SS positive definite) and the auxiliary ones N
    (P's rows N are 0: CVXPY's epigraph variables). g* = g(x*) >= L(x*, y) >= min_{x_S} L + c_N'x*_N, and without
@@ -60,14 +64,13 @@ from privcvx.localsolve.cvxpy_adapter import ConicData
 
 #: The declared bound on ||z_released - z_exact||_2 over the penalized coordinates of every solver answer that the
 #: layer releases (`LocalProblem.error_bound`): answers whose certificate exceeds it are re-solved, then passed to
-#: the next strategy, then refused (`SolverError`). Chosen from measurement: released steps certify up to 4e-7 on
-#: case14's conic zones under OutPert and 4.7e-6 on case39's, but PR-ADMM's steps on case14 up to 9.6e-5 when the
-#: polish misses the active set, and one step of `make demo`'s OutL (derived) run at 3.2e-4 (docs/performance.md,
-#: "Certified local steps").
+#: the next strategy, then refused (`SolverError`). Chosen from measurement (examples/compare_case14.toml, 200
+#: rounds): released steps certify up to 1.2e-6 under OutPert and 3.7e-5 under RandomizedADMM, but PR-ADMM's up to
+#: 1.4e-4; the floor grows with the square root of the multipliers (docs/privacy.md, "The solver's error").
 CERTIFIED_ERROR = 1e-3
 
 _EPS = np.finfo(float).eps
-#: Newton steps of the polish (from an interior-point answer, two reach round-off on case14's zones).
+#: Newton steps of the polish at most (from an interior-point answer, two reach round-off on case14's zones).
 POLISH_ITERATIONS = 8
 #: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
 #: (an interior-point answer that has not settled leaves weakly active constraints with s_i above y_i).
