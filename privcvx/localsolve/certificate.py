@@ -8,17 +8,10 @@ z = x[columns], and P - diag(w on the penalized columns) is PSD, so g is (min w)
 coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x and a dual y (Clarabel's z; OSQP's y),
 `Certifier.certify` returns a point x_f with slack in K and a number c with ||z_pen,f - z*_pen||_2 <= c:
 
-1. **Active-set polish.** With s = b - Ax: a nonneg row with s_i < y_i is active (s_i = 0 becomes an equality); an SOC
-   block whose distance to the boundary, (s_0 - ||s_1||)/sqrt 2, is below ||y_i|| is active (s_0 = ||s_1|| becomes
-   an equality); of a thin slab's two bound rows (step 2) only the side its multipliers press. Newton's method on
-   the KKT system of min g s.t. the zero rows and these equalities (`newton`, damped on the auxiliary columns, which
-   the active set may leave undetermined) moves (x, multipliers) to the active set's KKT point; a multiplier that
-   turns negative, a row that the others keep from holding, or a constraint that the new point violates corrects
-   the active set (`ACTIVE_SET_PASSES`). The dual is
-   the multipliers: free on zero rows, mu_i >= 0 on active nonneg rows, mu_i (1, u_i) on an active SOC block with
-   u_i = -s_1/||s_1|| (s_i lies on the ray alpha (1, -u_i), so y_i's_i = 0), 0 on inactive blocks: y is in K*, y's is
-   at round-off and the dual residual r = P x + q + A'y too. Both the polished and the unpolished pair (x, y) are
-   certified; the smaller certificate is kept.
+1. **Active-set polish** (`polish.ActiveSetPolish`): Newton's method on the KKT system of the constraints the answer
+   holds active, the active set corrected one change at a time, gives a second pair (x, y) with y in K* and y's and
+   the dual residual at round-off. Both the polished and the unpolished pair are certified from scratch (steps 2-4);
+   the smaller certificate is kept.
 2. **Feasibility repair** (for the cones). x_e = x - A_0^+ (A_0 x - b_0) (least squares, twice) puts x on the zero
    rows; a variable in a thin slab l <= x_j <= u (`freeze_slabs`) is first clipped into it, and the zero rows are
    restored in the other columns, so both its rows hold exactly (a slab of width 4e-10 would otherwise make theta about
@@ -61,6 +54,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from privcvx.localsolve.cvxpy_adapter import ConicData
+from privcvx.localsolve.polish import NEWTON_DAMPING, ActiveSetPolish
 
 #: The declared bound on ||z_released - z_exact||_2 over the penalized coordinates of every solver answer that the
 #: layer releases (`LocalProblem.error_bound`): answers whose certificate exceeds it are re-solved, then passed to
@@ -70,8 +64,6 @@ from privcvx.localsolve.cvxpy_adapter import ConicData
 CERTIFIED_ERROR = 1e-3
 
 _EPS = np.finfo(float).eps
-#: Newton steps of the polish at most (from an interior-point answer, two reach round-off on case14's zones).
-POLISH_ITERATIONS = 8
 #: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
 #: (an interior-point answer that has not settled leaves weakly active constraints with s_i above y_i).
 ACTIVE_RATIOS = (1.0, 1e4)
@@ -79,14 +71,6 @@ ACTIVE_RATIOS = (1.0, 1e4)
 REPAIR_STEPS = 8
 #: A bound row whose Slater margin is at most this fraction of the largest makes a thin slab (`Certifier.freeze_slabs`).
 THIN_MARGIN = 1e-6
-#: An active row leaves when its slack stays above this many times the round-off level at which a violated row joins
-#: (hysteresis: a dense KKT solve leaves active rows at 1e-14 to 1e-13, and equal thresholds made rows cycle).
-HELD_FACTOR = 1e3
-#: The polish's Newton steps add this (times max |P_ii|) to the auxiliary columns' curvature: where the active set
-#: leaves them undetermined (a singular KKT matrix), an LU solve returned steps of 1e5 with a small residual.
-NEWTON_DAMPING = 1e-9
-#: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
-ACTIVE_SET_PASSES = 64
 
 
 class Block(NamedTuple):
@@ -162,7 +146,7 @@ class Certificate(NamedTuple):
     distance: float
 
 
-class Certifier:
+class Certifier(ActiveSetPolish):
     """One local problem's public certificate data: cone blocks, the zero rows' least-squares operator, a Slater point.
 
     ``penalized_columns``: the columns of x that carry the penalty (their weights are passed to `certify`)."""
@@ -391,125 +375,3 @@ class Certifier:
                 value += Fraction(float(entry)) * Fraction(float(y[row]))
             total += abs(value) * Fraction(float(self.width[position]))
         return _rounded_up(total)
-
-    def active_set(self, s: np.ndarray, y: np.ndarray, ratio: float = 1.0) -> tuple[list[int], list[Block]]:
-        """The rows and SOC blocks kept as equalities in the polish (step 1): every zero row, nonneg rows with
-        s_i < ratio y_i, SOC blocks closer to the boundary than ratio ||y_i|| (not at the apex); of a thin slab's
-        two sides (`freeze_slabs`) only those of the side with the larger multiplier (an interior-point answer has
-        both active, and a multiplier on each side costs y_i (u - l) in the certificate's y's)."""
-        rows, cones = [], []
-        y = ratio * y
-        for block in self.blocks:
-            kind, start, size = block
-            if kind == "zero" or (kind == "nonneg" and s[start] < y[start]):
-                rows += range(start, start + size)
-            elif kind == "soc":
-                v, w = s[start:start + size], y[start:start + size]
-                if (v[0] - float(np.linalg.norm(v[1:]))) / math.sqrt(2.0) < float(np.linalg.norm(w)):
-                    cones.append(block)
-        for lower, upper in self.slab_sides:  # one side of a thin slab: the one its net multiplier presses
-            side = upper if y[upper].sum() >= y[lower].sum() else lower
-            rows = [row for row in rows if row not in lower + upper or row in side]
-        return rows, cones
-
-    def polish(self, x: np.ndarray, y: np.ndarray, q: np.ndarray,
-               ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
-        """Step 1 of the module docstring: Newton's method on the KKT system of the active-set problem from (x, y),
-        the active set corrected up to `ACTIVE_SET_PASSES` times (`correction`); the polished x and its dual in K*,
-        or None if it fails."""
-        if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
-            return None
-        y = self.dual_cone_projection(y)
-        rows, cones = self.active_set(self.b - self.A @ x, y, ratio)
-        start_x = x
-        for passes in range(ACTIVE_SET_PASSES):
-            multipliers = np.concatenate([y[rows], [y[block.start] for block in cones]])
-            answer = self.newton(start_x, multipliers, q, np.array(rows, dtype=int), cones)
-            if answer is None:
-                return None
-            x, multipliers = answer
-            s = self.b - self.A @ x
-            change = self.correction(rows, cones, multipliers, s, x)
-            if change is None:
-                break
-            if passes == ACTIVE_SET_PASSES - 1:
-                return None
-            y = np.zeros_like(y)
-            y[rows] = multipliers[:len(rows)]
-            for block, value in zip(cones, multipliers[len(rows):], strict=True):
-                y[block.start] = value
-            joins, item = change
-            if joins:  # a violated block joins
-                rows, cones = (rows + [item.start], cones) if item.kind == "nonneg" else (rows, cones + [item])
-            else:  # a row or a cone leaves
-                rows = [row for row in rows if row != item]
-                cones = [block for block in cones if block != item]
-        rows_array = np.array(rows, dtype=int)
-        dual = np.zeros_like(y)
-        dual[rows_array] = multipliers[:len(rows)]
-        for block, value in zip(cones, multipliers[len(rows):], strict=True):
-            s_1 = s[block.start + 1:block.start + block.size]
-            dual[block.start:block.start + block.size] = value * np.concatenate([[1.0], -s_1 / np.linalg.norm(s_1)])
-        return x, self.dual_cone_projection(dual)
-
-    def correction(self, rows: list[int], cones: list[Block], multipliers: np.ndarray, s: np.ndarray,
-                   x: np.ndarray) -> tuple[bool, int | Block] | None:
-        """One change of the polish's active set, (joins, row or block), or None when it is settled: first a nonneg
-        row whose slack stays above `HELD_FACTOR` times round-off (the rows kept cannot all hold: e.g. l <= x_k <= u
-        with u - l = 4e-10, both active in the interior-point answer; the one with the smaller multiplier leaves),
-        then the most negative multiplier (below -1e-9 of the largest) leaves, then the most violated constraint joins
-        (a violation above round-off).
-        One at a time, as a primal active-set method: a degenerate vertex otherwise makes the set cycle."""
-        loose = 64.0 * _EPS * (1.0 + np.abs(self.b) + self.abs_a @ np.abs(x))
-        nonneg = [(value, row) for row, value in zip(rows, multipliers, strict=False)
-                  if self.blocks_of_row[row] == "nonneg"]
-        held = [(value, row) for value, row in nonneg if s[row] > HELD_FACTOR * loose[row]]
-        if held:
-            return False, min(held)[1]
-        small = -1e-9 * float(np.max(np.abs(multipliers), initial=0.0))
-        negative = [(value, row) for value, row in nonneg if value < small]
-        negative += [(value, block) for block, value in zip(cones, multipliers[len(rows):], strict=True)
-                     if value < small]
-        if negative:
-            return False, min(negative, key=lambda pair: pair[0])[1]
-        dist, _ = self.distances(s)
-        violated = [(d, block) for block, d in zip(self.conic_blocks, dist, strict=True)
-                    if d > loose[block.start] and block.start not in rows and block not in cones]
-        return (True, max(violated, key=lambda pair: pair[0])[1]) if violated else None
-
-    def newton(self, x: np.ndarray, multipliers: np.ndarray, q: np.ndarray, rows: np.ndarray,
-               cones: list[Block]) -> tuple[np.ndarray, np.ndarray] | None:
-        """`POLISH_ITERATIONS` Newton steps on the KKT system of min g s.t. s_rows = 0, ||s_1|| = s_0 on the cones."""
-        a_lin, n, hessian = self.A[rows], x.size, self.hessian
-        for _ in range(POLISH_ITERATIONS):
-            s = self.b - self.A @ x
-            jacobian, curvature, values = [a_lin], hessian.copy(), [a_lin @ x - self.b[rows]]
-            curvature[self.auxiliary, self.auxiliary] += self.damping
-            for k, (start, size) in enumerate((block.start, block.size) for block in cones):
-                block, s_1 = self.A[start:start + size], s[start + 1:start + size]
-                norm = float(np.linalg.norm(s_1))
-                if not norm > 0.0:
-                    return None
-                u = -s_1 / norm  # h(x) = ||s_1|| - s_0, grad h = A_i'(1, u), Hess h = A_1'(I - u u')A_1 / ||s_1||
-                jacobian.append((block[0] + u @ block[1:])[None, :])
-                values.append(np.array([norm - s[start]]))
-                projected = block[1:] - np.outer(u, u @ block[1:])
-                curvature += multipliers[rows.size + k] / norm * (block[1:].T @ projected)
-            jac = np.vstack(jacobian)
-            kkt = np.block([[curvature, jac.T], [jac, np.zeros((jac.shape[0],) * 2)]])
-            rhs = -np.concatenate([hessian @ x + q + jac.T @ multipliers, *values])
-            with np.errstate(all="ignore"):
-                try:
-                    step = np.linalg.solve(kkt, rhs)
-                except np.linalg.LinAlgError:
-                    step = np.full(rhs.shape, np.nan)
-                scale = 1e-9 * (1.0 + np.linalg.norm(rhs))
-                solved = np.all(np.isfinite(step)) and np.linalg.norm(kkt @ step - rhs) <= scale
-                if not solved:
-                    step = scipy.linalg.lstsq(kkt, rhs, lapack_driver="gelsy")[0]  # singular: degenerate active sets
-            if not np.all(np.isfinite(step)):
-                return None
-            x, multipliers = x + step[:n], multipliers + step[n:]
-            if np.linalg.norm(step) <= 4.0 * _EPS * (1.0 + np.linalg.norm(x) + np.linalg.norm(multipliers)):
-                break
-        return x, multipliers
