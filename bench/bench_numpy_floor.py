@@ -39,7 +39,6 @@ import numpy as np
 
 import privcvx as pc
 from privcvx import gradients
-from privcvx.algorithms import admm_agent, admm_server
 from privcvx.privacy import accounting
 from privcvx.runtime import backends, loop
 from problems import datasets, federated_logistic
@@ -148,17 +147,18 @@ def forget_accounting() -> None:
     accounting.RunningEpsilon._answers.clear()
 
 
-#: The parts of a privcvx round timed by ``--breakdown``, outermost first: (label, class, method).
-PARTS = [("round", loop.Run, "round"), ("history row", loop.Run, "row"),
-         ("agents (host)", backends.AgentHost, "step"), ("agent steps", admm_agent.ADMMAgent, "step"),
-         ("local updates", admm_agent.ADMMAgent, "_update"), ("gradient", gradients.GradientEvaluator, "gradient"),
-         ("oracle", LogisticLoss, "gradient"), ("server", admm_server.ADMMServer, "step"),
-         ("monitor", admm_server.ADMMMonitor, "observe"), ("epsilon", loop.Run, "epsilon")]
-
-
 def breakdown(rounds: int, rho: float) -> None:
-    """Where a privcvx round's time goes: every part of :data:`PARTS` wrapped in a timer (which adds its own
+    """Where a privcvx round's time goes: every part of ``parts`` wrapped in a timer (which adds its own
     cost), milliseconds per round, each part without the parts timed inside it."""
+    # imported here: the other modes import only what older privcvx trees also have (bench_floor_commits.py)
+    from privcvx.algorithms import admm_agent, admm_server
+
+    # the parts of a privcvx round, outermost first: (label, class, method)
+    parts = [("round", loop.Run, "round"), ("history row", loop.Run, "row"),
+             ("agents (host)", backends.AgentHost, "step"), ("agent steps", admm_agent.ADMMAgent, "step"),
+             ("local updates", admm_agent.ADMMAgent, "_update"), ("gradient", gradients.GradientEvaluator, "gradient"),
+             ("oracle", LogisticLoss, "gradient"), ("server", admm_server.ADMMServer, "step"),
+             ("monitor", admm_server.ADMMMonitor, "observe"), ("epsilon", loop.Run, "epsilon")]
     spent: dict[str, float] = {}
 
     def timed(label: str, function: Callable) -> Callable:
@@ -170,7 +170,7 @@ def breakdown(rounds: int, rho: float) -> None:
                 spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
         return wrapper
 
-    for label, cls, name in PARTS:  # before the problem is built: the agents hold the oracle's bound method
+    for label, cls, name in parts:  # before the problem is built: the agents hold the oracle's bound method
         setattr(cls, name, timed(label, getattr(cls, name)))
     X, y = datasets.load_digits()
     problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
@@ -184,8 +184,8 @@ def breakdown(rounds: int, rho: float) -> None:
         spent.clear()
         privcvx_run(problem, rounds, rho, private, diagnostics=False)
         columns.append({label: (spent.get(label, 0.0) - sum(spent.get(i, 0.0) for i in inner.get(label, []))) / rounds
-                        for label, _, _ in PARTS})
-    for label, _, _ in PARTS:
+                        for label, _, _ in parts})
+    for label, _, _ in parts:
         print(f"| {label} | " + " | ".join(f"{column[label] * 1e3:.3f}" for column in columns) + " |")
     print("| total | " + " | ".join(f"{sum(column.values()) * 1e3:.3f}" for column in columns) + " |")
 

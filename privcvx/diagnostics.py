@@ -35,6 +35,7 @@ power, ...) take the slower path ``CvxpyViolation`` (CVXPY solves a small projec
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,6 +53,27 @@ from privcvx.errors import DeclarationError
 ARRAY, FLOAT = "array", "float"
 
 
+@functools.lru_cache(maxsize=64)
+def _row_starts(rows: int, columns: int) -> np.ndarray:
+    """The flat index of each row's first entry in a C-order rows x columns matrix (read-only, kept)."""
+    starts = np.arange(0, rows * columns, columns)
+    starts.flags.writeable = False
+    return starts
+
+
+def row_maximum(x: np.ndarray) -> np.ndarray:
+    """The maximum of each row of the matrix ``x``, as a column: ``np.maximum.reduce(x, axis=1, keepdims=True)``.
+
+    For a C-order matrix it is ``np.maximum.reduceat`` over the flat array at each row's start, which takes one
+    pass where numpy's reduction along a short last axis restarts its loop for every row (digits, 180 x 10 scores:
+    2.7 against 6.3 us). A maximum is exact, so the value is the same bitwise in any order, the sign of a zero
+    included (checked on 20000 random matrices with signed zeros; tests/test_diagnostics_compiled.py)."""
+    rows, columns = x.shape
+    if rows == 0 or columns == 0 or not x.flags.c_contiguous:
+        return np.maximum.reduce(x, axis=1, keepdims=True)
+    return np.maximum.reduceat(x.reshape(-1), _row_starts(rows, columns))[:, None]
+
+
 def _log_sum_exp(atom: Atom) -> Callable[[Any], Any]:
     """``log_sum_exp`` written out: m + log(sum(exp(x - m))) with m the maximum over the atom's axis (scipy's
     arithmetic), and the atom's own rule (scipy's ``logsumexp``) where a maximum is not finite."""
@@ -60,7 +82,7 @@ def _log_sum_exp(atom: Atom) -> Callable[[Any], Any]:
     def step(x: Any) -> Any:
         if type(x) is not np.ndarray:
             return atom.numeric([x])
-        top = np.maximum.reduce(x, axis=axis, keepdims=True)
+        top = row_maximum(x) if axis == 1 and x.ndim == 2 else np.maximum.reduce(x, axis=axis, keepdims=True)
         if not math.isfinite(np.add.reduce(top, axis=None)):  # an infinite or NaN entry (or a sum past 1e308)
             return atom.numeric([x])
         sums = np.log(np.add.reduce(np.exp(x - top), axis=axis, keepdims=keepdims))

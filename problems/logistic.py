@@ -30,6 +30,7 @@ from scipy.special import expit, logsumexp
 
 import privcvx as pc
 from privcvx.algorithms.privacy_audit import NeighbouringPair
+from privcvx.diagnostics import row_maximum
 from privcvx.errors import DeclarationError, ParameterError, check_int, require_positive
 
 Split = Literal["iid", "dirichlet"]
@@ -150,9 +151,9 @@ class LogisticLoss:
         arithmetic on one agent's data; the gradient runs at every local update. Each step overwrites the one
         array of scores, which the same operations into new arrays would compute bitwise alike."""
         scores = self.X @ W
-        scores -= np.maximum.reduce(scores, axis=1, keepdims=True)  # ndarray.max and .sum without their wrappers
+        scores -= row_maximum(scores)  # the row maxima in one pass (the same numbers as ndarray.max)
         np.exp(scores, out=scores)
-        scores /= np.add.reduce(scores, axis=1, keepdims=True)
+        scores /= np.add.reduce(scores, axis=1, keepdims=True)  # ndarray.sum without its wrapper
         scores -= self.Y
         gradient = self.X.T @ scores
         gradient /= self.normalizer

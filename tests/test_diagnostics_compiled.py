@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import privcvx as pc
+from privcvx.diagnostics import row_maximum
 from privcvx.gradients import GradientEvaluator
 
 RNG = np.random.default_rng(28)
@@ -275,3 +276,24 @@ def test_a_nan_entry_gives_a_nan_violation(name: str) -> None:
         z = np.zeros(dim)
         z[entry] = np.nan
         assert np.isnan(evaluator.violation(z))
+
+
+def test_row_maximum_is_numpys_row_maximum_bitwise() -> None:
+    """`row_maximum` (np.maximum.reduceat over the rows' starts) against np.maximum.reduce along the rows: the same
+    values and shapes, the signs of zeros and NaN rows included, for C-order and other layouts."""
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        rows, columns = int(rng.integers(1, 60)), int(rng.integers(1, 13))
+        x = rng.standard_normal((rows, columns)) * 10.0 ** float(rng.integers(-3, 4))
+        x[rng.random(x.shape) < 0.3] = 0.0
+        x[rng.random(x.shape) < 0.2] = -0.0
+        if trial % 7 == 0:
+            x[rng.integers(rows), rng.integers(columns)] = np.nan
+        for layout in (x, np.asfortranarray(x), x[::-1]):
+            expected = np.maximum.reduce(layout, axis=1, keepdims=True)
+            got = row_maximum(layout)
+            assert got.shape == expected.shape == (rows, 1)
+            assert np.array_equal(got, expected, equal_nan=True)
+            assert np.array_equal(np.signbit(got), np.signbit(expected))
+    with pytest.raises(ValueError):  # numpy's own error for a maximum over no entries
+        row_maximum(np.zeros((3, 0)))
