@@ -198,14 +198,18 @@ class ADMMAgent(AgentProgram):
             magnitude = self.context.last_release.magnitude
         return z_next, magnitude
 
-    def step(self, t: int, inbox: list[Message]) -> list[Message]:
-        """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
+    def _received(self, inbox: list[Message]) -> tuple[np.ndarray, float | np.ndarray]:
+        """The server's w and rho of this round (line 14); under server-side acceleration its dual becomes lambda."""
         (message,) = inbox
         payload = message.payload
-        w_p, rho = payload["w"], payload["rho"]
-        rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
+        rho = payload["rho"]
         if "lam" in payload:  # server-side acceleration: the server's dual is the one to use
             self.lam = np.asarray(payload["lam"], dtype=float)
+        return payload["w"], float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
+
+    def step(self, t: int, inbox: list[Message]) -> list[Message]:
+        """Lines 15-22: E local updates from the last iterate, release the average, update the dual."""
+        w_p, rho = self._received(inbox)
         eta = self.step_size(t)
         z = self.z
         total = np.zeros(self.layout.dim)
@@ -287,12 +291,7 @@ class ExactStepAgent(ADMMAgent):
         """`ADMMAgent.step` with its one update the exact step: no terms of Eq. (9) (`_round_terms`), no average of
         E iterates; the release, the dual (line 22) and the history's eta (1/rho, or a given eta, computed only when
         the run keeps diagnostics) are the same."""
-        (message,) = inbox
-        payload = message.payload
-        w_p, rho = payload["w"], payload["rho"]
-        rho = float(rho) if rho.ndim == 0 else np.asarray(rho, dtype=float)  # a payload holds arrays
-        if "lam" in payload:  # server-side acceleration: the server's dual is the one to use
-            self.lam = np.asarray(payload["lam"], dtype=float)
+        w_p, rho = self._received(inbox)
         self.z = self.released = self.local_update(self.z, w_p, rho, math.inf)[0]
         shared = self._sent()
         self.lam = self.lam + rho * (w_p - shared)
