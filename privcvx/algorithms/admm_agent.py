@@ -57,7 +57,8 @@ class ADMMAgent(AgentProgram):
         self.needs_smoothness_hint = settings._rho.needs_suggestion
         self.private = settings.privacy is not None
         self.projection = LocalProblem(agent, self.layout,
-                                       certified=self.private and self.privacy.needs_certified_step())
+                                       certified=self.privacy.solver_error
+                                       if self.private and self.privacy.needs_certified_step() else False)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.mask = self.layout.shared_mask
         self.all_shared = np.array_equal(self.layout.shared_local, np.arange(self.layout.dim))

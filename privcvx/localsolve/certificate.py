@@ -61,9 +61,8 @@ from privcvx.localsolve.polish import NEWTON_DAMPING, ActiveSetPolish
 #: the next strategy, then refused (`SolverError`). Chosen from measurement (examples/compare_case14.toml, 200
 #: rounds): released steps certify up to 1.2e-6 under OutPert and 3.7e-5 under RandomizedADMM, but PR-ADMM's up to
 #: 1.4e-4; the floor grows with the square root of the multipliers (docs/privacy.md, "The solver's error").
-CERTIFIED_ERROR = 1e-3
+CERTIFIED_ERROR = 1e-4
 
-_EPS = np.finfo(float).eps
 #: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
 #: (an interior-point answer that has not settled leaves weakly active constraints with s_i above y_i).
 ACTIVE_RATIOS = (1.0, 1e4)
@@ -105,7 +104,7 @@ def certifiable_cones(cones: list) -> bool:
 def soc_projection(v: np.ndarray) -> np.ndarray:
     """The Euclidean projection onto {(t, u): ||u|| <= t}."""
     t, u = v[0], v[1:]
-    norm = float(np.linalg.norm(u))
+    norm = np.sqrt(u @ u)  # in v's precision (`polish.EXTENDED` for a refined point)
     if norm <= t:
         return v.copy()
     if norm <= -t:
@@ -124,6 +123,11 @@ def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | 
     quadratic[data.columns[penalized]] = True
     certifier = Certifier(data, np.flatnonzero(~quadratic))
     return certifier if np.all(np.isfinite(certifier.width)) else None
+
+
+def _exact(value: float | np.floating) -> Fraction:
+    """A float64 or extended-precision number as the exact rational it stores."""
+    return Fraction(*value.as_integer_ratio())
 
 
 def _rounded_up(value: Fraction) -> float:
@@ -276,8 +280,9 @@ class Certifier(ActiveSetPolish):
                 dist.append(max(-v[0], 0.0))
                 margin.append(max(v[0], 0.0))
             elif kind == "soc":
-                dist.append(float(np.linalg.norm(soc_projection(v) - v)))
-                margin.append(max((v[0] - float(np.linalg.norm(v[1:]))) / math.sqrt(2.0), 0.0))
+                gap = soc_projection(v) - v
+                dist.append(float(np.sqrt(gap @ gap)))
+                margin.append(max(float(v[0] - np.sqrt(v[1:] @ v[1:])) / math.sqrt(2.0), 0.0))
         return np.array(dist), np.array(margin)
 
     def dual_cone_projection(self, y: np.ndarray) -> np.ndarray:
@@ -331,29 +336,34 @@ class Certifier(ActiveSetPolish):
         for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
             if not np.any(self.distances(self.b - self.A @ x_f)[0] > 0.0):
                 break
-            theta = max(4.0 * theta, 64.0 * _EPS)
+            theta = max(4.0 * theta, 64.0 * float(np.finfo(x_e.dtype).eps))
             x_f = self.toward_slater(x_e, theta)
         else:
             return Certificate(x_f, math.inf)
         if not self.lowest > 0.0:
             return Certificate(x_f, math.inf)
         n, rows = x.size, self.b.size
-        # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum); y's_f exactly
+        # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum, in the precision of
+        # x_f and y: float64, or `polish.EXTENDED` for a refined point); y's_f exactly
         r = self.hessian @ x_f + q + self.A.T @ y
-        r_round = (n + rows + 2) * _EPS * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
+        eps = float(np.finfo(r.dtype).eps)
+        r_round = (n + rows + 2) * eps * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
         complementarity = self.complementarity_bound(x_f, y)
         bound_r = np.abs(r) + r_round
         residual = float(np.linalg.norm(bound_r[self.quadratic]))
         auxiliary = self.auxiliary_term(y, q)
         gap = 0.5 * residual ** 2 / self.lowest + max(complementarity, 0.0) + auxiliary
-        return Certificate(x_f, math.sqrt(2.0 * gap / min_weight) * (1.0 + 1e-12))
+        released = x_f.astype(np.float64)  # a refined x_f is rounded to the float64 that is released: + its distance
+        rounding = float(np.sqrt(np.sum((released - x_f) ** 2))) if x_f.dtype != np.float64 else 0.0
+        return Certificate(released, (math.sqrt(2.0 * gap / min_weight) + rounding) * (1.0 + 1e-12))
 
     def complementarity_bound(self, x: np.ndarray, y: np.ndarray) -> float:
         """An upper bound on y's with s = b - Ax: in floating point plus its rounding bound (gamma_k on sums of k
         terms) when that bound is below 1e-3 of the value, else in rational arithmetic on the rows where y is not 0
         (exact for the stored floats), rounded up."""
-        value = float(y @ (self.b - self.A @ x))
-        rounding = (x.size + self.b.size + 4) * _EPS * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
+        product = y @ (self.b - self.A @ x)
+        value, eps = float(product), float(np.finfo(product.dtype).eps)
+        rounding = (x.size + self.b.size + 4) * eps * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
         if rounding <= 1e-3 * abs(value):
             return value + rounding
         total = Fraction(0)
@@ -361,8 +371,8 @@ class Certifier(ActiveSetPolish):
             start, end = self.rows.indptr[row], self.rows.indptr[row + 1]
             slack = Fraction(float(self.b[row]))
             for column, value in zip(self.rows.indices[start:end], self.rows.data[start:end], strict=True):
-                slack -= Fraction(float(value)) * Fraction(float(x[column]))
-            total += Fraction(float(y[row])) * slack
+                slack -= _exact(value) * _exact(x[column])
+            total += _exact(y[row]) * slack
         return _rounded_up(total)
 
     def auxiliary_term(self, y: np.ndarray, q: np.ndarray) -> float:
@@ -372,6 +382,6 @@ class Certifier(ActiveSetPolish):
             start, end = self.columns.indptr[column], self.columns.indptr[column + 1]
             value = Fraction(float(q[column]))
             for row, entry in zip(self.columns.indices[start:end], self.columns.data[start:end], strict=True):
-                value += Fraction(float(entry)) * Fraction(float(y[row]))
+                value += _exact(entry) * _exact(y[row])
             total += abs(value) * Fraction(float(self.width[position]))
         return _rounded_up(total)

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from privcvx.localsolve.certificate import Block
 
 _EPS = np.finfo(float).eps
+#: The extended precision of the polish's last Newton steps (x86's 80-bit long double: eps 1.1e-19) and of the
+#: certificate's repair and residuals (`Certifier.bound`). On a platform where it is float64, nothing changes.
+EXTENDED = np.longdouble
+#: The extended-precision Newton steps that end the polish (mixed-precision refinement).
+REFINEMENT_ITERATIONS = 3
 #: Newton steps of the polish at most (from an interior-point answer, two reach round-off on case14's zones).
 POLISH_ITERATIONS = 8
 #: Corrections of the polish's active set (a negative multiplier leaves, a violated constraint joins).
@@ -93,11 +98,15 @@ class ActiveSetPolish:
                 rows = [row for row in rows if row != item]
                 cones = [block for block in cones if block != item]
         rows_array = np.array(rows, dtype=int)
-        dual = np.zeros_like(y)
+        refined = self.newton(x, multipliers, q, rows_array, cones, extended=True)
+        if refined is not None:
+            x, multipliers = refined
+            s = self.b - self.A @ x
+        dual = np.zeros(y.shape, dtype=multipliers.dtype)
         dual[rows_array] = multipliers[:len(rows)]
         for block, value in zip(cones, multipliers[len(rows):], strict=True):
             s_1 = s[block.start + 1:block.start + block.size]
-            dual[block.start:block.start + block.size] = value * np.concatenate([[1.0], -s_1 / np.linalg.norm(s_1)])
+            dual[block.start:block.start + block.size] = value * np.concatenate([[1.0], -s_1 / np.sqrt(s_1 @ s_1)])
         return x, self.dual_cone_projection(dual)
 
     def correction(self, rows: list[int], cones: list[Block], multipliers: np.ndarray, s: np.ndarray,
@@ -126,26 +135,33 @@ class ActiveSetPolish:
         return (True, max(violated, key=lambda pair: pair[0])[1]) if violated else None
 
     def newton(self, x: np.ndarray, multipliers: np.ndarray, q: np.ndarray, rows: np.ndarray,
-               cones: list[Block]) -> tuple[np.ndarray, np.ndarray] | None:
-        """`POLISH_ITERATIONS` Newton steps on the KKT system of min g s.t. s_rows = 0, ||s_1|| = s_0 on the cones."""
+               cones: list[Block], extended: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+        """`POLISH_ITERATIONS` Newton steps on the KKT system of min g s.t. s_rows = 0, ||s_1|| = s_0 on the cones.
+        ``extended``: mixed-precision refinement, x, the multipliers and the residuals in `EXTENDED` (the KKT matrix
+        and its solve in float64), so that the active constraints hold to about its eps (1e-19), not float64's."""
+        dtype = EXTENDED if extended else np.float64
+        x, multipliers = x.astype(dtype), multipliers.astype(dtype)
         a_lin, n, hessian = self.A[rows], x.size, self.hessian
-        for _ in range(POLISH_ITERATIONS):
+        tolerance = 4.0 * float(np.finfo(dtype).eps)
+        for _ in range(REFINEMENT_ITERATIONS if extended else POLISH_ITERATIONS):
             s = self.b - self.A @ x
-            jacobian, curvature, values = [a_lin], hessian.copy(), [a_lin @ x - self.b[rows]]
+            jacobian, curvature, values = [a_lin.astype(dtype)], hessian.copy(), [a_lin @ x - self.b[rows]]
             curvature[self.auxiliary, self.auxiliary] += self.damping
             for k, (start, size) in enumerate((block.start, block.size) for block in cones):
                 block, s_1 = self.A[start:start + size], s[start + 1:start + size]
-                norm = float(np.linalg.norm(s_1))
+                norm = np.sqrt(s_1 @ s_1)
                 if not norm > 0.0:
                     return None
                 u = -s_1 / norm  # h(x) = ||s_1|| - s_0, grad h = A_i'(1, u), Hess h = A_1'(I - u u')A_1 / ||s_1||
                 jacobian.append((block[0] + u @ block[1:])[None, :])
                 values.append(np.array([norm - s[start]]))
-                projected = block[1:] - np.outer(u, u @ block[1:])
-                curvature += multipliers[rows.size + k] / norm * (block[1:].T @ projected)
+                rounded = u.astype(np.float64)
+                projected = block[1:] - np.outer(rounded, rounded @ block[1:])
+                curvature += float(multipliers[rows.size + k] / norm) * (block[1:].T @ projected)
             jac = np.vstack(jacobian)
-            kkt = np.block([[curvature, jac.T], [jac, np.zeros((jac.shape[0],) * 2)]])
-            rhs = -np.concatenate([hessian @ x + q + jac.T @ multipliers, *values])
+            rounded = jac.astype(np.float64)
+            kkt = np.block([[curvature, rounded.T], [rounded, np.zeros((jac.shape[0],) * 2)]])
+            rhs = -np.concatenate([hessian @ x + q + jac.T @ multipliers, *values]).astype(np.float64)
             with np.errstate(all="ignore"):
                 try:
                     step = np.linalg.solve(kkt, rhs)
@@ -158,6 +174,7 @@ class ActiveSetPolish:
             if not np.all(np.isfinite(step)):
                 return None
             x, multipliers = x + step[:n], multipliers + step[n:]
-            if np.linalg.norm(step) <= 4.0 * _EPS * (1.0 + np.linalg.norm(x) + np.linalg.norm(multipliers)):
+            size = float(np.linalg.norm(x.astype(np.float64))) + float(np.linalg.norm(multipliers.astype(np.float64)))
+            if np.linalg.norm(step) <= tolerance * (1.0 + size):
                 break
         return x, multipliers

@@ -31,8 +31,8 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.constraints import Equality, Inequality
 
-from privcvx.errors import SolverError, UnsupportedError
-from privcvx.localsolve.certificate import Certifier, certifier_for
+from privcvx.errors import SolverError, UnsupportedError, check_scalar
+from privcvx.localsolve.certificate import CERTIFIED_ERROR, Certifier, certifier_for
 from privcvx.localsolve.cvxpy_adapter import ConicData, compile_local, cone_names, needs_integer_solver
 from privcvx.localsolve.strategies import STRATEGIES, Strategy, StrategyFailure
 from privcvx.problem import Agent, AgentLayout, agent_vector
@@ -111,7 +111,7 @@ class LocalProblem:
     """
 
     def __init__(self, agent: Agent, layout: AgentLayout, *, objective: bool = False,
-                 penalized: np.ndarray | None = None, certified: bool = False) -> None:
+                 penalized: np.ndarray | None = None, certified: bool | float = False) -> None:
         self.agent, self.layout = agent, layout
         self.agent_name = layout.name
         self.dim = layout.dim
@@ -138,7 +138,11 @@ class LocalProblem:
         # answers), the strategies that accept the problem and certify their answers (`error_bound`), each answer
         # certified and enforced (`enforcing`), or, when none certifies or none is asked, all that accept it
         accepting = [STRATEGIES[0]] if closed else [kind for kind in STRATEGIES if kind.accepts(self)]
-        self.certified = certified and any(kind.certifies(self) for kind in accepting)
+        #: The declared e of the answers (``certified=True``: `certificate.CERTIFIED_ERROR`; a number: that one).
+        self.certified_error = CERTIFIED_ERROR if certified is True else check_scalar(
+            certified, argument="certified", kind=float, low=0.0, closed="right", agent=self.agent_name) \
+            if certified else math.nan
+        self.certified = bool(certified) and any(kind.certifies(self) for kind in accepting)
         self.enforcing = self.certified and self.certifier is not None
         self._candidates = [kind for kind in accepting if kind.certifies(self)] if self.certified else accepting
         if not self._candidates:
@@ -250,14 +254,16 @@ class LocalProblem:
     @property
     def error_bound(self) -> float:
         """A bound on ||z_computed - z_exact||_2 over the penalized coordinates, enforced on every answer: 0 for a
-        closed form; for a problem built with ``certified=True``, the largest over the chain
-        (`certificate.CERTIFIED_ERROR` for a certified solver, `strategies.SMOOTH_TARGET` for L-BFGS-B), since any of
+        closed form; for a problem built with ``certified=True`` (or a number e), the largest over the chain
+        (`certified_error` for a certified solver, `strategies.SMOOTH_TARGET` for L-BFGS-B), since any of
         them may answer; ``inf`` otherwise: answers not certified (not asked, or not certifiable: no conic data, a cone
         other than zero, nonneg, SOC, or an auxiliary column on which the set is unbounded; docs/privacy.md), which
         the private calibrations refuse."""
         if self.kind in ("free", "box"):
             return 0.0
-        return max(kind.error_bound for kind in self._candidates) if self.certified else math.inf
+        if not self.certified:
+            return math.inf
+        return max(self.certified_error if kind.error_bound is None else kind.error_bound for kind in self._candidates)
 
     def violation(self, z: np.ndarray) -> float:
         """The largest violation of W_p at z (0 when z is in W_p)."""

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg
 
 from privcvx.gradients import GradientEvaluator
-from privcvx.localsolve.certificate import CERTIFIED_ERROR, Certificate
+from privcvx.localsolve.certificate import Certificate
 from privcvx.solver_warnings import quiet_inaccurate
 from privcvx.tuning import is_smooth
 
@@ -96,7 +96,7 @@ class Strategy(ABC):
     name: ClassVar[str]
     #: How far an answer may be from the exact minimizer, in l2 over the penalized coordinates, as the private
     #: calibrations count it: enforced on every answer (`certificate`), 0 for a closed form.
-    error_bound: ClassVar[float] = CERTIFIED_ERROR
+    error_bound: ClassVar[float | None] = None  # None: the problem's declared `LocalProblem.certified_error`
 
     def __init__(self, local: LocalProblem) -> None:
         self.local = local
@@ -195,7 +195,7 @@ class _Weighted(Strategy):
         if certifier.key != self.key:
             certifier.set_hessian(self.hessian(weights), self.key)
         if polish:
-            return certifier.certify(x, y, q, float(np.min(weights)), CERTIFIED_ERROR)
+            return certifier.certify(x, y, q, float(np.min(weights)), self.local.certified_error)
         return certifier.bound(x, certifier.dual_cone_projection(y), q, float(np.min(weights)))
 
 
@@ -252,8 +252,8 @@ class Factorization(_Weighted):
             return answer, False
         n = self.data.P.shape[0]
         certificate = self.certified(answer[:n], answer[n:], self.linear_term(linear), weights, polish=False)
-        if not certificate.distance <= CERTIFIED_ERROR:
-            raise StrategyFailure(f"certified distance {certificate.distance:.2e} > {CERTIFIED_ERROR:g}")
+        if not certificate.distance <= self.local.certified_error:
+            raise StrategyFailure(f"certified distance {certificate.distance:.2e} > {self.local.certified_error:g}")
         self.distance = certificate.distance
         return certificate.x[self.data.columns], False
 
@@ -314,8 +314,9 @@ class OSQPStep(_Weighted):
             return self.last[0][self.data.columns], not accurate
         # OSQP's y (l <= Ax <= u, P x + q + A'y = 0) is Clarabel's dual of Ax + s = b, s in {0} x R_+
         certificate = self.certified(*self.last, self.linear_term(linear), weights)
-        if not certificate.distance <= CERTIFIED_ERROR:
-            raise StrategyFailure(f"OSQP: certified distance {certificate.distance:.2e} > {CERTIFIED_ERROR:g}")
+        if not certificate.distance <= self.local.certified_error:
+            raise StrategyFailure(f"OSQP: certified distance {certificate.distance:.2e} > "
+                                  f"{self.local.certified_error:g}")
         self.distance = certificate.distance
         return certificate.x[self.data.columns], not accurate
 
@@ -444,7 +445,7 @@ class ClarabelStep(_Weighted):
         self.prepare(weights, stats)
         q = self.linear_term(linear)
         self.solver.update(q=q)
-        enforced = self.local.enforcing
+        enforced = self.local.certified_error if self.local.enforcing else None
         answer = self._certified(_judged(self.solver.solve()), q, weights)
         for settings in CLARABEL_REFINEMENTS + CLARABEL_RETRIES:  # not certified (or, uncertifiable, short of the
             if _settled(answer, enforced):                        # stated tolerance): solved again, counted
@@ -462,10 +463,10 @@ class ClarabelStep(_Weighted):
             answer = min(answer, self._certified(retried, q, weights), key=lambda a: _rank(a, enforced))
         if answer.verdict == "failed":
             raise StrategyFailure(answer.message)
-        if enforced and not answer.distance <= CERTIFIED_ERROR:
-            raise StrategyFailure(f"Clarabel: certified distance {answer.distance:.2e} > {CERTIFIED_ERROR:g} "
+        if enforced is not None and not answer.distance <= enforced:
+            raise StrategyFailure(f"Clarabel: certified distance {answer.distance:.2e} > {enforced:g} "
                                   f"({answer.message})")
-        self.distance = answer.distance if enforced else math.nan
+        self.distance = answer.distance if enforced is not None else math.nan
         return answer.x[self.data.columns], answer.verdict == "inaccurate"
 
     def _certified(self, answer: Answer, q: np.ndarray, weights: float | np.ndarray) -> Answer:
@@ -506,19 +507,19 @@ def _norm(vector: np.ndarray) -> float:
     return float(np.max(np.abs(vector), initial=0.0))
 
 
-def _rank(answer: Answer, enforced: bool) -> tuple:
-    """The better of two answers: when certificates are enforced, a certified one (within `CERTIFIED_ERROR`), then the
+def _rank(answer: Answer, enforced: float | None) -> tuple:
+    """The better of two answers: when certificates are enforced (within ``enforced``), a certified one, then the
     better verdict, then the smaller certified distance; otherwise the better verdict, then the smaller duality gap
     (for (LS), a feasible x with absolute gap G lies within sqrt(2 G / min w) of the exact step)."""
     verdict = ("accurate", "inaccurate", "failed").index(answer.verdict)
-    if enforced:
-        return verdict == 2, not answer.distance <= CERTIFIED_ERROR, verdict, answer.distance
+    if enforced is not None:
+        return verdict == 2, not answer.distance <= enforced, verdict, answer.distance
     return verdict, answer.gap
 
 
-def _settled(answer: Answer, enforced: bool) -> bool:
-    """Whether no more solves are needed: certified within `CERTIFIED_ERROR` (enforced), else accurate."""
-    return answer.distance <= CERTIFIED_ERROR if enforced else answer.verdict == "accurate"
+def _settled(answer: Answer, enforced: float | None) -> bool:
+    """Whether no more solves are needed: certified within ``enforced`` (when enforced), else accurate."""
+    return answer.distance <= enforced if enforced is not None else answer.verdict == "accurate"
 
 
 def _judged(solution: clarabel.DefaultSolution) -> Answer:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from privcvx.errors import NominalPrivacyWarning, PrivacyError
+from privcvx.errors import NominalPrivacyWarning, PrivacyError, check_scalar
 from privcvx.privacy.mechanisms import Budget, Mechanism, Sensitivity
 from privcvx.privacy.sensitivity import projected_sensitivity
 
@@ -116,10 +116,16 @@ class OutputPerturbation(Perturbation):
     """
 
     sensitivity: str | Sensitivity = "derived"
+    #: e, the certified l2 error allowed to the computed projection of Eq. (9) when the sensitivity is derived:
+    #: every answer is certified within it (`privcvx.localsolve.certificate`), and Delta_2^out carries 2e. Small,
+    #: because Delta_2^out shrinks as rho grows and 2e does not (docs/privacy.md, "The solver's error").
+    solver_error: float = 1e-6
     kind = "output"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_scalar(self.solver_error, argument="solver_error", kind=float, low=0.0, closed="right",
+                     error=PrivacyError)
         if not (self.sensitivity == "derived" or isinstance(self.sensitivity, Sensitivity)):
             raise PrivacyError(f'must be "derived" or a pc.Sensitivity, got {self.sensitivity!r}',
                                argument="sensitivity")
