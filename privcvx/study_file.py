@@ -24,7 +24,8 @@ A setting is a TOML value, or a table: ``{ schedule = NAME, ... }`` is a schedul
 (`SCHEDULES`); one with an ``epsilon`` argument that the table does not give takes each run's epsilon (Eq. (73)'s
 rho^t). ``{ function = "module:function", ... }`` is computed from the built problem (``function(problem, ...)``),
 e.g. PR-ADMM's release bounds. ``privacy.sensitivity`` is ``"derived"`` (OutPert's default) or an explicit
-``{ l1 = ..., l2 = ..., nominal = "why" }`` (a nominal one warns ``pc.NominalPrivacyWarning``).
+``{ l1 = ..., l2 = ..., nominal = "why" }`` (a nominal one warns ``pc.NominalPrivacyWarning``); OutPert's
+``privacy.solver_error`` is the certified error e its derived sensitivity allows the computed projection (1e-6).
 
 Every key is checked before anything runs; an error names it (``argument 'methods[2].grid.rho'``).
 """
@@ -55,7 +56,7 @@ SCHEDULES: dict[str, Callable[..., Any]] = {"inverse_sqrt": schedules.inverse_sq
                                             "geometric": schedules.Geometric}
 STUDY_KEYS = {"epsilons", "budget", "delta", "rounds", "seeds", "out"}
 METHOD_KEYS = {"label", "algorithm", "settings", "grid", "privacy", "problem"}
-PRIVACY_KEYS = {"perturbation", "mechanism", "sensitivity"}
+PRIVACY_KEYS = {"perturbation", "mechanism", "sensitivity", "solver_error"}
 
 
 @dataclass(frozen=True)
@@ -248,9 +249,10 @@ def _privacy(table: dict[str, Any], where: str, delta: float) -> ObjectivePertur
                                                 where + ".mechanism") == "gaussian" else Laplace(1.0)
     sensitivity = table.get("sensitivity", "derived")
     if kind == "objective":
-        if "sensitivity" in table:
-            raise ParameterError("ObjPert always uses the agents' gradient sensitivity; only OutPert takes one",
-                                 argument=where + ".sensitivity")
+        for key in ("sensitivity", "solver_error"):
+            if key in table:
+                raise ParameterError(f"ObjPert always uses the agents' gradient sensitivity; only OutPert takes {key}",
+                                     argument=f"{where}.{key}")
         return ObjectivePerturbation(mechanism)
     if isinstance(sensitivity, dict):
         _known(sensitivity, {"l1", "l2", "nominal"}, where + ".sensitivity.")
@@ -258,7 +260,8 @@ def _privacy(table: dict[str, Any], where: str, delta: float) -> ObjectivePertur
     elif sensitivity != "derived":
         raise ParameterError(f'must be "derived" or a table {{ l1, l2, nominal }}, got {sensitivity!r}',
                              argument=where + ".sensitivity")
-    return OutputPerturbation(mechanism, sensitivity=sensitivity)
+    errors = {"solver_error": table["solver_error"]} if "solver_error" in table else {}
+    return _checked(lambda: OutputPerturbation(mechanism, sensitivity=sensitivity, **errors), where)
 
 
 def _epsilons(values: Any) -> list[float]:

@@ -257,3 +257,16 @@ def test_dpdg_at_a_total_epsilon_on_a_conic_set_spends_at_most_it():
     result = problem.solve(DPDistributedGradient(epsilon=0.5, q=0.7), rounds=60, seed=3, diagnostics=True)
     spent = result.history["epsilon"].to_numpy()
     assert 0.9 * 0.5 <= spent[-1] <= 0.5 * (1 + 1e-9)  # within it, and most of it spent (0.480 measured)
+
+
+def test_a_study_file_passes_outperts_solver_error(tmp_path):
+    """``privacy = { perturbation = "output", solver_error = ... }`` reaches OutputPerturbation; the default is 1e-6."""
+    from privcvx.study_file import load
+
+    path = tmp_path / "study.toml"
+    method = ('[[methods]]\nlabel = "{label}"\nalgorithm = "LinearizedADMM"\n'
+              'privacy = {{ perturbation = "output"{extra} }}\n')
+    path.write_text('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n'
+                    + method.format(label="A", extra=", solver_error = 3e-5") + method.format(label="B", extra=""))
+    first, second = load(path, {}).study.methods
+    assert first.algorithm.privacy.solver_error == 3e-5 and second.algorithm.privacy.solver_error == 1e-6

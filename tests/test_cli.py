@@ -192,6 +192,12 @@ settings = {{ eta = 0.5 }}
      'algorithm = "LinearizedADMM"\nprivacy = { perturbation = "output", sensitivity = { l3 = 1 } }\n',
      "methods[0].privacy.sensitivity.l3"),
     ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\n'
+     'algorithm = "LinearizedADMM"\nprivacy = { perturbation = "output", solver_error = -1e-6 }\n',
+     "methods[0].privacy.solver_error"),
+    ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\n'
+     'algorithm = "LinearizedADMM"\nprivacy = { perturbation = "objective", solver_error = 1e-6 }\n',
+     "methods[0].privacy.solver_error"),
+    ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\n'
      'algorithm = "PRADMM"\nprivacy = { perturbation = "output" }\n', "methods[0].privacy"),
     ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\nalgorithm = "PRADMM"\n'
      '[[methods]]\nlabel = "A"\nalgorithm = "PRADMM"\n', "methods"),
