@@ -4,9 +4,10 @@
 penalty over W_p) with the round's weights and linear term as its only changing data; it answers by the first
 of the [`strategies`][privcvx.localsolve.strategies] that accepts it (closed form, cached KKT factorization,
 warm-started OSQP, Clarabel, CVXPY), falling back along the chain under one error policy, and keeps one
-[`SolveStats`][privcvx.localsolve.SolveStats]. Every solver answer is certified within `CERTIFIED_ERROR` of the exact
-step in l2 ([`certificate`][privcvx.localsolve.certificate]), which `LocalProblem.error_bound` states for the private
-calibrations. CVXPY's internals are read in one module,
+[`SolveStats`][privcvx.localsolve.SolveStats]. Every solver answer of a step a private release depends on is certified
+within the problem's declared e of the exact step in l2 (`LocalProblem(..., certified=e)`; ``True`` is
+`CERTIFIED_ERROR`; [`certificate`][privcvx.localsolve.certificate]), which `LocalProblem.error_bound` states for
+the private calibrations. CVXPY's internals are read in one module,
 [`cvxpy_adapter`][privcvx.localsolve.cvxpy_adapter], behind a version check.
 """
 

@@ -174,7 +174,8 @@ class ActiveSetPolish:
             if not np.all(np.isfinite(step)):
                 return None
             x, multipliers = x + step[:n], multipliers + step[n:]
-            size = float(np.linalg.norm(x.astype(np.float64))) + float(np.linalg.norm(multipliers.astype(np.float64)))
-            if np.linalg.norm(step) <= tolerance * (1.0 + size):
+            settled = [np.linalg.norm(part) <= tolerance * (1.0 + float(np.linalg.norm(value.astype(np.float64))))
+                       for part, value in ((step[:n], x), (step[n:], multipliers))]
+            if all(settled):  # x and the multipliers each (the multipliers' scale must not excuse x's step)
                 break
         return x, multipliers
