@@ -25,7 +25,7 @@ A setting is a TOML value, or a table: ``{ schedule = NAME, ... }`` is a schedul
 rho^t). ``{ function = "module:function", ... }`` is computed from the built problem (``function(problem, ...)``),
 e.g. PR-ADMM's release bounds. ``privacy.sensitivity`` is ``"derived"`` (OutPert's default) or an explicit
 ``{ l1 = ..., l2 = ..., nominal = "why" }`` (a nominal one warns ``pc.NominalPrivacyWarning``); OutPert's
-``privacy.solver_error`` is the certified error e its derived sensitivity allows the computed projection (1e-6).
+``privacy.solver_error`` is the certified error e its derived sensitivity allows the computed projection (1e-5).
 
 Every key is checked before anything runs; an error names it (``argument 'methods[2].grid.rho'``).
 """

@@ -165,12 +165,12 @@ def _ball_agents(count: int = 2) -> pc.DistributedProblem:
 
 @pytest.mark.parametrize("solver_error", [None, 3e-5])
 def test_outpert_derived_sensitivity_adds_twice_the_l2_error_on_a_conic_set(solver_error):
-    """OutPert's e is its own `solver_error` (default 1e-6, not the layer's CERTIFIED_ERROR): the projection is
+    """OutPert's e is its own `solver_error` (default 1e-5, not the layer's CERTIFIED_ERROR): the projection is
     certified within it and Delta^out carries 2e."""
     problem = _ball_agents()
     options = {} if solver_error is None else {"solver_error": solver_error}
     privacy = pc.OutputPerturbation(pc.Gaussian(1.0, 1e-5), sensitivity="derived", **options)
-    e = 1e-6 if solver_error is None else solver_error
+    e = 1e-5 if solver_error is None else solver_error
     program = LinearizedADMM(privacy=privacy).agent_program(problem.agents[0],
                                                             AgentContext.for_agent(problem, 0, seed=1))
     assert program.projection.kind == "conic" and program.projection.error_bound == e
@@ -200,7 +200,7 @@ def test_only_a_release_whose_sensitivity_covers_the_step_certifies_it(privacy, 
         program = LinearizedADMM(privacy=privacy).agent_program(problem.agents[0],
                                                                 AgentContext.for_agent(problem, 0, seed=1))
     assert program.projection.certified is certified
-    assert (program.projection.error_bound == 1e-6) is certified  # OutPert's default solver_error
+    assert (program.projection.error_bound == 1e-5) is certified  # OutPert's default solver_error
 
 
 def test_dpdg_sensitivity_adds_twice_sqrt_n_the_error_on_a_conic_set():
@@ -260,7 +260,7 @@ def test_dpdg_at_a_total_epsilon_on_a_conic_set_spends_at_most_it():
 
 
 def test_a_study_file_passes_outperts_solver_error(tmp_path):
-    """``privacy = { perturbation = "output", solver_error = ... }`` reaches OutputPerturbation; the default is 1e-6."""
+    """``privacy = { perturbation = "output", solver_error = ... }`` reaches OutputPerturbation; the default is 1e-5."""
     from privcvx.study_file import load
 
     path = tmp_path / "study.toml"
@@ -269,4 +269,4 @@ def test_a_study_file_passes_outperts_solver_error(tmp_path):
     path.write_text('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n'
                     + method.format(label="A", extra=", solver_error = 3e-5") + method.format(label="B", extra=""))
     first, second = load(path, {}).study.methods
-    assert first.algorithm.privacy.solver_error == 3e-5 and second.algorithm.privacy.solver_error == 1e-6
+    assert first.algorithm.privacy.solver_error == 3e-5 and second.algorithm.privacy.solver_error == 1e-5
