@@ -56,11 +56,11 @@ import scipy.sparse as sp
 from privcvx.localsolve.cvxpy_adapter import ConicData
 from privcvx.localsolve.polish import NEWTON_DAMPING, ActiveSetPolish
 
-#: The declared bound on ||z_released - z_exact||_2 over the penalized coordinates of every solver answer that the
-#: layer releases (`LocalProblem.error_bound`): answers whose certificate exceeds it are re-solved, then passed to
-#: the next strategy, then refused (`SolverError`). Chosen from measurement (examples/compare_case14.toml, 200
-#: rounds): released steps certify up to 1.2e-6 under OutPert and 3.7e-5 under RandomizedADMM, but PR-ADMM's up to
-#: 1.4e-4; the floor grows with the square root of the multipliers (docs/privacy.md, "The solver's error").
+#: The bound on ||z_released - z_exact||_2 over the penalized coordinates that `LocalProblem(..., certified=True)`
+#: declares (`LocalProblem.error_bound`; a number declares its own, as OutPert's `solver_error` does): answers
+#: whose certificate exceeds it are re-solved, then passed to the next strategy, then refused (`SolverError`).
+#: On examples/compare_case14.toml it holds for PR-ADMM and RandomizedADMM in every run, and fails DPDG's late
+#: rounds at epsilon 0.1 (docs/privacy.md, "The solver's error").
 CERTIFIED_ERROR = 1e-4
 
 #: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
