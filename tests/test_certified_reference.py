@@ -9,6 +9,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import reference_projections as ref
 
 import privcvx as pc
@@ -134,3 +135,24 @@ def test_the_thin_slab_fixture_is_frozen_and_certified():
     assert certifier.frozen.size == 1 and certifier.low[0] == 1.1236 - 2e-10 and certifier.high[0] == 1.1236 + 2e-10
     released = local.project(reference.point, reference.weights)
     assert ref.l2_distance(released, reference.projection) <= local.certificate <= CERTIFIED_ERROR
+
+
+@pytest.mark.parametrize("outside", [-1e-12, 1e-12], ids=["below_l", "above_u"])
+def test_an_answer_rounded_out_of_the_thin_slab_is_certified_within_e(outside):
+    """An answer off the slab by 1e-12 (a solver's rounding; u - l = 4e-10) and back on the equality row, without the
+    polish (`Certifier.bound`, dual y = 0, exact at the inside fixture, whose projection is its point): the released
+    point is within its certificate of the exact projection and that is at most e. Before 4d74ffc the repair's theta
+    was 1e-12 / (1e-12 + m) with m the Slater margin of the violated slab row (4e-10 to 6e-10, or 0 when the Slater
+    solve lands on the slab's end): the certificate was infinite or the point moved far toward x0."""
+    reference = REFERENCES["thin_slab_inside"]
+    x = cp.Variable(reference.dim)
+    agent = pc.Agent(cp.sum_squares(x), reference.constraints(x), shared=x, name=reference.name)
+    certifier = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True).certifier
+    certifier.set_hessian(sp.diags(2.0 * reference.weights).tocsc())  # g(x) = sum_i w_i (x_i - p_i)^2 - constant
+    q = -2.0 * reference.weights * reference.point
+    answer = reference.projection.copy()
+    answer[0] = (1.1236 + 2e-10 if outside > 0 else 1.1236 - 2e-10) + outside
+    answer[1] = 2.0 - answer[0]
+    released, bound = certifier.bound(answer, np.zeros(certifier.b.size), q, float(np.min(2.0 * reference.weights)))
+    distance = ref.l2_distance(released, reference.projection)
+    assert distance <= bound <= CERTIFIED_ERROR, (distance, bound)
