@@ -6,11 +6,13 @@ projections are checked against them."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import cvxpy as cp
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import reference_projections as ref
+import scipy.sparse as sp
 
 import privcvx as pc
 from privcvx.localsolve import CERTIFIED_ERROR, LocalProblem
@@ -156,3 +158,38 @@ def test_an_answer_rounded_out_of_the_thin_slab_is_certified_within_e(outside):
     released, bound = certifier.bound(answer, np.zeros(certifier.b.size), q, float(np.min(2.0 * reference.weights)))
     distance = ref.l2_distance(released, reference.projection)
     assert distance <= bound <= CERTIFIED_ERROR, (distance, bound)
+
+
+def _project_near_parallel(point: np.ndarray, low: float, high: float, c: float) -> np.ndarray:
+    """Onto {low <= x_1 <= high, x_1 + x_2 + x_3 = 2, x_2 + c x_3 = 1} (unit weights), exactly: with d = c - 1 (exact
+    for the float c), x_3 = (x_1 - 1)/d and x_2 = 2 - x_1 - x_3, so x is affine in t = x_1, a + t b, and the
+    minimizer is t = <p - a, b>/<b, b> clipped to the slab (rational)."""
+    p, d = [Fraction(float(v)) for v in point], Fraction(c) - 1
+    a, b = [Fraction(0), 2 + 1 / d, -1 / d], [Fraction(1), -1 - 1 / d, 1 / d]
+    t = sum((pi - ai) * bi for pi, ai, bi in zip(p, a, b, strict=True)) / sum(bi * bi for bi in b)
+    t = min(max(t, Fraction(low)), Fraction(high))
+    return np.array([float(ai + t * bi) for ai, bi in zip(a, b, strict=True)])
+
+
+@pytest.mark.xfail(strict=True, reason="s37-audit finding: freeze_slabs accepts the slab when matrix_rank (cutoff "
+                   "max(m, n) eps) keeps the zero rows' rank, but pinv (cutoff 1e-15) drops A_0R's singular value "
+                   "(8.2e-16 relative): the zero rows are left 6e-11 off, Certifier.bound never checks them, and the "
+                   "released point is 5.0e4 from the exact projection with a certificate of 2.7e-7 (4d74ffc~1: "
+                   "SolverError, certificate inf)")
+def test_a_frozen_slab_whose_zero_rows_cannot_be_restored_is_not_certified():
+    """A thin slab (u - l = 4e-10) on x_1 and two nearly parallel equality rows in the other columns (x_2 + x_3 and
+    x_2 + c x_3, c = 1 + 3e-15): freezing x_1 keeps the zero rows' numerical rank, but restoring them by least
+    squares on (x_2, x_3) alone is ill-posed. The released point must be within its certificate of the exact
+    projection, or the step refused (`SolverError`)."""
+    low, high, c = 1.0 - 2e-10, 1.0 + 2e-10, 1.0 + 3e-15
+    x = cp.Variable(3)
+    constraints = [x[0] >= low, x[0] <= high, x[2] <= 1e6, x[0] + x[1] + x[2] == 2.0, x[1] + c * x[2] == 1.0]
+    agent = pc.Agent(cp.sum_squares(x), constraints, shared=x, name="near_parallel")
+    local = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True)
+    point = np.array([0.0, -1e5, 1e5])
+    try:
+        released = local.project(point, np.ones(3))
+    except pc.errors.SolverError:
+        return  # refused: fail closed
+    distance = ref.l2_distance(released, _project_near_parallel(point, low, high, c))
+    assert distance <= local.certificate, (distance, local.certificate)
