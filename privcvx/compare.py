@@ -212,7 +212,8 @@ class Study:
 @dataclass
 class Comparison:
     """What `compare` returns (and writes): one row per run and round, the final rounds summarized over seeds, the
-    centralized reference, the runs that failed (``(method, setting, epsilon, seed, error)``, only with
+    centralized reference (of the study's own problem, or of the first method's when every method overrides it:
+    `Method.problem`), the runs that failed (``(method, setting, epsilon, seed, error)``, only with
     ``keep_going``), the method settings refused before any run (``(method, setting, reason)``, only with
     ``keep_going``) and whether Ctrl-C stopped the study (the finished runs are kept)."""
 
