@@ -47,6 +47,17 @@ def _positions(sorted_global: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return np.searchsorted(sorted_global, wanted)
 
 
+def _bus_indices(buses: object, data: NetworkData, argument: str, name: str) -> np.ndarray:
+    """``buses`` as sorted distinct ppc bus indices, refused (`DeclarationError` naming ``argument`` and the model)
+    unless a non-empty 1-d sequence of integers in [0, nb)."""
+    array = np.asarray(buses) if isinstance(buses, (list, tuple, np.ndarray, range)) else None
+    if array is None or array.ndim != 1 or not array.size or not np.issubdtype(array.dtype, np.integer) \
+            or array.min() < 0 or array.max() >= data.nb:
+        raise DeclarationError(f"model {name!r}: {argument} must be a non-empty 1-d sequence of integer bus indices "
+                               f"in [0, {data.nb}), got {buses!r}", argument=argument)
+    return np.unique(array.astype(np.int64))
+
+
 @dataclass
 class SocModel:
     """The relaxation (71) restricted to the own buses ``own`` (ppc indices), as in (72).
@@ -56,9 +67,10 @@ class SocModel:
     x:
         The stacked variable; ``block(name)`` gives its slice for one of `BLOCKS`.
     pd, qd:
-        ``cp.Parameter`` loads (p.u.) of the own buses: the private data d_i of Eq. (28).
+        ``cp.Parameter`` loads (p.u.) of the balance buses (the own buses by default): the private data d_i of
+        Eq. (28).
     mismatch_matrix:
-        Sparse ``A`` with the active rows then the reactive rows of the own buses, so
+        Sparse ``A`` with the active rows then the reactive rows of the balance buses, so
         that ``A @ x + [pd; qd]`` are the mismatches s^p, s^q of (71b)-(71c).
     constraints:
         The constraints of F_z by group: ``"flows"`` (71f)-(71i), ``"voltage"`` (71d),
@@ -81,16 +93,17 @@ class SocModel:
 
     def __post_init__(self) -> None:
         d = self.data
-        self.own = np.unique(np.asarray(self.own, dtype=np.int64))
+        self.own = _bus_indices(self.own, d, "own", self.name)
         self.branches = np.flatnonzero(np.isin(d.f, self.own) | np.isin(d.t, self.own))
         self.buses = np.unique(np.concatenate([self.own, d.f[self.branches], d.t[self.branches]]))
         self.pairs = np.unique(d.pair_of_branch[self.branches])
         self.gens = np.flatnonzero(np.isin(d.gen_bus, self.own))
-        self.balance = self.own if self.balance is None else np.unique(np.asarray(self.balance, dtype=np.int64))
+        self.balance = self.own if self.balance is None else _bus_indices(self.balance, d, "balance", self.name)
         if not np.all(np.isin(self.balance, self.own)):
             raise DeclarationError(f"model {self.name!r}: its balance buses must be own buses", argument="balance")
-        #: The generators at the balance buses (those of its mismatches and its cost).
+        #: The generators at the balance buses (those of its mismatches and its cost), and their positions in `gens`.
         self.balance_gens = self.gens[np.isin(d.gen_bus[self.gens], self.balance)]
+        self.balance_gen_positions = _positions(self.gens, self.balance_gens)
         sizes = dict(zip(BLOCKS, [len(self.buses)] + [len(self.pairs)] * 2 + [len(self.branches)] * 4
                          + [len(self.gens)] * 2, strict=True))
         ends = np.cumsum([0, *sizes.values()])
@@ -136,7 +149,7 @@ class SocModel:
                 cols.append(self.index(block, mine))
                 vals.append(np.ones(len(mine)))
         grow = _positions(balance, d.gen_bus[self.balance_gens])
-        local_gens = _positions(self.gens, self.balance_gens)
+        local_gens = self.balance_gen_positions
         own_w = self.index("w", self.local_bus(balance))
         rows += [grow, grow + n, np.arange(n), np.arange(n) + n]
         cols += [self.index("pg", local_gens), self.index("qg", local_gens), own_w, own_w]
@@ -165,7 +178,7 @@ class SocModel:
         if d.cost is None:
             raise DeclarationError(f"network {d.name!r} has no generation costs (net.poly_cost and net.pwl_cost are "
                                    "empty), so objective='cost' has nothing to minimize", argument="net.poly_cost")
-        pg = self.x[self.index("pg", _positions(self.gens, self.balance_gens))]
+        pg = self.x[self.index("pg", self.balance_gen_positions)]
         position = {int(g): k for k, g in enumerate(self.balance_gens)}
         pieces = [cp.max(piece.slope * pg[position[piece.gen]] + piece.offset) for piece in d.pwl_cost
                   if piece.gen in position]

@@ -112,6 +112,21 @@ def _tie_disagreement(problem: pc.DistributedProblem, solution: Any, data: Netwo
     return spread
 
 
+def _copy_spread(model: SocModel, xs: list[np.ndarray]) -> np.ndarray:
+    """Per ppc bus, under full consensus (every zone's ``model`` is the network's): the largest spread among the
+    zones' copies ``xs`` of the variables touching the bus (its ``w``, its pairs' ``wr``/``wi``, its branches' flows
+    and its generators' ``pg``/``qg``)."""
+    d, blocks = model.data, model.split(np.ptp(np.stack(xs), axis=0))
+    touching = [(model.buses, ("w",)), (d.pair_from[model.pairs], ("wr", "wi")), (d.pair_to[model.pairs], ("wr", "wi")),
+                (d.f[model.branches], ("pf", "qf", "pt", "qt")), (d.t[model.branches], ("pf", "qf", "pt", "qt")),
+                (d.gen_bus[model.gens], ("pg", "qg"))]
+    spread = np.zeros(d.nb)
+    for buses, names in touching:
+        for name in names:
+            np.maximum.at(spread, buses, blocks[name])
+    return spread
+
+
 def _angles(data: NetworkData, w: np.ndarray, wr: np.ndarray, wi: np.ndarray, slack: np.ndarray,
             slack_angle: np.ndarray) -> np.ndarray:
     """Bus angles (rad) along a breadth-first spanning tree from the slack buses.
@@ -177,7 +192,10 @@ def to_net(net: pp.pandapowerNet, solution: Any, problem: pc.DistributedProblem 
     that owns it, and ``res_bus["tie_disagreement"]`` is the largest spread among the zones' copies of
     the shared variables at the bus (0 at interior buses). A ``pc.Result`` of ``solve(diagnostics=False)``
     holds only the entries each zone sent, so only boundary voltages and tie flows are filled (the rest
-    is NaN).
+    is NaN). A full-consensus problem (``consensus="full"``: every zone holds the whole network's vector) has no
+    owner per variable: every value is the average of the zones' copies (the consensus value, line 5 of Algorithm 1),
+    each zone's buses' mismatch is taken at that average with its loads, and ``tie_disagreement`` is the largest
+    spread among the copies of the variables touching the bus (its ``w``, its pairs, its branches, its generators).
 
     ``res_bus``: ``vm_pu = sqrt(w)``; ``va_degree`` along a spanning tree from the slack; ``p_mw``,
     ``q_mvar`` = served load plus shunt consumption minus generation (pandapower's sign and scope); ``p_shed_mw``,
@@ -205,10 +223,14 @@ def to_net(net: pp.pandapowerNet, solution: Any, problem: pc.DistributedProblem 
                                    argument="problem")
         models, xs = _zone_values(problem, solution)
         data = models[0].data
+        if problem.info.get("consensus") == "full":
+            spread = _copy_spread(models[0], xs)
+            xs = [np.mean(xs, axis=0)] * len(xs)  # the consensus value: line 5's average of the zones' copies
+        else:
+            spread = _tie_disagreement(problem, solution, data)
         values = _empty_solution(data)
         for model, x in zip(models, xs, strict=True):
             _fill(values, model, x)
-        spread = _tie_disagreement(problem, solution, data)
     else:
         raise DeclarationError(f"expected a SocopfResult, a CentralizedSolution or a pc.Result, got "
                                f"{type(solution).__name__}", argument="solution")

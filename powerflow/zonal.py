@@ -58,7 +58,7 @@ def gradient_oracle(model: SocModel, penalty: float = 1.0,
     curvature = np.zeros(model.x.size)
     if cost:
         c2, c1, _ = model.data.cost[model.balance_gens].T
-        columns = model.index("pg", np.searchsorted(model.gens, model.balance_gens))
+        columns = model.index("pg", model.balance_gen_positions)
         linear[columns], curvature[columns] = c1, 2 * c2
     return functools.partial(_mismatch_gradient, model.mismatch_matrix, model.mismatch_matrix.T.tocsr(), model,
                              penalty, linear, curvature)

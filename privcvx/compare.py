@@ -187,9 +187,12 @@ class Study:
         if len(set(labels)) != len(labels):
             raise ParameterError(f"method labels must be distinct, got {labels}", argument="methods")
         for method in self.methods:
+            if not isinstance(method.problem, Mapping) or not all(isinstance(key, str) for key in method.problem):
+                raise ParameterError(f"method {method.label!r}: problem must map the builder's argument names to "
+                                     f"values, got {method.problem!r}", argument="methods")
             if method.problem:
                 try:
-                    inspect.signature(self.problem).bind(**method.problem)
+                    inspect.signature(self.problem).bind_partial(**method.problem)
                 except (TypeError, ValueError):
                     raise ParameterError(f"method {method.label!r}: the study's problem builder takes no arguments "
                                          f"{sorted(method.problem)}", argument="methods") from None
@@ -209,7 +212,8 @@ class Study:
 @dataclass
 class Comparison:
     """What `compare` returns (and writes): one row per run and round, the final rounds summarized over seeds, the
-    centralized reference, the runs that failed (``(method, setting, epsilon, seed, error)``, only with
+    centralized reference (of the study's own problem, or of the first method's when every method overrides it:
+    `Method.problem`), the runs that failed (``(method, setting, epsilon, seed, error)``, only with
     ``keep_going``), the method settings refused before any run (``(method, setting, reason)``, only with
     ``keep_going``) and whether Ctrl-C stopped the study (the finished runs are kept)."""
 
@@ -305,19 +309,21 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
     """
     from tqdm.auto import tqdm
 
-    problems: dict[tuple, tuple[DistributedProblem, Any]] = {}  # (problem, reference) per distinct Method.problem
+    # (options, problem, reference) per distinct Method.problem, compared by value (a value may be a table or list)
+    problems: list[tuple[Mapping[str, Any], DistributedProblem, Any]] = []
     for method in study.methods:
-        options = tuple(sorted(method.problem.items()))
-        if options not in problems:
+        if _built_for(problems, method.problem) is None:
             built = study.problem(**method.problem)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-                problems[options] = built, built.solve_centralized()
+                problems.append((method.problem, built, built.solve_centralized()))
 
     def problem_of(plan: Plan) -> tuple[DistributedProblem, Any]:
-        return problems[tuple(sorted(plan.method.problem.items()))]
+        found = _built_for(problems, plan.method.problem)
+        assert found is not None  # every method's problem was built above
+        return found
 
-    reference = problems[()][1] if () in problems else next(iter(problems.values()))[1]
+    reference = (_built_for(problems, {}) or problems[0][1:])[1]
     plans = [Plan(method, setting, algorithm, epsilon, seed) for method in study.methods
              for setting, algorithm in method.variants() for epsilon in study.epsilons for seed in study.seeds]
     refused = _refused(study, problem_of, plans, keep_going)
@@ -358,6 +364,27 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
             if out is not None and (frames or failed or refused):
                 write(comparison, Path(out))
     return comparison
+
+
+def _built_for(problems: list[tuple[Mapping[str, Any], DistributedProblem, Any]],
+               options: Mapping[str, Any]) -> tuple[DistributedProblem, Any] | None:
+    """The (problem, reference) built for builder arguments equal to ``options``, or None."""
+    for built_options, problem, reference in problems:
+        if built_options.keys() == options.keys() and all(
+                _equal(built_options[key], options[key]) for key in options):
+            return problem, reference
+    return None
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Whether two builder arguments are the same (the same object, or equal; False where == has no truth value,
+    e.g. two arrays or pandapower nets)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 def _refused(study: Study, problem_of: Callable[[Plan], tuple[DistributedProblem, Any]], plans: list[Plan],

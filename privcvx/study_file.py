@@ -101,8 +101,9 @@ def from_config(config: Mapping[str, Any], default_out: Path = Path("out/study")
     methods = config.get("methods")
     if not isinstance(methods, list) or not methods or not all(isinstance(m, dict) for m in methods):
         raise ParameterError("must be one or more [[methods]] tables", argument="methods")
-    study = Study(problem=partial(_build, builder, builder_args), **values,
-                  methods=[_method(entry, f"methods[{i}]", delta, builder) for i, entry in enumerate(methods)])
+    read = [_method(entry, f"methods[{i}]", delta, builder) for i, entry in enumerate(methods)]
+    overrides = [(f"methods[{i}].problem", method.problem) for i, method in enumerate(read) if method.problem]
+    study = Study(problem=partial(_build, builder, builder_args, overrides), **values, methods=read)
     return StudyFile(study=study, out=Path(out), builder=builder_name, builder_args=builder_args)
 
 
@@ -187,9 +188,16 @@ def _method(entry: dict[str, Any], where: str, delta: float, builder: Callable[.
 
 
 def _build(builder: Callable[..., DistributedProblem], args: Mapping[str, Any],
-           **overrides: Any) -> DistributedProblem:
-    """The study's problem: ``builder`` with the ``[problem]`` arguments and a method's ``problem`` overrides."""
-    return _checked(partial(builder, **{**args, **overrides}), "problem")
+           overrides: list[tuple[str, Mapping[str, Any]]], **options: Any) -> DistributedProblem:
+    """The study's problem: ``builder`` with the ``[problem]`` arguments and a method's ``problem`` ``options``. A
+    refused option is named under the first method that gives it (``overrides``: (TOML key, options) per method)."""
+    try:
+        return builder(**{**args, **options})
+    except PrivcvxError as exc:
+        where = "problem"
+        if (exc.argument or "").split(".")[0] in options:
+            where = next((key for key, given in overrides if given == options), where)
+        raise _placed(exc, where) from None
 
 
 def _checked(build: Callable[[], Any], where: str) -> Any:
@@ -197,9 +205,14 @@ def _checked(build: Callable[[], Any], where: str) -> Any:
     try:
         return build()
     except PrivcvxError as exc:
-        argument = f"{where}.{exc.argument}" if exc.argument else where
-        message = str(exc).split(": ", 1)[1] if exc.argument else str(exc)
-        raise ParameterError(message, argument=argument) from None
+        raise _placed(exc, where) from None
+
+
+def _placed(exc: PrivcvxError, where: str) -> ParameterError:
+    """``exc`` as a `ParameterError` whose argument is placed under the TOML key ``where``."""
+    argument = f"{where}.{exc.argument}" if exc.argument else where
+    message = str(exc).split(": ", 1)[1] if exc.argument else str(exc)
+    return ParameterError(message, argument=argument)
 
 
 class _Derived:

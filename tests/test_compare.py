@@ -129,3 +129,39 @@ def test_a_laplace_total_budget_is_spent_but_not_overspent_by_the_ledger():
     last = runs.loc[runs.groupby("epsilon")["round"].idxmax()]
     assert (last["epsilon_spent"] <= last["epsilon"] * (1 + 1e-6)).all()
     assert (last["epsilon_spent"] >= 0.99 * last["epsilon"]).all()
+
+
+BUILT: list[dict] = []
+
+
+def _problem_of(options: dict | None = None, scale: list | None = None) -> pc.DistributedProblem:
+    """consensus_problem with builder arguments that are a table and a list (as TOML gives them)."""
+    BUILT.append({"options": options, "scale": scale})
+    return consensus_problem(agents=3, **(options or {}))
+
+
+def test_method_problem_overrides_may_be_tables_and_lists_and_bad_ones_are_named():
+    """A method's problem overrides with a table or list value run (they were keyed by hash: TypeError 'unhashable');
+    equal overrides share one problem; overrides that are not a mapping of names are refused naming the method."""
+    methods = [pc.Method("A", OBJPERT, problem={"options": {"seed": 1}, "scale": [1, 2]}),
+               pc.Method("B", OBJPERT, problem={"options": {"seed": 1}, "scale": [1, 2]})]
+    BUILT.clear()
+    runs = pc.compare(pc.Study(problem=_problem_of, methods=methods, epsilons=[1.0], rounds=2)).runs
+    assert BUILT == [{"options": {"seed": 1}, "scale": [1, 2]}]
+    final = runs.groupby("method")["objective"].last()
+    assert final["A"] == final["B"]  # the same problem (and seeds): the same run
+    for bad in (["consensus"], {1: "full"}):
+        with pytest.raises(ParameterError, match="method 'A': problem must map"):
+            pc.Study(problem=_problem_of, methods=[pc.Method("A", OBJPERT, problem=bad)], epsilons=[1.0])
+
+
+def test_a_wrong_method_problem_value_in_toml_names_the_method_key():
+    """``problem = { consensus = 3 }`` under [[methods]] is named as methods[0].problem.consensus (it was named as
+    the study's problem.consensus)."""
+    from privcvx.study_file import from_config
+
+    config = {"problem": {"builder": "powerflow", "case": "case14"}, "study": {"epsilons": [1.0], "rounds": 2},
+              "methods": [{"label": "A", "algorithm": "DPDistributedGradient", "problem": {"consensus": 3}}]}
+    study = from_config(config).study
+    with pytest.raises(ParameterError, match="argument 'methods\\[0\\].problem.consensus': must be one of"):
+        pc.compare(study)

@@ -9,6 +9,7 @@ import pytest
 
 import powerflow
 from privcvx.errors import DeclarationError, SolverError
+from privcvx.reference import CentralizedSolution
 
 
 def _eta(problem) -> float:
@@ -122,6 +123,56 @@ def test_distributed_matches_centralized_when_the_answer_is_unique(nets) -> None
     assert central.res_bus.p_shed_mw.sum() > 50.0
     check = powerflow.ac_check(distributed)  # the shed load is taken off before runpp
     assert check.converged and check.max_vm_diff_pu < 5e-2
+
+
+def _stressed_case14(nets):
+    net = copy.deepcopy(nets["case14"])
+    net.load[["p_mw", "q_mvar"]] *= 4.0  # the optimum sheds load and pins the operating point
+    return net
+
+
+def test_full_consensus_answer_is_the_average_of_the_zones_copies(nets) -> None:
+    """consensus="full": copies x* + delta_k of socopf's optimum x*, with sum_k delta_k = 0, give socopf's own tables
+    (each value is the average of the copies), and tie_disagreement is each bus's largest spread among the copies
+    of the variables touching it, recomputed here bus by bus (the code before this test raised ValueError)."""
+    net = _stressed_case14(nets)
+    problem = powerflow.zonal_problem(net, 3, consensus="full")
+    reference = powerflow.socopf(net)
+    x = np.concatenate([reference.solution[name] for name in powerflow.model.BLOCKS])
+    model = problem.info["models"][0]
+    assert x.size == model.x.size and np.array_equal(model.buses, reference.model.buses)
+    deltas = np.random.default_rng(1).normal(scale=1e-2, size=(len(problem.agents), x.size))
+    deltas -= deltas.mean(axis=0)
+    copies = [x + delta for delta in deltas]
+    solution = CentralizedSolution(value=reference.value, w=x, z=copies, status="optimal")
+    answer, central = powerflow.to_net(net, solution, problem=problem), powerflow.to_net(net, reference)
+    for table in ("res_bus", "res_line", "res_trafo", "res_gen", "res_ext_grid"):
+        columns = [c for c in central[table].columns if c != "tie_disagreement"]
+        assert np.allclose(answer[table][columns], central[table][columns], rtol=0, atol=1e-9, equal_nan=True), table
+    data, spread = model.data, np.ptp(deltas, axis=0)
+    for bus in range(data.nb):
+        touching = [model.index("w", np.flatnonzero(model.buses == bus))]
+        pairs = np.flatnonzero((data.pair_from[model.pairs] == bus) | (data.pair_to[model.pairs] == bus))
+        branches = np.flatnonzero((data.f[model.branches] == bus) | (data.t[model.branches] == bus))
+        gens = np.flatnonzero(data.gen_bus[model.gens] == bus)
+        touching += [model.index(name, pairs) for name in ("wr", "wi")]
+        touching += [model.index(name, branches) for name in ("pf", "qf", "pt", "qt")]
+        touching += [model.index(name, gens) for name in ("pg", "qg")]
+        expected = spread[np.concatenate(touching)].max()
+        assert answer.res_bus.tie_disagreement[data.bus_labels[bus]] == pytest.approx(expected, rel=1e-12)
+
+
+def test_full_consensus_centralized_answer_matches_socopf(nets) -> None:
+    """The full-consensus form's centralized optimum, in pandapower's terms, is socopf's (4x loads: a unique point)."""
+    net = _stressed_case14(nets)
+    problem = powerflow.zonal_problem(net, 3, consensus="full")
+    answer = powerflow.to_net(net, problem.solve_centralized(), problem=problem)
+    central = powerflow.to_net(net, powerflow.socopf(net))
+    vm = (answer.res_bus.vm_pu - central.res_bus.vm_pu).abs().max()
+    shed = (answer.res_bus[["p_shed_mw", "q_shed_mvar"]] - central.res_bus[["p_shed_mw", "q_shed_mvar"]]).abs()
+    print(f"max vm difference {vm:.2g} p.u., max shed difference {shed.to_numpy().max():.2g} MW/MVAr")
+    assert vm <= 1e-5 and shed.to_numpy().max() <= 1e-3
+    assert central.res_bus.p_shed_mw.sum() > 50.0
 
 
 def test_bad_input_raises_privcvx_errors(nets, case14_problem) -> None:

@@ -197,3 +197,18 @@ def test_iceland_defaults_stay_on_target_once_converged() -> None:
     assert later["consensus_residual"].max() <= 1e-3
     assert (later["objective"] - optimum).max() <= 1e-3
     assert result.status == "converged"
+
+
+@pytest.mark.parametrize(("argument", "value"), [("balance", "a"), ("balance", [1.5]), ("balance", [[0, 1]]),
+                                                 ("balance", []), ("balance", [-1]), ("balance", [7]), ("own", [99])])
+def test_bad_model_buses_raise_a_declaration_error_naming_the_argument(argument: str, value) -> None:
+    """SocModel(own=..., balance=...): a string, floats, a 2-d list, an empty list, a bus out of range or a balance
+    bus that is not an own bus is refused naming the argument and the model (a string and bus 99 raised ValueError
+    and IndexError; floats were truncated and [[0, 1]] flattened in silence)."""
+    from powerflow.model import SocModel
+
+    data = powerflow.network_data(powerflow.load_case("case14"))
+    kwargs = {"own": np.arange(5), argument: value}
+    with pytest.raises(DeclarationError, match=f"model 'zone_a'.*{argument}") as caught:
+        SocModel(data, name="zone_a", **kwargs)
+    assert caught.value.argument == argument

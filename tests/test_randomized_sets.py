@@ -10,7 +10,7 @@ import pytest
 
 from privcvx import algorithms
 from privcvx.algorithms.privacy_audit import quadratic_pair
-from privcvx.errors import ConvergenceWarning, ReproducibleNoiseWarning
+from privcvx.errors import ConvergenceWarning, PrivacyError, ReproducibleNoiseWarning
 from privcvx.localsolve import CERTIFIED_ERROR
 
 pytestmark = [pytest.mark.filterwarnings("ignore", category=ReproducibleNoiseWarning),
@@ -55,3 +55,15 @@ def test_a_total_epsilon_on_an_affine_set_is_spent_exactly(method):
         worst = result.privacy["epsilon_worst_case"].to_numpy()
         beta = total / (rounds * _charge(2, B_INF, 0.5, 1.0))
         assert worst.max() == pytest.approx(rounds * _charge(2, B_INF, 0.5, beta), rel=1e-9)
+
+
+def test_projected_release_sensitivity_refuses_an_uncertified_step_as_the_other_calibrations_do():
+    """d shift + 2 sqrt(d) e for a finite e; an infinite or NaN e is refused by the same check as
+    `projected_sensitivity` (PrivacyError naming the agent and "cannot be certified"); no private data stays 0."""
+    from privcvx.privacy.ex_post import projected_release_sensitivity
+
+    assert projected_release_sensitivity(4, 0.1, 1e-3) == pytest.approx(0.4 + 2 * 2 * 1e-3, rel=1e-15)
+    assert projected_release_sensitivity(4, 0.0, math.inf) == 0.0
+    for error in (math.inf, math.nan):
+        with pytest.raises(PrivacyError, match="zone-a.*cannot be certified"):
+            projected_release_sensitivity(4, 0.1, error, agent="zone-a")
