@@ -171,16 +171,13 @@ def _project_near_parallel(point: np.ndarray, low: float, high: float, c: float)
     return np.array([float(ai + t * bi) for ai, bi in zip(a, b, strict=True)])
 
 
-@pytest.mark.xfail(strict=True, reason="s37-audit finding: freeze_slabs accepts the slab when matrix_rank (cutoff "
-                   "max(m, n) eps) keeps the zero rows' rank, but pinv (cutoff 1e-15) drops A_0R's singular value "
-                   "(8.2e-16 relative): the zero rows are left 6e-11 off, Certifier.bound never checks them, and the "
-                   "released point is 5.0e4 from the exact projection with a certificate of 2.7e-7 (4d74ffc~1: "
-                   "SolverError, certificate inf)")
 def test_a_frozen_slab_whose_zero_rows_cannot_be_restored_is_not_certified():
     """A thin slab (u - l = 4e-10) on x_1 and two nearly parallel equality rows in the other columns (x_2 + x_3 and
     x_2 + c x_3, c = 1 + 3e-15): freezing x_1 keeps the zero rows' numerical rank, but restoring them by least
     squares on (x_2, x_3) alone is ill-posed. The released point must be within its certificate of the exact
-    projection, or the step refused (`SolverError`)."""
+    projection, or the step refused (`SolverError`). s37-audit's finding: before `_separated_rank` the slab was
+    frozen (matrix_rank kept the rank, pinv dropped the 8.2e-16 singular value) and the point released 5.0e4 from
+    the exact projection with a certificate of 2.7e-7."""
     low, high, c = 1.0 - 2e-10, 1.0 + 2e-10, 1.0 + 3e-15
     x = cp.Variable(3)
     constraints = [x[0] >= low, x[0] <= high, x[2] <= 1e6, x[0] + x[1] + x[2] == 2.0, x[1] + c * x[2] == 1.0]

@@ -68,6 +68,8 @@ CERTIFIED_ERROR = 1e-4
 ACTIVE_RATIOS = (1.0, 1e4)
 #: Steps of the feasibility repair when rounding leaves s_f outside K (theta multiplied by 4 each time).
 REPAIR_STEPS = 8
+#: The relative cutoff of the zero rows' least squares with frozen columns (`Certifier.freeze_slabs`).
+RANK_GAP = 1e-8
 #: A bound row whose Slater margin is at most this fraction of the largest makes a thin slab (`Certifier.freeze_slabs`).
 THIN_MARGIN = 1e-6
 
@@ -123,6 +125,16 @@ def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | 
     quadratic[data.columns[penalized]] = True
     certifier = Certifier(data, np.flatnonzero(~quadratic))
     return certifier if np.all(np.isfinite(certifier.width)) else None
+
+
+def _separated_rank(matrix: np.ndarray) -> int | None:
+    """The number of singular values above `RANK_GAP` of the largest, or None when one lies between 1e-15 of it
+    (round-off) and `RANK_GAP` (a least-squares solve would then depend on the cutoff)."""
+    values = np.linalg.svd(matrix, compute_uv=False)
+    if not values.size or values[0] == 0.0:
+        return 0
+    rank = int(np.sum(values > RANK_GAP * values[0]))
+    return rank if int(np.sum(values > 1e-15 * values[0])) == rank else None
 
 
 def _exact(value: float | np.floating) -> Fraction:
@@ -186,7 +198,9 @@ class Certifier(ActiveSetPolish):
         exactly, and restores the zero rows with the other columns. Without it, the repair's theta is about
         violation / (u - l), near 1 after any rounding. A slab is a singleton row (coefficient +-1) on each side,
         one of them with a Slater margin at most `THIN_MARGIN` of the largest; it is frozen only when the other
-        columns keep the zero rows' rank."""
+        columns keep the zero rows' rank with well separated singular values (`_separated_rank`: s37-audit's
+        near-parallel rows, singular values 2 and 1.6e-15, passed `matrix_rank` but not `pinv`'s cutoff, and the
+        least squares left the zero rows off by 6e-11 at a point 5e4 from the set)."""
         largest = float(np.max(self.margin, initial=0.0))
         bounds: dict[int, list[float]] = {}
         sides: dict[int, tuple[list[int], list[int]]] = {}  # per column: its lower and its upper bound rows
@@ -206,12 +220,14 @@ class Certifier(ActiveSetPolish):
         if not frozen.size:
             return
         free = np.setdiff1d(np.arange(self.A.shape[1]), frozen)
-        if self.data.zero and np.linalg.matrix_rank(self.equalities[:, free]) < np.linalg.matrix_rank(self.equalities):
-            return
+        if self.data.zero:
+            rank = _separated_rank(self.equalities[:, free])
+            if rank is None or rank != _separated_rank(self.equalities):
+                return
         self.frozen, self.free = frozen, free
         self.low, self.high = np.array([bounds[j][0] for j in frozen]), np.array([bounds[j][1] for j in frozen])
         self.slab_sides = [sides[j] for j in frozen]
-        self.pinv = np.linalg.pinv(self.equalities[:, free]) if self.data.zero else None
+        self.pinv = np.linalg.pinv(self.equalities[:, free], rtol=RANK_GAP) if self.data.zero else None
         self.x0 = self.on_equalities(self.x0)
         _, self.margin = self.distances(self.b - self.A @ self.x0)
 
