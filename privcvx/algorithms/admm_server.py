@@ -181,8 +181,8 @@ class ADMMMonitor(Monitor):
         released = self.released = [uplink[name]["z"] for name in self.names]
         residuals = self.duals.update(w, w_previous, released, rho,
                                       [message["w"] for message in downlink] if relaxed else None)
-        return {**residuals, "consensus_residual": residuals["primal_residual"],
-                "rho": float(np.add.reduce(rho)) / rho.size if vector else rho}  # np.mean's sum and division
+        return residuals.merged(consensus_residual=residuals["primal_residual"],  # the scales read when needed
+                                rho=float(np.add.reduce(rho)) / rho.size if vector else rho)  # np.mean's sum, division
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()
