@@ -133,7 +133,8 @@ class ADMMMonitor(Monitor):
     line 8 from those; when it over-relaxes, they carry the relaxed vector the agent uses (``"w"``, which
     line 8 uses) and the slice of w itself (``"average"``). A per-key rho is reported by its mean over the
     entries of w.
-    The scales are computed in every run: ``result.status`` reads them (`LinearizedADMM.converged`).
+    The scales are computed when first read (`privcvx.algorithms.consensus.RoundResiduals`): by ``tol``,
+    ``result.status`` (`LinearizedADMM.converged`) and a penalty rule that reads the totals.
     """
 
     def __init__(self, problem: DistributedProblem) -> None:
