@@ -164,7 +164,8 @@ def test_line8_and_residuals_are_the_per_agent_loops_bitwise(digits, layout, vec
         used = [w[layout.shared_global] + 0.3 * (w[layout.shared_global] - z)
                 for layout, z in zip(problem.layouts, released, strict=True)] if relaxed else None
         lam, expected = _looped_line8(lam, problem.layouts, w, w_previous, released, rho, used)
-        assert duals.update(w, w_previous, released, rho, used) == expected  # floats compared exactly
+        got = duals.update(w, w_previous, released, rho, used)  # the scales computed when read (RoundResiduals)
+        assert {key: got[key] for key in expected} == expected  # floats compared exactly
         assert [mine.tobytes() for mine in duals.lam] == [theirs.tobytes() for theirs in lam]
         w_previous = w
     assert duals.update(w, w, released, rho, residuals=False) == {}  # line 8 alone
@@ -343,3 +344,25 @@ def test_line8_is_computed_when_the_leaders_inputs_differ_by_a_bit(digits) -> No
     assert copied.update(w.copy(), w_previous.copy(), [z_p.copy() for z_p in released], 0.5) == \
         leader.last.residuals
     assert copied.flat is leader.flat
+
+
+@pytest.mark.parametrize("tol", [None, (1e-3, 1e-2)])
+def test_a_run_without_diagnostics_ends_as_the_run_with_them(tol: tuple[float, float] | None) -> None:
+    """The scales of the residuals are computed only when read (`RoundResiduals`): a run without diagnostics has the
+    same status, w, public history columns and average as the same run with them, bitwise; and the status is read from
+    the last round's scales (a converged ridge run: "converged" needs them)."""
+    rng = np.random.default_rng(3)
+    agents = []
+    for p in range(3):
+        A, x = rng.standard_normal((12, 3)), cp.Variable(3, name=f"x_{p}")
+        agents.append(pc.Agent(cp.sum_squares(A @ x - A @ np.ones(3)) + 0.1 * cp.sum_squares(x), shared=x,
+                               name=f"a{p}"))
+    problem = pc.DistributedProblem(agents)
+    runs = [problem.solve(algorithm=LinearizedADMM(local_updates=1, rho=1.0, tol=tol), rounds=300, seed=0,
+                          diagnostics=diagnostics) for diagnostics in (True, False)]
+    on, off = runs
+    assert on.status == off.status == "converged"
+    assert on.w.tobytes() == off.w.tobytes()
+    public = [c for c in off.history.columns if c in on.history.columns]
+    assert public and on.history[public].equals(off.history[public])
+    assert on.info["average"] == off.info["average"]

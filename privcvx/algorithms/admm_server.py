@@ -133,7 +133,8 @@ class ADMMMonitor(Monitor):
     line 8 from those; when it over-relaxes, they carry the relaxed vector the agent uses (``"w"``, which
     line 8 uses) and the slice of w itself (``"average"``). A per-key rho is reported by its mean over the
     entries of w.
-    The scales are computed in every run: ``result.status`` reads them (`LinearizedADMM.converged`).
+    The scales are computed when first read (`privcvx.algorithms.consensus.RoundResiduals`): by ``tol``,
+    ``result.status`` (`LinearizedADMM.converged`) and a penalty rule that reads the totals.
     """
 
     def __init__(self, problem: DistributedProblem) -> None:
@@ -181,8 +182,8 @@ class ADMMMonitor(Monitor):
         released = self.released = [uplink[name]["z"] for name in self.names]
         residuals = self.duals.update(w, w_previous, released, rho,
                                       [message["w"] for message in downlink] if relaxed else None)
-        return {**residuals, "consensus_residual": residuals["primal_residual"],
-                "rho": float(np.add.reduce(rho)) / rho.size if vector else rho}  # np.mean's sum and division
+        return residuals.merged(consensus_residual=residuals["primal_residual"],  # the scales read when needed
+                                rho=float(np.add.reduce(rho)) / rho.size if vector else rho)  # np.mean's sum, division
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()

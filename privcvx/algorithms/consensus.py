@@ -187,7 +187,7 @@ class ConsensusDuals:
                 and record.ran_on(self.flat, w, w_previous, released, rho, used):
             self.flat, self.lam, self._released = record.flat, self._split(record.flat), (released, record.stacked)
             self.last = record
-            return dict(record.residuals) if residuals else {}
+            return record.residuals.copy() if residuals else {}
         before = self.flat
         stacked = self.stacked(released)
         gap = self._gap  # (`__init__`); the new duals are a new array: messages and the record keep the old ones
@@ -210,17 +210,27 @@ class ConsensusDuals:
         if np.ndim(rho):
             change = rho * change
         if self.full:  # the copies of w and of its change are alike: each agent's sum once, added once per agent
-            gap_sq, stacked_sq, flat_sq = self._totals(gap, stacked, self.flat)
-            change_sq, copies_sq = (self._repeated(float(np.add.reduce(value * value))) for value in (change, w))
+            (gap_sq,) = self._totals(gap)
+            change_sq = self._repeated(float(np.add.reduce(change * change)))
+            copies = w
         else:
-            change_sq, gap_sq, stacked_sq, copies_sq, flat_sq = self._totals(change[self.index], gap, stacked,
-                                                                             copies, self.flat)
+            change_sq, gap_sq = self._totals(change[self.index], gap)
         dual = math.sqrt(change_sq)
-        out = {"primal_residual": math.sqrt(gap_sq), "dual_residual": dual if np.ndim(rho) else rho * dual,
-               "scale_primal": math.sqrt(max(stacked_sq, copies_sq)), "scale_dual": math.sqrt(flat_sq),
-               "entries": float(self.index.size)}
+        out = RoundResiduals({"primal_residual": math.sqrt(gap_sq),
+                              "dual_residual": dual if np.ndim(rho) else rho * dual,
+                              "entries": float(self.index.size)}, (self, stacked, copies, self.flat))
         self.last = self.last._replace(residuals=out)
-        return dict(out)
+        return out.copy()
+
+    def scales(self, stacked: np.ndarray, copies: np.ndarray, flat: np.ndarray) -> dict[str, float]:
+        """The residuals' relative scales (Boyd et al. Eq. (3.12)): max(||A w||, ||z||) and ||lambda|| (all duals
+        stacked), the same sums as `_totals` (``copies``: w itself when every agent holds all of it)."""
+        if self.full:
+            stacked_sq, flat_sq = self._totals(stacked, flat)
+            copies_sq = self._repeated(float(np.add.reduce(copies * copies)))
+        else:
+            stacked_sq, copies_sq, flat_sq = self._totals(stacked, copies, flat)
+        return {"scale_primal": math.sqrt(max(stacked_sq, copies_sq)), "scale_dual": math.sqrt(flat_sq)}
 
     def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
                         released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -229,6 +239,40 @@ class ConsensusDuals:
         primal_sq = np.bincount(self.index, weights=(w[self.index] - self.stacked(released)) ** 2, minlength=self.dim)
         change_sq = np.bincount(self.index, weights=(w - w_previous)[self.index] ** 2, minlength=self.dim)
         return primal_sq, change_sq
+
+
+#: The entries of `RoundResiduals` computed when first read.
+SCALES = ("scale_primal", "scale_dual")
+
+
+class RoundResiduals(dict):
+    """A round's residuals (`ConsensusDuals.update`) whose relative scales (`SCALES`) are computed when first read:
+    only a given ``tol``, ``result.status``, the divergence test's check of the tolerance and a penalty rule that
+    reads them need them (two passes over all copies a round saved otherwise). The arrays they are computed from
+    are the round's own (the releases stacked, w, the new duals: never written in place afterwards)."""
+
+    def __init__(self, values: dict[str, float], inputs: tuple[ConsensusDuals, np.ndarray, np.ndarray, np.ndarray]
+                 | None) -> None:
+        super().__init__(values)
+        self.inputs = inputs
+
+    def __missing__(self, key: str) -> float:
+        if key not in SCALES or self.inputs is None:
+            raise KeyError(key)
+        duals, *arrays = self.inputs
+        self.update(duals.scales(*arrays))
+        self.inputs = None
+        return self[key]
+
+    def copy(self) -> RoundResiduals:
+        """A copy that still computes the scales when read (from the same arrays)."""
+        return RoundResiduals(self, self.inputs)
+
+    def merged(self, **more: float) -> RoundResiduals:
+        """A copy with ``more`` entries."""
+        out = self.copy()
+        out.update(more)
+        return out
 
 
 class LineEight(NamedTuple):
