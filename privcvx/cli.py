@@ -61,7 +61,7 @@ def make_parser() -> argparse.ArgumentParser:
                                      formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--version", action="version", version=f"privcvx {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="the case14 and digits presets, small (about 1.5 min on 2 cores)",
+    demo = commands.add_parser("demo", help="the case14 and digits presets, small (about 45 s on 2 cores)",
                                formatter_class=DefaultsHelpFormatter)
     demo.add_argument("--out", default="out/demo", help="output folder")
     demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
