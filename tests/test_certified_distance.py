@@ -270,3 +270,13 @@ def test_a_study_file_passes_outperts_solver_error(tmp_path):
                     + method.format(label="A", extra=", solver_error = 3e-5") + method.format(label="B", extra=""))
     first, second = load(path, {}).study.methods
     assert first.algorithm.privacy.solver_error == 3e-5 and second.algorithm.privacy.solver_error == 1e-5
+
+
+@pytest.mark.parametrize("bad", [-1e-4, float("nan"), float("inf"), "1e-4"])
+def test_a_bad_declared_error_of_a_local_problem_is_refused_naming_the_agent(bad):
+    from privcvx.errors import ParameterError
+
+    x = cp.Variable(3)
+    agent = pc.Agent(cp.sum_squares(x), [cp.norm(x) <= 1.0], shared=x, name="ball")
+    with pytest.raises(ParameterError, match="ball.*certified"):
+        LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=bad)
