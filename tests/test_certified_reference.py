@@ -190,3 +190,36 @@ def test_a_frozen_slab_whose_zero_rows_cannot_be_restored_is_not_certified():
         return  # refused: fail closed
     distance = ref.l2_distance(released, _project_near_parallel(point, low, high, c))
     assert distance <= local.certificate, (distance, local.certificate)
+
+
+def test_an_answer_off_ill_conditioned_zero_rows_by_round_off_is_within_its_certificate():
+    """x_1 + x_2 + x_3 = 2 and x_1 + x_2 + c x_3 = 2 + d/2 with d = c - 1 = 2^-30 (singular values 2.4 and 5.4e-10)
+    fix x_3 = 1/2 exactly. The answer x = (1 - t, 1/2, 1/2 + t), t = 2^-26, meets the first row exactly and the
+    second to r = d t = 2^-56, below the rounding of its floating-point residual, which is 0 in any order of summation
+    (the least squares leave x alone). With y_0 = M (-1, 1) on the zero rows, M = 2^10, the sign making y_0'r > 0, it
+    is the exact KKT point of the projection of p = x + A_0'y_0 / 2 onto the rows shifted by r. The exact projection
+    of p (x_3 = 1/2, x_1 + x_2 = 3/2: rational) is t sqrt(3/2) = 1.8e-8 from x. Before the zero rows' exact treatment
+    (`Certifier.exact_move`) the certificate was 3.2e-12: the gap's y's = -y_0'r was negative and clipped, and the
+    distance r / sigma_min along the ill-conditioned direction counted nowhere."""
+    d, t, m = 2.0 ** -30, 2.0 ** -26, 2.0 ** 10
+    x = cp.Variable(3)
+    constraints = [x[0] >= 0.0, x[0] + x[1] + x[2] == 2.0, x[0] + x[1] + (1.0 + d) * x[2] == 2.0 + d / 2]
+    agent = pc.Agent(cp.sum_squares(x), constraints, shared=x, name="near_parallel_rows")
+    certifier = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True).certifier
+    zero = certifier.data.zero
+    rows, b = certifier.A[:zero], certifier.b[:zero]
+    answer = np.array([1.0 - t, 0.5, 0.5 + t])
+    assert not np.any(rows @ answer - b)  # the floating-point residual is 0
+    residual = [sum(Fraction(float(a)) * Fraction(float(v)) for a, v in zip(row, answer, strict=True))
+                - Fraction(float(c)) for row, c in zip(rows, b, strict=True)]
+    assert residual[0] == 0 and abs(residual[1]) == Fraction(1, 2 ** 56)
+    dual = np.zeros(certifier.b.size)
+    dual[:zero] = m * np.sign(float(residual[1])) * np.array([-1.0, 1.0])  # y_0'r = M |r| > 0
+    point = answer + rows.T @ dual[:zero] / 2.0  # P x + q + A_0'y_0 = 2 (x - p) + A_0'y_0 = 0
+    certifier.set_hessian(sp.diags(np.full(3, 2.0)).tocsc())
+    released, bound = certifier.bound(answer, dual, -2.0 * point, 2.0)
+    s = (Fraction(float(point[0])) - Fraction(float(point[1])) + Fraction(3, 2)) / 2
+    exact = [s, Fraction(3, 2) - s, Fraction(1, 2)]
+    distance = ref.l2_distance(released, np.array([float(v) for v in exact]))
+    assert abs(distance - t * np.sqrt(1.5)) <= 1e-3 * distance  # the answer is released as it is
+    assert distance <= bound <= 1e-6, (distance, bound)

@@ -148,11 +148,101 @@ def _rounded_up(value: Fraction) -> float:
     return rounded if Fraction(rounded) >= value else math.nextafter(rounded, math.inf)
 
 
+def _block_norm(values: np.ndarray, block: Block) -> float:
+    """The l2 (Frobenius) norm of a block's rows of a vector or matrix."""
+    return float(np.linalg.norm(values[block.start:block.start + block.size]))
+
+
+def _dyadic(value: float | np.floating) -> tuple[int, int]:
+    """A float64 or extended-precision number as (numerator, k) with value = numerator / 2**k exactly."""
+    numerator, denominator = value.as_integer_ratio()
+    return numerator, denominator.bit_length() - 1
+
+
+def _dyadic_upper(numerator: int, k: int) -> float:
+    """The float |numerator| / 2**k rounded up (inf on overflow)."""
+    size = abs(numerator)
+    drop = max(size.bit_length() - 64, 0)
+    with np.errstate(over="ignore"):
+        try:
+            value = math.ldexp(float((size >> drop) + (drop > 0)), drop - k)
+        except OverflowError:
+            return math.inf
+    return math.nextafter(value, math.inf) if size else 0.0
+
+
+class RightInverse(NamedTuple):
+    """A float X with M X = I - F, ||F||_2 <= beta < 1 and ||X||_2 <= norm, both proven (`right_inverse`): then
+    Z = X (I - F)^-1 is an exact right inverse of M, so M d = r has the solution d = Z r, ||Z r||_2 <= ||X r||_2 +
+    norm beta / (1 - beta) ||r||_2, and the least-norm solution M^+ r is no longer."""
+
+    matrix: np.ndarray
+    beta: float
+    norm: float
+
+    def solution_norm(self, residual: np.ndarray, bound: float) -> float:
+        """An upper bound on ||M^+ r||_2 for a float ``residual`` within ``bound`` (l2) of r."""
+        eps = float(np.finfo(float).eps)
+        rows = residual.size
+        image = self.matrix @ residual
+        rounding = (rows + 2) * eps * (np.abs(self.matrix) @ np.abs(residual))
+        total = float(np.linalg.norm(image)) + float(np.linalg.norm(rounding)) + self.norm * (
+            bound + self.beta / (1.0 - self.beta) * (float(np.linalg.norm(residual)) + bound))
+        return total * (1.0 + 1e-12)
+
+
+def right_inverse(matrix: np.ndarray) -> RightInverse | None:
+    """A proven right inverse of M (`RightInverse`), or None when M is not shown to have full row rank. X = M'(M M')^-1
+    by Cholesky, or pinv(M) when that fails (nothing is assumed of X); F = I - M X is bounded elementwise by
+    |fl(I - fl(M X))| (1 + eps) + (n + 2) eps |M| |X| (Higham's |fl(A B) - A B| <= gamma_n |A| |B| for inner dimension
+    n, any order of summation, plus the subtraction's rounding), beta by its Frobenius norm, ||X||_2 by
+    min(||X||_F, sqrt(||X||_1 ||X||_inf)). With pinv this does not square M's condition number (a proof through the
+    Gram matrix M M' would: sigma_min below 1e-8 sigma_max is lost in its rounding)."""
+    for method in ("cholesky", "pinv"):
+        with np.errstate(all="ignore"):
+            try:
+                inverse = scipy.linalg.cho_solve(scipy.linalg.cho_factor(matrix @ matrix.T), matrix).T \
+                    if method == "cholesky" else np.linalg.pinv(matrix)
+            except (np.linalg.LinAlgError, ValueError):
+                continue
+            proven = _proven(matrix, inverse) if np.all(np.isfinite(inverse)) else None
+        if proven is not None:
+            return proven
+    return None
+
+
+def _proven(matrix: np.ndarray, inverse: np.ndarray) -> RightInverse | None:
+    """`right_inverse`'s bounds for a float X, or None when beta is not below 1/2."""
+    rows, columns = matrix.shape
+    eps = float(np.finfo(float).eps)
+    left = np.eye(rows) - matrix @ inverse
+    error = (1.0 + eps) * np.abs(left) + (columns + 2) * eps * (np.abs(matrix) @ np.abs(inverse))
+    inflation = 1.0 + (rows + columns + 2) ** 2 * eps
+    beta = float(np.linalg.norm(error)) * inflation
+    absolute = np.abs(inverse)
+    norm = min(float(np.linalg.norm(inverse)),
+               math.sqrt(float(np.max(absolute.sum(axis=0))) * float(np.max(absolute.sum(axis=1))))) * inflation
+    return RightInverse(inverse, beta, norm) if beta < 0.5 and math.isfinite(norm) else None
+
+
 def _quiet_settings() -> clarabel.DefaultSettings:
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.direct_solve_method = "qdldl"
     return settings
+
+
+class Move(NamedTuple):
+    """Step 5 of the module docstring: x'' = (1 - theta)(x_f - d) + theta x0' meets (C) exactly, with ||d||_2 <= delta,
+    A_0R d = A_0 x_f - b_0, and the slacks of the rows ``held`` unchanged by d (theta is then 0)."""
+
+    delta: float
+    theta: float
+    held: np.ndarray
+
+
+_NO_ROWS = np.zeros(0, dtype=int)
+_NO_MOVE = Move(math.inf, 1.0, _NO_ROWS)
 
 
 class Certificate(NamedTuple):
@@ -183,6 +273,7 @@ class Certifier(ActiveSetPolish):
         self.x0 = self.slater_point()
         _, self.margin = self.distances(self.b - self.A @ self.x0)
         self.freeze_slabs()
+        self.exact_feasibility()
         self.blocks_of_row = {row: block.kind for block in self.blocks
                               for row in range(block.start, block.start + block.size)}
         self.auxiliary = auxiliary
@@ -230,6 +321,84 @@ class Certifier(ActiveSetPolish):
         self.pinv = np.linalg.pinv(self.equalities[:, free], rtol=RANK_GAP) if self.data.zero else None
         self.x0 = self.on_equalities(self.x0)
         _, self.margin = self.distances(self.b - self.A @ self.x0)
+
+    def exact_feasibility(self) -> None:
+        """The public data of `exact_move`, once per problem (after `freeze_slabs`): the zero rows' terms as dyadic
+        rationals; a proven right inverse of A_0R (R the free columns; `right_inverse`; None when A_0R is not shown
+        to have full row rank: every certificate is then infinite); per cone block the norm of its rows in R; the
+        Slater point's distance slater_shift to x0' = x0 - A_0R^+ (A_0 x0 - b_0), and the radii slater_margin of
+        balls in K about the blocks of s(x0') (the margins of s(x0) less that move and the rounding of s(x0))."""
+        zero, eps = self.data.zero, float(np.finfo(float).eps)
+        rows = sp.csr_matrix(self.equalities)
+        self.zero_terms = [([int(j) for j in rows.indices[rows.indptr[i]:rows.indptr[i + 1]]],
+                            [_dyadic(v) for v in rows.data[rows.indptr[i]:rows.indptr[i + 1]]], _dyadic(self.b[i]))
+                           for i in range(zero)]
+        self.zero_inverse = right_inverse(self.equalities[:, self.free]) if zero else None
+        on_free = self.A[:, self.free]
+        self.block_norms = np.array([_block_norm(on_free, block) for block in self.conic_blocks]) * (1.0 + 1e-12)
+        self.slater_slack = self.b - self.A @ self.x0
+        self.slack_round = (self.A.shape[1] + 2) * eps * (np.abs(self.b) + self.abs_a @ np.abs(self.x0))
+        self.slater_shift = self.equality_distance(self.x0) if zero else 0.0
+        if not math.isfinite(self.slater_shift):
+            self.slater_margin = np.full(len(self.conic_blocks), -math.inf)
+            return
+        rounding = [_block_norm(self.slack_round, block)  # and an SOC margin's own rounding
+                    + (8.0 * eps * _block_norm(self.slater_slack, block) if block.kind == "soc" else 0.0)
+                    for block in self.conic_blocks]
+        self.slater_margin = self.margin - self.block_norms * self.slater_shift - np.array(rounding)
+
+    def zero_residual(self, x: np.ndarray) -> tuple[np.ndarray, float]:
+        """A_0 x - b_0 exact for the stored floats (integer arithmetic on dyadic rationals), rounded to floats, and a
+        bound on the l2 norm of that rounding."""
+        values: dict[int, tuple[int, int]] = {}
+        residual = np.zeros(len(self.zero_terms))
+        for i, (columns, entries, (b_numerator, b_k)) in enumerate(self.zero_terms):
+            total, k = -b_numerator, b_k
+            for column, (numerator, shift) in zip(columns, entries, strict=True):
+                if column not in values:
+                    values[column] = _dyadic(x[column])
+                x_numerator, x_k = values[column]
+                term, term_k = numerator * x_numerator, shift + x_k
+                if term_k > k:
+                    total, k = total << (term_k - k), term_k
+                total += term << (k - term_k)
+            residual[i] = math.copysign(_dyadic_upper(total, k), total)
+        # |r_i - residual_i| <= 2 ulp(residual_i) <= 4 eps |residual_i| (normal numbers; 1e-300 covers subnormals)
+        return residual, (4.0 * float(np.finfo(float).eps) * float(np.linalg.norm(residual)) + 1e-300) * (1.0 + 1e-12)
+
+    def equality_distance(self, x: np.ndarray) -> float:
+        """An upper bound on ||A_0R^+ (A_0 x - b_0)||_2 (`RightInverse.solution_norm`); inf without a proven right
+        inverse of A_0R."""
+        if self.zero_inverse is None:
+            return math.inf
+        residual, error = self.zero_residual(x)
+        return self.zero_inverse.solution_norm(residual, error) if math.isfinite(error) else math.inf
+
+    def exact_move(self, x_f: np.ndarray, own: np.ndarray) -> Move:
+        """Step 5 of the module docstring: the move from x_f to an x'' that meets (C) exactly (`Move`), with the
+        slacks of the blocks it would push out of K held, else through the Slater point; delta inf when none is shown
+        to exist. ``own``: the radii of balls in K about the blocks of s(x_f)."""
+        if not self.data.zero:
+            return Move(0.0, 0.0, _NO_ROWS)
+        if self.zero_inverse is None:
+            return _NO_MOVE
+        residual, error = self.zero_residual(x_f)
+        delta = self.zero_inverse.solution_norm(residual, error)
+        reach = np.maximum(self.block_norms * delta - own, 0.0)
+        active = reach > 0.0
+        if not np.any(active) or not math.isfinite(delta):
+            return Move(delta, 0.0, _NO_ROWS)
+        held = np.concatenate([np.arange(block.start, block.start + block.size)
+                               for block, on in zip(self.conic_blocks, active, strict=True) if on])
+        inverse = right_inverse(np.vstack([self.equalities, self.A[held]])[:, self.free])
+        if inverse is not None:  # d with A_0R d = r_0 and A_held,R d = 0
+            kept = inverse.solution_norm(np.concatenate([residual, np.zeros(held.size)]), error)
+            if not np.any(self.block_norms[~active] * kept > own[~active]):
+                return Move(kept, 0.0, held)
+        if np.any(self.slater_margin[active] <= 0.0):
+            return _NO_MOVE
+        theta = float(np.max(reach[active] / (reach[active] + self.slater_margin[active]))) * (1.0 + 1e-12)
+        return Move(delta, theta, _NO_ROWS) if theta < 1.0 else _NO_MOVE
 
     def on_equalities(self, x: np.ndarray) -> np.ndarray:
         """x with its frozen columns clipped into their slabs (`freeze_slabs`), then moved onto A_0 x = b_0 in the
@@ -323,6 +492,8 @@ class Certifier(ActiveSetPolish):
         self.hessian, self.lowest = dense, lowest
         self.damping = NEWTON_DAMPING * max(1.0, float(np.max(np.abs(np.diag(dense)), initial=0.0)))
         self.abs_p = np.abs(dense)
+        inflation = 1.0 + (dense.shape[0] + 2) * float(np.finfo(float).eps)
+        self.p_norm = float(np.max(self.abs_p.sum(axis=1), initial=0.0)) * inflation  # >= ||P||_2 (P symmetric)
         return lowest > 0.0
 
     # ---- per answer ------------------------------------------------------------------------------------------
@@ -350,28 +521,41 @@ class Certifier(ActiveSetPolish):
         theta = float(np.max(dist / np.maximum(dist + self.margin, np.finfo(float).tiny), initial=0.0))
         x_f = x_e if theta == 0.0 else self.toward_slater(x_e, theta)
         for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
-            if not np.any(self.distances(self.b - self.A @ x_f)[0] > 0.0):
+            dist, own = self.distances(self.b - self.A @ x_f)
+            if not np.any(dist > 0.0):
                 break
             theta = max(4.0 * theta, 64.0 * float(np.finfo(x_e.dtype).eps))
             x_f = self.toward_slater(x_e, theta)
         else:
             return Certificate(x_f, math.inf)
-        if not self.lowest > 0.0:
+        delta, step, held = self.exact_move(x_f, own)
+        if not self.lowest > 0.0 or not math.isfinite(delta):
             return Certificate(x_f, math.inf)
+        move = delta + step * (float(np.linalg.norm(self.x0 - x_f)) * (1.0 + 1e-12) + delta + self.slater_shift)
         n, rows = x.size, self.b.size
         # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum, in the precision of
         # x_f and y: float64, or `polish.EXTENDED` for a refined point); y's_f exactly
         r = self.hessian @ x_f + q + self.A.T @ y
         eps = float(np.finfo(r.dtype).eps)
         r_round = (n + rows + 2) * eps * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
-        complementarity = self.complementarity_bound(x_f, y)
+        y_cones = y.copy()
+        y_cones[:self.data.zero] = 0.0  # y's'' = y_K's_K'': the zero rows of s'' are 0
+        complementarity = max(self.complementarity_bound(x_f, y_cones), 0.0)
+        if move > 0.0:  # (1 - theta) y_K's_K(x_f') + theta y_K's_K(x0'), each within |A_K' y_K| of a move
+            moved = np.abs(y_cones)
+            moved[held] = 0.0  # held slacks do not move
+            pull = float(np.linalg.norm(self.abs_a.T @ moved)) * (1.0 + (rows + 2) * eps)
+            at_slater = float(y_cones @ self.slater_slack + np.abs(y_cones) @ (
+                self.slack_round + (rows + 2) * eps * np.abs(self.slater_slack)))
+            complementarity = max(complementarity + pull * delta, 0.0) + \
+                step * max(at_slater + pull * self.slater_shift, 0.0)
         bound_r = np.abs(r) + r_round
-        residual = float(np.linalg.norm(bound_r[self.quadratic]))
+        residual = float(np.linalg.norm(bound_r[self.quadratic])) + self.p_norm * move  # r'' = r + P (x'' - x_f)
         auxiliary = self.auxiliary_term(y, q)
-        gap = 0.5 * residual ** 2 / self.lowest + max(complementarity, 0.0) + auxiliary
+        gap = 0.5 * residual ** 2 / self.lowest + complementarity + auxiliary
         released = x_f.astype(np.float64)  # a refined x_f is rounded to the float64 that is released: + its distance
         rounding = float(np.sqrt(np.sum((released - x_f) ** 2))) if x_f.dtype != np.float64 else 0.0
-        return Certificate(released, (math.sqrt(2.0 * gap / min_weight) + rounding) * (1.0 + 1e-12))
+        return Certificate(released, (math.sqrt(2.0 * gap / min_weight) + move + rounding) * (1.0 + 1e-12))
 
     def complementarity_bound(self, x: np.ndarray, y: np.ndarray) -> float:
         """An upper bound on y's with s = b - Ax: in floating point plus its rounding bound (gamma_k on sums of k
