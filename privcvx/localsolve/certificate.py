@@ -10,36 +10,57 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
 
 1. **Active-set polish** (`polish.ActiveSetPolish`): Newton's method on the KKT system of the constraints the answer
    holds active, the active set corrected one change at a time, gives a second pair (x, y) with y in K* and y's and
-   the dual residual at round-off. Both the polished and the unpolished pair are certified from scratch (steps 2-4);
+   the dual residual at round-off. Both the polished and the unpolished pair are certified from scratch (steps 2-5);
    the smaller certificate is kept.
 2. **Feasibility repair** (for the cones). x_e = x - A_0^+ (A_0 x - b_0) (least squares, twice) puts x on the zero
-   rows; a variable in a thin slab l <= x_j <= u (`freeze_slabs`) is first clipped into it, and the zero rows are
-   restored in the other columns, so both its rows hold exactly (a slab of width 4e-10 would otherwise make theta about
-   1). A public Slater point x0 (`slater_point`, computed once per problem: max t s.t. A x + s = b, s - t e in K, t <=
-   1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0) in K_i
-   (nonneg: s0_i; SOC: (t - ||u||)/sqrt 2). With d_i = dist(s_i(x_e), K_i) and theta = max_i d_i/(d_i + m_i), x_f = (1 -
-   theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e, and the
-   bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
-3. **Dual lower bound.** For y in K* and any feasible x, y's >= 0, so g(x) >= L(x, y) = 1/2 x'Px + c'x - b'y with
-   c = q + A'y. Split x into the columns S with a quadratic term (P_SS positive definite) and the auxiliary ones N
-   (P's rows N are 0: CVXPY's epigraph variables). g* = g(x*) >= L(x*, y) >= min_{x_S} L + c_N'x*_N, and without
+   rows to round-off; a variable in a thin slab l <= x_j <= u (`freeze_slabs`) is first clipped into it, and the zero
+   rows are restored in the other columns R, so both its rows hold exactly (a slab of width 4e-10 would otherwise make
+   theta about 1). A public Slater point x0 (`slater_point`, computed once per problem: max t s.t. A x + s = b, s - t e
+   in K, t <= 1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0)
+   in K_i (nonneg: s0_i; SOC: (t - ||u||)/sqrt 2). With d_i = dist(s_i(x_e), K_i) and theta = max_i d_i/(d_i + m_i),
+   x_f = (1 - theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e,
+   and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
+3. **Exact feasibility** (the zero rows; `exact_move`). x_f meets A_0 x = b_0 only to round-off. r_0 = A_0 x_f - b_0 is
+   evaluated exactly (integer arithmetic on the stored floats' dyadic rationals, `zero_residual`), and steps 4-5 are
+   taken at a point x'' that meets (C) exactly, E >= ||x'' - x_f||_2 away:
+   - a right inverse of A_0R is proven in floating point once per problem (`right_inverse`: X = pinv(A_0R), F = I -
+     A_0R X bounded elementwise with Higham's gamma_n |A_0R| |X|, beta >= ||F||_2, beta < 1/2; Z = X (I - F)^-1 is an
+     exact right inverse), so d = Z r_0 puts x_f - d on the zero rows, ||d|| <= ||X r_0|| + ||X|| beta / (1 - beta)
+     ||r_0|| (`RightInverse.solution_norm`);
+   - d moves s by A d, which would push active blocks out of K: those are held (`held_move`). d solves [A_0R; H] d =
+     (r_0, 0), H the active nonneg rows and, per active SOC block, its normal row nu'A_i (nu = (1, -v), v the dual's
+     direction), with a right inverse proven per answer; a held SOC block then leaves K by a second-order term
+     ||w_u||^2 / (2 ||u||) (about 1e-30) and the rounding of its row, and y_i's_i moves only by that rounding;
+   - what d still pushes out of K (reach_i) is absorbed by the Slater point as in step 2, with x0' = x0 - d0 (d0 its
+     own correction, ||d0|| = slater_shift) and margins m_i' = m_i - ||A_i,R|| ||d0|| - (rounding of s(x0)):
+     x'' = (1 - theta)(x_f - d) + theta x0', theta = max_i reach_i / (reach_i + m_i'), E = ||d|| + theta (||x0 - x_f||
+     + ||d|| + ||d0||);
+   - when A_0R is not shown to have full row rank (redundant rows, or a condition number beyond about 1e15) or a
+     needed margin m_i' is not positive, the certificate is infinite (fail closed).
+   The test `test_an_answer_off_ill_conditioned_zero_rows_by_round_off_is_within_its_certificate` is an answer 2^-56
+   off two near-parallel zero rows and 1.8e-8 from the exact projection, which the certificate without this step put
+   at 3.2e-12.
+4. **Dual lower bound** at x''. For y in K* and any feasible x, y's >= 0, so g(x) >= L(x, y) = 1/2 x'Px + c'x - b'y
+   with c = q + A'y. Split x into the columns S with a quadratic term (P_SS positive definite) and the auxiliary ones
+   N (P's rows N are 0: CVXPY's epigraph variables). g* = g(x*) >= L(x*, y) >= min_{x_S} L + c_N'x*_N, and without
    cancellation
-       g(x_f) - g* <= 1/2 r_S'P_SS^-1 r_S + y's_f + c_N'(x_f,N - x*_N),   r = P x_f + c (dual residual at x_f),  (gap)
-   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's_f + |r_N|' W, W a public bound on the
-   width of the feasible set in the columns N (`auxiliary_widths`: x_f and x* are both feasible). A problem whose
+       g(x'') - g* <= 1/2 r_S'P_SS^-1 r_S + y's'' + c_N'(x''_N - x*_N),   r = P x'' + c (dual residual at x''),  (gap)
+   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's'' + |r_N|' W, W a public bound on the
+   width of the feasible set in the columns N (`auxiliary_widths`: x'' and x* are both feasible). A problem whose
    feasible set is unbounded in an auxiliary column is not certified (`certifier_for` returns None): its
-   `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed).
-4. **Distance.** x_f feasible and x* optimal: g(x_f) - g* >= <grad g(x*), x_f - x*> + (min w / 2) ||z_pen,f -
-   z*_pen||^2 >= (min w / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) = c.
+   `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed). x'' is not formed:
+   ||r_S(x'')|| <= ||r_S(x_f)|| + ||P|| E, and y's'' = y_K's_K(x'') (its zero rows are 0) <= y_K's_K(x_f) + drift +
+   theta (y_K's_K(x0) + ||A_K'y_K|| ||d0||), the drift from the rows that d moves (`Move`).
+5. **Distance.** x'' feasible and x* optimal: g(x'') - g* >= <grad g(x*), x'' - x*> + (min w / 2) ||z_pen'' -
+   z*_pen||^2 >= (min w / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) + E = c.
 
 Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); |c_N|'W is
 evaluated in rational arithmetic, and y's_f in floating point plus its rounding bound, or in rational arithmetic
-when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the zero
-rows A_0 x_f = b_0 hold only to round-off (about 1e-15 on case14's zones; an exact treatment would need rational
-arithmetic or a null-space parametrization with a rounding analysis); the cone membership of s_f is checked in
-floating point (`distances`), and so is the dual's membership in K* (`dual_cone_projection`); lambda_min(P_SS) is
-computed in floating point (exact for a diagonal P, the projections' case); the widths W of auxiliary columns come
-from a solver, with a 2x margin (they multiply |c_N|, itself at round-off).
+when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the cone
+membership of s_f is checked in floating point (`distances`; step 3 takes s_f in K as given), and so is the dual's
+membership in K* (`dual_cone_projection`); lambda_min(P_SS) is computed in floating point (exact for a diagonal P, the
+projections' case); the widths W of auxiliary columns come from a solver, with a 2x margin (they multiply |c_N|,
+itself at round-off).
 """
 
 from __future__ import annotations
@@ -70,6 +91,8 @@ ACTIVE_RATIOS = (1.0, 1e4)
 REPAIR_STEPS = 8
 #: The relative cutoff of the zero rows' least squares with frozen columns (`Certifier.freeze_slabs`).
 RANK_GAP = 1e-8
+#: Passes of `Certifier.exact_move` that add the blocks its move pushes out of K to those it holds.
+HOLD_PASSES = 3
 #: A bound row whose Slater margin is at most this fraction of the largest makes a thin slab (`Certifier.freeze_slabs`).
 THIN_MARGIN = 1e-6
 
@@ -118,7 +141,7 @@ def soc_projection(v: np.ndarray) -> np.ndarray:
 def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | None:
     """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
     a cone other than zero, nonneg and SOC, or an auxiliary column (no quadratic term in f_p and no penalty: the dual
-    bound of step 3 is then -inf up to round-off). ``penalized``: the positions in z of the penalized entries."""
+    bound of step 4 is then -inf up to round-off). ``penalized``: the positions in z of the penalized entries."""
     if data is None or not certifiable_cones(data.cones):
         return None
     quadratic = data.P.diagonal() != 0.0  # P is PSD: a zero diagonal entry is a zero row
@@ -233,20 +256,20 @@ def _quiet_settings() -> clarabel.DefaultSettings:
 
 
 class Move(NamedTuple):
-    """Step 5 of the module docstring: x'' = (1 - theta)(x_f - d) + theta x0' meets (C) exactly, with ||d||_2 <= delta,
-    A_0R d = A_0 x_f - b_0, and the slacks of the rows ``held`` unchanged by d (theta is then 0)."""
+    """Step 3 of the module docstring: x'' = (1 - theta)(x_f - d) + theta x0' meets (C) exactly, with ||d||_2 <= delta
+    and y_K's_K(x_f - d) <= y_K's_K(x_f) + drift."""
 
     delta: float
     theta: float
-    held: np.ndarray
+    drift: float
 
 
-_NO_ROWS = np.zeros(0, dtype=int)
-_NO_MOVE = Move(math.inf, 1.0, _NO_ROWS)
+_NO_MOVE = Move(math.inf, 1.0, math.inf)
 
 
 class Certificate(NamedTuple):
-    """A feasible point x_f (cones exact, zero rows to round-off) and c >= ||z_pen,f - z*_pen||_2."""
+    """The released point x_f (cones checked in floating point, zero rows to round-off) and c >= ||z_pen,f -
+    z*_pen||_2."""
 
     x: np.ndarray
     distance: float
@@ -374,31 +397,98 @@ class Certifier(ActiveSetPolish):
         residual, error = self.zero_residual(x)
         return self.zero_inverse.solution_norm(residual, error) if math.isfinite(error) else math.inf
 
-    def exact_move(self, x_f: np.ndarray, own: np.ndarray) -> Move:
-        """Step 5 of the module docstring: the move from x_f to an x'' that meets (C) exactly (`Move`), with the
-        slacks of the blocks it would push out of K held, else through the Slater point; delta inf when none is shown
-        to exist. ``own``: the radii of balls in K about the blocks of s(x_f)."""
+    def exact_move(self, x_f: np.ndarray, slack: np.ndarray, own: np.ndarray, y: np.ndarray) -> Move:
+        """Step 3 of the module docstring (`Move`): d with the slacks of the blocks it would push out of K held
+        (`held_move`), else d = A_0R^+ r_0 and the Slater point; delta inf when neither is shown to exist. ``slack``:
+        s(x_f); ``own``: the radii of balls in K about its blocks; ``y``: the dual, 0 on the zero rows."""
         if not self.data.zero:
-            return Move(0.0, 0.0, _NO_ROWS)
+            return Move(0.0, 0.0, 0.0)
         if self.zero_inverse is None:
             return _NO_MOVE
         residual, error = self.zero_residual(x_f)
         delta = self.zero_inverse.solution_norm(residual, error)
         reach = np.maximum(self.block_norms * delta - own, 0.0)
         active = reach > 0.0
-        if not np.any(active) or not math.isfinite(delta):
-            return Move(delta, 0.0, _NO_ROWS)
-        held = np.concatenate([np.arange(block.start, block.start + block.size)
-                               for block, on in zip(self.conic_blocks, active, strict=True) if on])
-        inverse = right_inverse(np.vstack([self.equalities, self.A[held]])[:, self.free])
-        if inverse is not None:  # d with A_0R d = r_0 and A_held,R d = 0
-            kept = inverse.solution_norm(np.concatenate([residual, np.zeros(held.size)]), error)
-            if not np.any(self.block_norms[~active] * kept > own[~active]):
-                return Move(kept, 0.0, held)
-        if np.any(self.slater_margin[active] <= 0.0):
+        if not math.isfinite(delta):
             return _NO_MOVE
-        theta = float(np.max(reach[active] / (reach[active] + self.slater_margin[active]))) * (1.0 + 1e-12)
-        return Move(delta, theta, _NO_ROWS) if theta < 1.0 else _NO_MOVE
+        pressed = np.array([bool(np.any(y[block.start:block.start + block.size])) for block in self.conic_blocks])
+        rounding = (x_f.size + 2) * float(np.finfo(x_f.dtype).eps) * (
+            np.abs(self.b) + self.abs_a @ np.abs(x_f).astype(np.float64))  # |fl(s) - s|
+        for held in {active.tobytes(): active, (active | pressed).tobytes(): active | pressed}.values():
+            move = None
+            for _ in range(HOLD_PASSES):  # blocks that d pushes out of K are held too
+                attempt = self.held_move(residual, error, (slack, rounding), own, y, held)
+                if attempt is None:
+                    break
+                move, reach = attempt
+                if not np.any(reach[~held] > 0.0):
+                    break
+                held = held | (reach > 0.0)
+            if move is not None:
+                return move
+        return self.slater_move(delta, reach, self.pull(np.abs(y)) * delta)
+
+    def held_move(self, residual: np.ndarray, error: float, slack: tuple[np.ndarray, np.ndarray], own: np.ndarray,
+                  y: np.ndarray, active: np.ndarray) -> tuple[Move, np.ndarray] | None:
+        """d with A_0R d = r_0 that holds the slack of each ``active`` nonneg row (A_i d = 0) and, on each active SOC
+        block s = (t, u), its normal component: nu'A_i d = tau, nu = (1, -v), v = -y_1/y_0 (the dual's direction) or
+        u/||u||, |tau| <= the rounding of the float row nu'A_i (the row held). Then s_i(x_f - d) = s_i + w, w = A_i d,
+        leaves K by at most (u/||u|| - v)'w_u + |tau| + ||w_u||^2 / (2 ||u||) (||u + w_u|| <= ||u|| + u'w_u/||u|| +
+        ||w_u||^2 / (2 ||u||), t >= ||u||), which the Slater point absorbs (theta about 1e-30), and y_i's_i changes by
+        y_0 tau only. The Move and how far d (or the second-order term) pushes each block out of K; None when the rows
+        are not shown independent (`right_inverse`) or an SOC block is at its apex."""
+        eps = float(np.finfo(float).eps)
+        slack, slack_round = slack
+        rows, cones, weights = [self.equalities], [], np.abs(y)
+        for number in np.flatnonzero(active):
+            kind, start, size = self.conic_blocks[number]
+            if kind == "nonneg":
+                rows.append(self.A[start:start + 1])
+                weights[start] = 0.0
+                continue
+            u, dual = slack[start + 1:start + size].astype(np.float64), y[start:start + size]
+            length = float(np.linalg.norm(u))
+            if not length > 2.0 * _block_norm(slack_round, self.conic_blocks[number]):
+                return None
+            direction = -dual[1:].astype(np.float64) / float(dual[0]) if dual[0] > 0.0 else u / length
+            row = self.A[start] - direction @ self.A[start + 1:start + size]
+            rows.append(row[None, :])
+            rounding = (size + 2) * eps * (self.abs_a[start] + np.abs(direction) @ self.abs_a[start + 1:start + size])
+            cones.append((number, length, direction, float(np.linalg.norm(rounding[self.free]))))
+            weights[start:start + size] = 0.0
+        inverse = right_inverse(np.vstack(rows)[:, self.free])
+        if inverse is None:
+            return None
+        delta = inverse.solution_norm(np.concatenate([residual, np.zeros(len(rows) - 1)]), error)
+        reach = np.maximum(self.block_norms * delta - own, 0.0)
+        reach[active] = 0.0
+        drift = self.pull(weights) * delta
+        for number, length, direction, rounding in cones:
+            block = self.conic_blocks[number]
+            moved, tau = self.block_norms[number] * delta, rounding * delta
+            shift = 2.0 * _block_norm(slack_round, block)  # >= ||u - fl(u)||: the direction of the exact u
+            tilt = float(np.linalg.norm(slack[block.start + 1:block.start + block.size].astype(np.float64) / length
+                                        - direction)) + 2.0 * shift / length + 8.0 * eps * block.size
+            reach[number] = (tilt * moved + tau + moved ** 2 / (2.0 * (length - shift))) * (1.0 + 1e-12)
+            if y[block.start] > 0.0:
+                drift += float(y[block.start]) * (tau + 4.0 * eps * float(np.linalg.norm(direction)) * moved)
+        return self.slater_move(delta, reach, drift), reach
+
+    def slater_move(self, delta: float, reach: np.ndarray, drift: float) -> Move:
+        """The `Move` with d (``delta``, ``drift``) and the smallest theta whose step toward x0' puts back into K every
+        block that d leaves by at most ``reach``."""
+        pushed = reach > 0.0
+        if not np.any(pushed):
+            return Move(delta, 0.0, drift)
+        if np.any(self.slater_margin[pushed] <= 0.0):
+            return _NO_MOVE
+        theta = float(np.max(reach[pushed] / (reach[pushed] + self.slater_margin[pushed]))) * (1.0 + 1e-12)
+        return Move(delta, theta, drift) if theta < 1.0 else _NO_MOVE
+
+    def pull(self, weights: np.ndarray) -> float:
+        """An upper bound on ||A' w||_2 for w = |y| on the rows whose slacks move."""
+        inflation = 1.0 + 4.0 * (self.b.size + 2) * float(np.finfo(float).eps)
+        return float(np.linalg.norm(self.abs_a[:, self.free].T @ weights)) * inflation
 
     def on_equalities(self, x: np.ndarray) -> np.ndarray:
         """x with its frozen columns clipped into their slabs (`freeze_slabs`), then moved onto A_0 x = b_0 in the
@@ -511,7 +601,7 @@ class Certifier(ActiveSetPolish):
         return best
 
     def bound(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float) -> Certificate:
-        """Steps 2-4 of the module docstring for a dual y in K*."""
+        """Steps 2-5 of the module docstring for a dual y in K*."""
         if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
             return Certificate(x, math.inf)
         x_e = self.on_equalities(x)
@@ -521,14 +611,17 @@ class Certifier(ActiveSetPolish):
         theta = float(np.max(dist / np.maximum(dist + self.margin, np.finfo(float).tiny), initial=0.0))
         x_f = x_e if theta == 0.0 else self.toward_slater(x_e, theta)
         for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
-            dist, own = self.distances(self.b - self.A @ x_f)
+            slack = self.b - self.A @ x_f
+            dist, own = self.distances(slack)
             if not np.any(dist > 0.0):
                 break
             theta = max(4.0 * theta, 64.0 * float(np.finfo(x_e.dtype).eps))
             x_f = self.toward_slater(x_e, theta)
         else:
             return Certificate(x_f, math.inf)
-        delta, step, held = self.exact_move(x_f, own)
+        y_cones = y.copy()
+        y_cones[:self.data.zero] = 0.0  # y's'' = y_K's_K'': the zero rows of s'' are 0
+        delta, step, drift = self.exact_move(x_f, slack, own, y_cones)
         if not self.lowest > 0.0 or not math.isfinite(delta):
             return Certificate(x_f, math.inf)
         move = delta + step * (float(np.linalg.norm(self.x0 - x_f)) * (1.0 + 1e-12) + delta + self.slater_shift)
@@ -538,17 +631,12 @@ class Certifier(ActiveSetPolish):
         r = self.hessian @ x_f + q + self.A.T @ y
         eps = float(np.finfo(r.dtype).eps)
         r_round = (n + rows + 2) * eps * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
-        y_cones = y.copy()
-        y_cones[:self.data.zero] = 0.0  # y's'' = y_K's_K'': the zero rows of s'' are 0
-        complementarity = max(self.complementarity_bound(x_f, y_cones), 0.0)
-        if move > 0.0:  # (1 - theta) y_K's_K(x_f') + theta y_K's_K(x0'), each within |A_K' y_K| of a move
-            moved = np.abs(y_cones)
-            moved[held] = 0.0  # held slacks do not move
-            pull = float(np.linalg.norm(self.abs_a.T @ moved)) * (1.0 + (rows + 2) * eps)
+        # (1 - theta) y_K's_K(x_f - d) + theta y_K's_K(x0')
+        complementarity = max(self.complementarity_bound(x_f, y_cones) + drift, 0.0)
+        if step > 0.0:
             at_slater = float(y_cones @ self.slater_slack + np.abs(y_cones) @ (
                 self.slack_round + (rows + 2) * eps * np.abs(self.slater_slack)))
-            complementarity = max(complementarity + pull * delta, 0.0) + \
-                step * max(at_slater + pull * self.slater_shift, 0.0)
+            complementarity += step * max(at_slater + self.pull(np.abs(y_cones)) * self.slater_shift, 0.0)
         bound_r = np.abs(r) + r_round
         residual = float(np.linalg.norm(bound_r[self.quadratic])) + self.p_norm * move  # r'' = r + P (x'' - x_f)
         auxiliary = self.auxiliary_term(y, q)
