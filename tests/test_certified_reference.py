@@ -223,3 +223,28 @@ def test_an_answer_off_ill_conditioned_zero_rows_by_round_off_is_within_its_cert
     distance = ref.l2_distance(released, np.array([float(v) for v in exact]))
     assert abs(distance - t * np.sqrt(1.5)) <= 1e-3 * distance  # the answer is released as it is
     assert distance <= bound <= 1e-6, (distance, bound)
+
+
+def test_a_zero_row_stated_twice_is_certified_and_rows_parallel_to_round_off_are_not_misread():
+    """The box-and-hyperplane set with its hyperplane a'x = 3/4 stated again. Times 2 (an exact multiple): the row is
+    dropped (`certificate._without_multiples`) and the projection is within its certificate of the exact one. With
+    2^-52 added to the second row's last coefficient (singular values 2.7 and 2e-16): the two rows force x_5 = 0
+    exactly, which the rows' floating-point residual (2^-52 x_5) does not see. The exact projection is then the
+    box-and-hyperplane projection of the first four coordinates with x_5 = 0 (rational); the released point must be
+    within its certificate of it, or the step refused (`SolverError`: nothing shows the rows independent). Before the
+    exact treatment of the zero rows, a point with x_5 = 2 was released with a certificate of 7.0e-6."""
+    reference = REFERENCES["box_hyperplane"]
+    low, high = np.array([0.0, -1.0, 0.0, -0.5, 0.0]), np.array([1.0, 1.0, 0.5, 0.5, 2.0])
+    normal, level = np.array([1.0, 2.0, -1.0, 1.0, 0.5]), 0.75
+    tilted = normal + np.array([0.0, 0.0, 0.0, 0.0, 2.0 ** -52])
+    on_x5_zero = np.append(ref.project_box_hyperplane(reference.point[:4], normal[:4], level, low[:4], high[:4]), 0.0)
+    for second, total, exact in ((2.0 * normal, 2.0 * level, reference.projection), (tilted, level, on_x5_zero)):
+        x = cp.Variable(5)
+        agent = pc.Agent(cp.sum_squares(x), [*reference.constraints(x), second @ x == total], shared=x, name="twice")
+        local = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True)
+        try:
+            released = local.project(reference.point, reference.weights)
+        except pc.errors.SolverError as error:
+            assert second is tilted and "twice" in str(error)  # refused: fail closed
+            continue
+        assert ref.l2_distance(released, exact) <= local.certificate <= CERTIFIED_ERROR, (released, local.certificate)

@@ -248,6 +248,27 @@ def _proven(matrix: np.ndarray, inverse: np.ndarray) -> RightInverse | None:
     return RightInverse(inverse, beta, norm) if beta < 0.5 and math.isfinite(norm) else None
 
 
+def _without_multiples(rows: list[tuple[list[int], list[tuple[int, int]], tuple[int, int]]]) -> list[int]:
+    """The rows (columns, dyadic entries, dyadic b) that are not an exact rational multiple of an earlier row kept,
+    entries and b alike (``x == 1`` stated twice, or scaled)."""
+    kept: dict[tuple[int, ...], list[int]] = {}
+    for number, (columns, entries, b) in enumerate(rows):
+        values = [Fraction(n, 1 << k) for n, k in [*entries, b]]
+        if not columns and not values[-1]:
+            continue  # 0 = 0
+        pattern = (*columns, -1 if values[-1] else -2)
+        multiple = False
+        for other in kept.get(pattern, []):
+            theirs = [Fraction(n, 1 << k) for n, k in [*rows[other][1], rows[other][2]]]
+            ratio = values[0] / theirs[0]
+            if all(mine == ratio * their for mine, their in zip(values, theirs, strict=True)):
+                multiple = True
+                break
+        if not multiple:
+            kept.setdefault(pattern, []).append(number)
+    return sorted(number for numbers in kept.values() for number in numbers)
+
+
 def _quiet_settings() -> clarabel.DefaultSettings:
     settings = clarabel.DefaultSettings()
     settings.verbose = False
@@ -347,16 +368,20 @@ class Certifier(ActiveSetPolish):
 
     def exact_feasibility(self) -> None:
         """The public data of `exact_move`, once per problem (after `freeze_slabs`): the zero rows' terms as dyadic
-        rationals; a proven right inverse of A_0R (R the free columns; `right_inverse`; None when A_0R is not shown
-        to have full row rank: every certificate is then infinite); per cone block the norm of its rows in R; the
+        rationals, less exact multiples of other rows (`_without_multiples`: they hold wherever those do); a proven
+        right inverse of A_0R (R the free columns, A_0 those rows; `right_inverse`; None when A_0R is not shown to
+        have full row rank: every certificate is then infinite); per cone block the norm of its rows in R; the
         Slater point's distance slater_shift to x0' = x0 - A_0R^+ (A_0 x0 - b_0), and the radii slater_margin of
         balls in K about the blocks of s(x0') (the margins of s(x0) less that move and the rounding of s(x0))."""
         zero, eps = self.data.zero, float(np.finfo(float).eps)
         rows = sp.csr_matrix(self.equalities)
-        self.zero_terms = [([int(j) for j in rows.indices[rows.indptr[i]:rows.indptr[i + 1]]],
-                            [_dyadic(v) for v in rows.data[rows.indptr[i]:rows.indptr[i + 1]]], _dyadic(self.b[i]))
-                           for i in range(zero)]
-        self.zero_inverse = right_inverse(self.equalities[:, self.free]) if zero else None
+        terms = [([int(j) for j in rows.indices[rows.indptr[i]:rows.indptr[i + 1]]],
+                  [_dyadic(v) for v in rows.data[rows.indptr[i]:rows.indptr[i + 1]]], _dyadic(self.b[i]))
+                 for i in range(zero)]
+        self.independent = _without_multiples(terms)
+        self.zero_terms = [terms[i] for i in self.independent]
+        self.zero_rows = self.equalities[self.independent]
+        self.zero_inverse = right_inverse(self.zero_rows[:, self.free]) if zero else None
         on_free = self.A[:, self.free]
         self.block_norms = np.array([_block_norm(on_free, block) for block in self.conic_blocks]) * (1.0 + 1e-12)
         self.slater_slack = self.b - self.A @ self.x0
@@ -439,7 +464,7 @@ class Certifier(ActiveSetPolish):
         are not shown independent (`right_inverse`) or an SOC block is at its apex."""
         eps = float(np.finfo(float).eps)
         slack, slack_round = slack
-        rows, cones, weights = [self.equalities], [], np.abs(y)
+        rows, cones, weights = [self.zero_rows], [], np.abs(y)
         for number in np.flatnonzero(active):
             kind, start, size = self.conic_blocks[number]
             if kind == "nonneg":
