@@ -381,12 +381,13 @@ class Certifier(ActiveSetPolish):
         self.independent = _without_multiples(terms)
         self.zero_terms = [terms[i] for i in self.independent]
         self.zero_rows = self.equalities[self.independent]
-        self.zero_inverse = right_inverse(self.zero_rows[:, self.free]) if zero else None
+        self.zero_inverse = right_inverse(self.zero_rows[:, self.free]) if self.zero_terms else None
         on_free = self.A[:, self.free]
+        self.abs_free = np.abs(on_free)
         self.block_norms = np.array([_block_norm(on_free, block) for block in self.conic_blocks]) * (1.0 + 1e-12)
         self.slater_slack = self.b - self.A @ self.x0
         self.slack_round = (self.A.shape[1] + 2) * eps * (np.abs(self.b) + self.abs_a @ np.abs(self.x0))
-        self.slater_shift = self.equality_distance(self.x0) if zero else 0.0
+        self.slater_shift = self.equality_distance(self.x0) if self.zero_terms else 0.0
         if not math.isfinite(self.slater_shift):
             self.slater_margin = np.full(len(self.conic_blocks), -math.inf)
             return
@@ -426,7 +427,7 @@ class Certifier(ActiveSetPolish):
         """Step 3 of the module docstring (`Move`): d with the slacks of the blocks it would push out of K held
         (`held_move`), else d = A_0R^+ r_0 and the Slater point; delta inf when neither is shown to exist. ``slack``:
         s(x_f); ``own``: the radii of balls in K about its blocks; ``y``: the dual, 0 on the zero rows."""
-        if not self.data.zero:
+        if not self.zero_terms:
             return Move(0.0, 0.0, 0.0)
         if self.zero_inverse is None:
             return _NO_MOVE
@@ -445,17 +446,17 @@ class Certifier(ActiveSetPolish):
                 attempt = self.held_move(residual, error, (slack, rounding), own, y, held)
                 if attempt is None:
                     break
-                move, reach = attempt
-                if not np.any(reach[~held] > 0.0):
+                move, pushed = attempt
+                if not np.any(pushed[~held] > 0.0):
                     break
-                held = held | (reach > 0.0)
+                held = held | (pushed > 0.0)
             if move is not None:
                 return move
         return self.slater_move(delta, reach, self.pull(np.abs(y)) * delta)
 
     def held_move(self, residual: np.ndarray, error: float, slack: tuple[np.ndarray, np.ndarray], own: np.ndarray,
-                  y: np.ndarray, active: np.ndarray) -> tuple[Move, np.ndarray] | None:
-        """d with A_0R d = r_0 that holds the slack of each ``active`` nonneg row (A_i d = 0) and, on each active SOC
+                  y: np.ndarray, held: np.ndarray) -> tuple[Move, np.ndarray] | None:
+        """d with A_0R d = r_0 that holds the slack of each ``held`` nonneg row (A_i d = 0) and, on each held SOC
         block s = (t, u), its normal component: nu'A_i d = tau, nu = (1, -v), v = -y_1/y_0 (the dual's direction) or
         u/||u||, |tau| <= the rounding of the float row nu'A_i (the row held). Then s_i(x_f - d) = s_i + w, w = A_i d,
         leaves K by at most (u/||u|| - v)'w_u + |tau| + ||w_u||^2 / (2 ||u||) (||u + w_u|| <= ||u|| + u'w_u/||u|| +
@@ -465,7 +466,7 @@ class Certifier(ActiveSetPolish):
         eps = float(np.finfo(float).eps)
         slack, slack_round = slack
         rows, cones, weights = [self.zero_rows], [], np.abs(y)
-        for number in np.flatnonzero(active):
+        for number in np.flatnonzero(held):
             kind, start, size = self.conic_blocks[number]
             if kind == "nonneg":
                 rows.append(self.A[start:start + 1])
@@ -486,7 +487,7 @@ class Certifier(ActiveSetPolish):
             return None
         delta = inverse.solution_norm(np.concatenate([residual, np.zeros(len(rows) - 1)]), error)
         reach = np.maximum(self.block_norms * delta - own, 0.0)
-        reach[active] = 0.0
+        reach[held] = 0.0
         drift = self.pull(weights) * delta
         for number, length, direction, rounding in cones:
             block = self.conic_blocks[number]
@@ -513,7 +514,7 @@ class Certifier(ActiveSetPolish):
     def pull(self, weights: np.ndarray) -> float:
         """An upper bound on ||A' w||_2 for w = |y| on the rows whose slacks move."""
         inflation = 1.0 + 4.0 * (self.b.size + 2) * float(np.finfo(float).eps)
-        return float(np.linalg.norm(self.abs_a[:, self.free].T @ weights)) * inflation
+        return float(np.linalg.norm(self.abs_free.T @ weights)) * inflation
 
     def on_equalities(self, x: np.ndarray) -> np.ndarray:
         """x with its frozen columns clipped into their slabs (`freeze_slabs`), then moved onto A_0 x = b_0 in the
