@@ -433,11 +433,14 @@ class Certifier(ActiveSetPolish):
             return _NO_MOVE
         residual, error = self.zero_residual(x_f)
         delta = self.zero_inverse.solution_norm(residual, error)
-        reach = np.maximum(self.block_norms * delta - own, 0.0)
-        active = reach > 0.0
         if not math.isfinite(delta):
             return _NO_MOVE
-        pressed = np.array([bool(np.any(y[block.start:block.start + block.size])) for block in self.conic_blocks])
+        reach = np.maximum(self.block_norms * delta - own, 0.0)
+        active = reach > 0.0
+        if not np.any(active):
+            return Move(delta, 0.0, self.pull(np.abs(y)) * delta)
+        pressed = np.array([bool(np.any(y[block.start:block.start + block.size])) for block in self.conic_blocks],
+                           dtype=bool)
         rounding = (x_f.size + 2) * float(np.finfo(x_f.dtype).eps) * (
             np.abs(self.b) + self.abs_a @ np.abs(x_f).astype(np.float64))  # |fl(s) - s|
         for held in {active.tobytes(): active, (active | pressed).tobytes(): active | pressed}.values():
