@@ -6,6 +6,7 @@ projections are checked against them."""
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import cvxpy as cp
@@ -248,3 +249,81 @@ def test_a_zero_row_stated_twice_is_certified_and_rows_parallel_to_round_off_are
             assert second is tilted and "twice" in str(error)  # refused: fail closed
             continue
         assert ref.l2_distance(released, exact) <= local.certificate <= CERTIFIED_ERROR, (released, local.certificate)
+
+
+def _solve_rationally(matrix: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction] | None:
+    """Gauss-Jordan elimination in rational arithmetic; None for a singular matrix."""
+    rows = [row[:] + [value] for row, value in zip(matrix, rhs, strict=True)]
+    size = len(rows)
+    for column in range(size):
+        pivot = next((i for i in range(column, size) if rows[i][column] != 0), None)
+        if pivot is None:
+            return None
+        rows[column], rows[pivot] = rows[pivot], rows[column]
+        for i in range(size):
+            if i != column and rows[i][column] != 0:
+                factor = rows[i][column] / rows[column][column]
+                rows[i] = [a - factor * b for a, b in zip(rows[i], rows[column], strict=True)]
+    return [rows[i][size] / rows[i][i] for i in range(size)]
+
+
+def _project_box_rows(point: np.ndarray, rows: np.ndarray, levels: np.ndarray, low: np.ndarray,
+                      high: np.ndarray) -> np.ndarray | None:
+    """Onto {low <= x <= high, rows x = levels} (unit weights), exactly for the stored floats: for each pattern of free,
+    lower and upper coordinates (3^n), the KKT point (x_F = p_F - rows_F' lambda, the rows' equations for lambda);
+    the projection is the one whose free coordinates lie in the box and whose bound multipliers have the right signs.
+    None when the set is empty."""
+    p, a, level = [Fraction(float(v)) for v in point], [[Fraction(float(v)) for v in row] for row in rows], \
+        [Fraction(float(v)) for v in levels]
+    lower, upper, n, m = [Fraction(float(v)) for v in low], [Fraction(float(v)) for v in high], len(point), len(rows)
+    for states in itertools.product((0, 1, 2), repeat=n):  # free, at its lower bound, at its upper bound
+        x = [(None, lower[i], upper[i])[state] for i, state in enumerate(states)]
+        free = [i for i in range(n) if not states[i]]
+        gram = [[sum(a[k][i] * a[r][i] for i in free) for r in range(m)] for k in range(m)]
+        rhs = [sum(a[k][i] * (p[i] if not states[i] else x[i]) for i in range(n)) - level[k] for k in range(m)]
+        multipliers = _solve_rationally(gram, rhs)
+        if multipliers is None:
+            continue
+        pull = [sum(a[k][i] * multipliers[k] for k in range(m)) for i in range(n)]
+        for i in free:
+            x[i] = p[i] - pull[i]
+        inside = all(lower[i] <= x[i] <= upper[i] for i in free)
+        signs = all((p[i] - x[i] - pull[i] <= 0) if state == 1 else (p[i] - x[i] - pull[i] >= 0)
+                    for i, state in enumerate(states) if state)
+        if inside and signs and all(sum(a[k][i] * x[i] for i in range(n)) == level[k] for k in range(m)):
+            return np.array([float(v) for v in x])
+    return None
+
+
+def test_near_parallel_zero_rows_in_a_box_are_within_their_certificates():
+    """Random instances: a box, a'x = b_1 and (a + 2^-k e_j)'x = b_2 (k from 20 to 49: singular values down to 1e-15
+    of the largest; the two rows force x_j = 0 exactly), random points of scale 1 to 1e3. The exact projection is an
+    independent rational active-set enumeration (`_project_box_rows`); every released point must be within its
+    certificate of it, or the step refused (`SolverError`; 23 of the 30 are, all with k >= 30). On the code before the
+    zero rows' exact treatment, 5 of its 12 released points here were 1.0 to 105 away, with certificates of 3.4e-16
+    to 2.3e-9."""
+    rng, released_points = np.random.default_rng(0), 0
+    for _ in range(30):
+        k, j = int(rng.integers(20, 50)), int(rng.integers(0, 4))
+        first = rng.integers(-3, 4, size=4).astype(float)
+        first[first == 0.0] = 1.0
+        second = first.copy()
+        second[j] += 2.0 ** -k
+        feasible = rng.integers(-4, 5, size=4) / 8.0
+        feasible[j] = 0.0
+        levels = np.array([first @ feasible, second @ feasible])  # exact: small dyadic numbers
+        low, high = -np.ones(4) * 10.0 ** rng.integers(0, 4), np.ones(4) * 10.0 ** rng.integers(0, 4)
+        point = rng.normal(size=4) * 10.0 ** rng.integers(0, 4)
+        x = cp.Variable(4)
+        agent = pc.Agent(cp.sum_squares(x), [x >= low, x <= high, first @ x == levels[0], second @ x == levels[1]],
+                         shared=x, name="near_parallel_box")
+        local = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True)
+        exact = _project_box_rows(point, np.array([first, second]), levels, low, high)
+        assert exact is not None and exact[j] == 0.0
+        try:
+            released = local.project(point, np.ones(4))
+        except pc.errors.SolverError:
+            continue  # refused: fail closed
+        released_points += 1
+        assert ref.l2_distance(released, exact) <= local.certificate, (k, released, exact, local.certificate)
+    assert released_points >= 5
