@@ -335,7 +335,8 @@ class Certifier(ActiveSetPolish):
         one of them with a Slater margin at most `THIN_MARGIN` of the largest; it is frozen only when the other
         columns keep the zero rows' rank with well separated singular values (`_separated_rank`: s37-audit's
         near-parallel rows, singular values 2 and 1.6e-15, passed `matrix_rank` but not `pinv`'s cutoff, and the
-        least squares left the zero rows off by 6e-11 at a point 5e4 from the set)."""
+        least squares left the zero rows off by 6e-11 at a point 5e4 from the set). Soundness no longer rests on this
+        test: step 3 counts any residual the least squares leave (module docstring)."""
         largest = float(np.max(self.margin, initial=0.0))
         bounds: dict[int, list[float]] = {}
         sides: dict[int, tuple[list[int], list[int]]] = {}  # per column: its lower and its upper bound rows
