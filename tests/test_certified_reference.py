@@ -228,7 +228,7 @@ def test_an_answer_off_ill_conditioned_zero_rows_by_round_off_is_within_its_cert
 
 def test_a_zero_row_stated_twice_is_certified_and_rows_parallel_to_round_off_are_not_misread():
     """The box-and-hyperplane set with its hyperplane a'x = 3/4 stated again. Times 2 (an exact multiple): the row is
-    dropped (`certificate._without_multiples`) and the projection is within its certificate of the exact one. With
+    dropped (`exact_feasibility._without_multiples`) and the projection is within its certificate of the exact one. With
     2^-52 added to the second row's last coefficient (singular values 2.7 and 2e-16): the two rows force x_5 = 0
     exactly, which the rows' floating-point residual (2^-52 x_5) does not see. The exact projection is then the
     box-and-hyperplane projection of the first four coordinates with x_5 = 0 (rational); the released point must be
