@@ -27,8 +27,9 @@ def test_importing_privcvx_and_its_cli_loads_neither_package():
     assert output.strip() == "[]"
 
 
-def _imports(path: Path, module_level_only: bool = False, skip_functions: tuple[str, ...] = ()) -> list[str]:
-    """Modules imported by a file: all of them, or only those imported when the module is loaded.
+def _import_nodes(path: Path, module_level_only: bool = False,
+                  skip_functions: tuple[str, ...] = ()) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of a file: all of them, or only those run when the module is loaded.
 
     Module level excludes imports inside functions and under ``if TYPE_CHECKING:``; ``skip_functions`` leaves out
     the imports inside the module-level functions and methods of those names.
@@ -44,11 +45,16 @@ def _imports(path: Path, module_level_only: bool = False, skip_functions: tuple[
                  if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))]
         nodes = [inner for node in nodes for inner in ast.walk(node)
                  if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return [node for node in nodes if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def _imports(path: Path, module_level_only: bool = False) -> list[str]:
+    """Modules (and ``module.name``) imported by a file (`_import_nodes`)."""
     names = []
-    for node in nodes:
+    for node in _import_nodes(path, module_level_only):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             names += [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
     return names
 
@@ -73,23 +79,53 @@ def test_the_runtime_uses_algorithms_only_through_the_protocol():
         assert concrete == [], path.name
 
 
-def _import_cycles(module_level_only: bool) -> list[list[str]]:
-    """The cycles of the import graph of privcvx, powerflow and problems (package facades, ``__init__.py``, left
-    out); with every import, those inside functions too, but the front door's (``DistributedProblem.solve``, which
-    imports the runtime and the default algorithm)."""
+def _module_names(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    """Every module of ``packages`` under ``root`` by its dotted name; a package's facade, its ``__init__.py``, is
+    named as the package."""
+    modules = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _import_cycles(module_level_only: bool, root: Path = PRIVCVX.parent,
+                   packages: tuple[str, ...] = ("privcvx", "powerflow", "problems")) -> list[list[str]]:
+    """The cycles of the import graph of ``packages``, package facades included; with every import, those inside
+    functions too, but the front door's (``DistributedProblem.solve``, which imports the runtime and the default
+    algorithm). ``from package import name`` is an edge to the submodule ``package.name`` when there is one, else
+    to the facade (whose loading runs every import of ``__init__.py``); relative imports are resolved."""
     import networkx as nx
 
-    modules = {".".join(path.relative_to(PRIVCVX.parent).with_suffix("").parts): path
-               for package in ("privcvx", "powerflow", "problems") for path in (PRIVCVX.parent / package).rglob("*.py")
-               if path.name != "__init__.py"}
+    modules = _module_names(root, packages)
     graph = nx.DiGraph()
     for module, path in modules.items():
         front_door = ("solve",) if module == "privcvx.problem" else ()
-        for name in _imports(path, module_level_only=module_level_only, skip_functions=front_door):
-            target = next((m for m in (name, name.rsplit(".", 1)[0]) if m in modules and m != module), None)
-            if target is not None:
-                graph.add_edge(module, target)
+        here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        for node in _import_nodes(path, module_level_only, front_door):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                base = ".".join([*here[:len(here) - node.level + 1], *filter(None, [node.module])]) if node.level \
+                    else node.module or ""
+                names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+            for name in names:
+                while name and name not in modules:  # import a.b.c: the deepest module of it
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    graph.add_edge(module, name)
     return list(nx.simple_cycles(graph))
+
+
+def test_the_cycle_check_sees_facades_and_relative_imports_inside_functions(tmp_path):
+    """pkg -> pkg.a (module level) -> pkg.b (relative, in a function) -> pkg (the facade, in a function)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from pkg.a import f\nVERSION = 1\n")
+    (tmp_path / "pkg" / "a.py").write_text("def f():\n    from .b import g\n    return g()\n")
+    (tmp_path / "pkg" / "b.py").write_text("def g():\n    from pkg import VERSION\n    return VERSION\n")
+    assert [sorted(cycle) for cycle in _import_cycles(False, tmp_path, ("pkg",))] == [["pkg", "pkg.a", "pkg.b"]]
+    assert _import_cycles(True, tmp_path, ("pkg",)) == []
 
 
 def test_the_core_modules_import_each_other_without_a_cycle():
