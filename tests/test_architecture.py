@@ -147,3 +147,14 @@ def test_the_builders_take_their_declarations_from_the_declaration_layer():
     offenders = [f"{path.name}: {name}" for path in paths for name in _imports(path)
                  if any(name == module or name.startswith(module + ".") for module in methods)]
     assert offenders == []
+
+
+def test_every_class_has_a_distinct_name():
+    """No two classes of privcvx, powerflow and problems share a name (two ADMMMonitor classes were one name for
+    two things; so were the step-size rule and the local-solve strategy SmoothStep)."""
+    where: dict[str, list[str]] = {}
+    for path in _module_names(PRIVCVX.parent, ("privcvx", "powerflow", "problems")).values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(f"{path.relative_to(PRIVCVX.parent)}:{node.lineno}")
+    assert {name: places for name, places in where.items() if len(places) > 1} == {}
