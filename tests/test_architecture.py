@@ -158,3 +158,26 @@ def test_every_class_has_a_distinct_name():
             if isinstance(node, ast.ClassDef):
                 where.setdefault(node.name, []).append(f"{path.relative_to(PRIVCVX.parent)}:{node.lineno}")
     assert {name: places for name, places in where.items() if len(places) > 1} == {}
+
+
+def test_a_method_module_takes_from_another_only_the_classes_it_extends():
+    """Helpers that two methods share live in a shared module (consensus, gradient_agents, local_dp, ...): a method's
+    module imports from another method's module only the classes it subclasses (IPP-ADMM extends PP-ADMM's), never
+    its helpers (randomized_dgd took randomized_admm's)."""
+    from privcvx.algorithms import all_algorithms
+
+    methods = {cls.__module__ for _, cls in all_algorithms()}
+    offenders = []
+    for module in methods:
+        path = PRIVCVX.parent / (module.replace(".", "/") + ".py")
+        tree = ast.parse(path.read_text())
+        bases = {ast.unparse(base) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for base in node.bases}
+        for node in _import_nodes(path):
+            if isinstance(node, ast.ImportFrom) and node.module in methods - {module}:
+                offenders += [f"{module}: {node.module}.{alias.name}" for alias in node.names
+                              if alias.name not in bases]
+            else:  # a whole method module: import privcvx.algorithms.x, from privcvx.algorithms import x
+                names = [alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+                         for alias in node.names]
+                offenders += [f"{module}: {name}" for name in names if name in methods - {module}]
+    assert offenders == []
