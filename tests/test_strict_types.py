@@ -60,6 +60,9 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: pc.algorithms.pr_admm.PeriodicDecay(period=2.0), "period"),
     (lambda: pc.algorithms.pr_admm.PeriodicDecay(rate="0.5"), "rate"),
     (lambda: pc.algorithms.QDPSGD(bits=8.0), "bits"),
+    (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": True}), "shapes['x']"),  # a bool is no dimension
+    (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": (2, True)}), "shapes['x']"),
+    (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": (2, 1.0)}), "shapes['x']"),
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():

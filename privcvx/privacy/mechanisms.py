@@ -232,9 +232,8 @@ def _poisson_gaussian_rdp(rate: float, multiplier: float, orders: tuple[float, .
 
 
 def _number(value: Any, *, argument: str, allow_zero: bool) -> float:
-    """``value`` as a finite float > 0 (or >= 0), else a PrivacyError naming ``argument``."""
-    if isinstance(value, bool):
-        raise PrivacyError(f"expected a number, got {value!r}", argument=argument)
+    """``value`` as a finite float > 0 (or >= 0), else a PrivacyError naming ``argument`` (`check_scalar`: a bool is
+    refused)."""
     return require_positive(value, argument=argument, error=PrivacyError, allow_zero=allow_zero)
 
 
