@@ -104,3 +104,14 @@ def test_every_method_can_be_compared_at_a_total_budget():
         elif (entry is None) == bool(private):
             unprivate.append(name)
     assert missing == [] and unprivate == []
+
+
+def test_no_method_takes_settings_keyed_by_agent_name():
+    """What a method assumes about an agent's data is its ``declared`` record (`pc.Declared`): no constructor takes
+    a dict or mapping (``PRADMM(release_bounds={name: ...})`` tied an algorithm object to one problem)."""
+    import inspect
+
+    keyed = [f"{name}({parameter.name}: {parameter.annotation})" for name, cls in algorithms.all_algorithms()
+             for parameter in inspect.signature(cls).parameters.values()
+             if any(word in str(parameter.annotation) for word in ("dict", "Mapping"))]
+    assert keyed == []
