@@ -181,3 +181,11 @@ def test_a_method_module_takes_from_another_only_the_classes_it_extends():
                          for alias in node.names]
                 offenders += [f"{module}: {name}" for name in names if name in methods - {module}]
     assert offenders == []
+
+
+def test_every_method_module_stays_under_about_400_lines():
+    from privcvx.algorithms import all_algorithms
+
+    lengths = {module: len((PRIVCVX.parent / (module.replace(".", "/") + ".py")).read_text().splitlines())
+               for module in {cls.__module__ for _, cls in all_algorithms()}}
+    assert {module: n for module, n in lengths.items() if n > 400} == {}
