@@ -189,3 +189,19 @@ def test_every_method_module_stays_under_about_400_lines():
     lengths = {module: len((PRIVCVX.parent / (module.replace(".", "/") + ".py")).read_text().splitlines())
                for module in {cls.__module__ for _, cls in all_algorithms()}}
     assert {module: n for module, n in lengths.items() if n > 400} == {}
+
+
+def test_no_method_switches_on_the_type_of_a_penalty_rule():
+    """The server drives a penalty rule through its protocol (`pc.schedules.PenaltyRule`: start, observe, value,
+    state): no module of privcvx.algorithms asks which rule it has (linearized_admm had 11 such switches)."""
+    from privcvx.schedules import PenaltyRule
+
+    def family(cls: type) -> set[str]:
+        return {cls.__name__}.union(*(family(sub) for sub in cls.__subclasses__()))
+
+    rules = family(PenaltyRule)
+    offenders = [f"{path.name}:{node.lineno}" for path in (PRIVCVX / "algorithms").rglob("*.py")
+                 for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Call) and ast.unparse(node.func) in ("isinstance", "issubclass")
+                 and rules & {ast.unparse(name) for name in ast.walk(node.args[1])}]
+    assert offenders == []
