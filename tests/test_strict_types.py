@@ -14,6 +14,7 @@ import pytest
 import privcvx as pc
 import privcvx.problem as problem_module
 from privcvx.errors import ParameterError, PrivacyError, check_scalar
+from privcvx.privacy.dpp2_accountant import DPP2Privacy
 
 
 def _problem(agents: int = 3) -> pc.DistributedProblem:
@@ -63,6 +64,8 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": True}), "shapes['x']"),  # a bool is no dimension
     (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": (2, True)}), "shapes['x']"),
     (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": (2, 1.0)}), "shapes['x']"),
+    (lambda: DPP2Privacy(delta=0.1, dim=10, alpha=0.1, smoothness=True, u_e=1.0, u_w=1.0), "smoothness"),
+    (lambda: DPP2Privacy(delta=0.1, dim=10, alpha=0.1, smoothness="5", u_e=1.0, u_w=1.0), "smoothness"),
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():
