@@ -14,7 +14,10 @@ import pytest
 import privcvx as pc
 import privcvx.problem as problem_module
 from privcvx.errors import ParameterError, PrivacyError, check_scalar
+from privcvx.nonconvex import local_reference
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
+from problems.experiment import build
+from problems.functional_mechanism_audit import check_functional_mechanism
 
 
 def _problem(agents: int = 3) -> pc.DistributedProblem:
@@ -66,6 +69,9 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": (2, 1.0)}), "shapes['x']"),
     (lambda: DPP2Privacy(delta=0.1, dim=10, alpha=0.1, smoothness=True, u_e=1.0, u_w=1.0), "smoothness"),
     (lambda: DPP2Privacy(delta=0.1, dim=10, alpha=0.1, smoothness="5", u_e=1.0, u_w=1.0), "smoothness"),
+    (lambda: local_reference(_problem(), scale="1"), "scale"),  # a raw TypeError before check_scalar
+    (lambda: build(test_fraction="0.25"), "test_fraction"),
+    (lambda: check_functional_mechanism(under_noising="0.75"), "under_noising"),
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():
