@@ -54,6 +54,7 @@ from privcvx.errors import (
     RunFailed,
     UnsupportedError,
     check_int,
+    check_scalar,
 )
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, check_delta, check_epsilon
 from privcvx.problem import DistributedProblem
@@ -179,8 +180,7 @@ class Study:
     topology: Topology | None = None
 
     def __post_init__(self) -> None:
-        if self.budget not in BUDGETS:
-            raise ParameterError(f"must be one of {BUDGETS}, got {self.budget!r}", argument="budget")
+        check_scalar(self.budget, argument="budget", choices=BUDGETS)
         if not self.methods or not self.epsilons or not self.seeds:
             raise ParameterError("a study needs at least one method, one epsilon and one seed", argument="methods")
         labels = [method.label for method in self.methods]
