@@ -232,10 +232,7 @@ def _setting(value: Any, where: str, allow_derived: bool = True) -> Any:
     if not isinstance(value, dict):
         return value
     if "schedule" in value:
-        name = value["schedule"]
-        if name not in SCHEDULES:
-            raise ParameterError(f"unknown schedule {name!r}; expected one of {sorted(SCHEDULES)}",
-                                 argument=where + ".schedule")
+        name = check_scalar(value["schedule"], argument=where + ".schedule", choices=sorted(SCHEDULES))
         make, args = SCHEDULES[name], {k: v for k, v in value.items() if k != "schedule"}
         signature = _accepts(make, args, where + ".")
         if "epsilon" in signature.parameters and "epsilon" not in args:

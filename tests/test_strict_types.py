@@ -16,8 +16,10 @@ import privcvx.problem as problem_module
 from privcvx.errors import ParameterError, PrivacyError, check_scalar
 from privcvx.nonconvex import local_reference
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
+from problems.datasets import load_mnist
 from problems.experiment import build
 from problems.functional_mechanism_audit import check_functional_mechanism
+from problems.logistic import federated_logistic
 
 
 def _problem(agents: int = 3) -> pc.DistributedProblem:
@@ -72,6 +74,10 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: local_reference(_problem(), scale="1"), "scale"),  # a raw TypeError before check_scalar
     (lambda: build(test_fraction="0.25"), "test_fraction"),
     (lambda: check_functional_mechanism(under_noising="0.75"), "under_noising"),
+    (lambda: pc.algorithms.QDPSGD(variant=True), "variant"),  # True == 1: taken as Q-DPSGD-1 before check_scalar
+    (lambda: load_mnist(".", split=["train"]), "split"),  # unhashable: raw TypeErrors before check_scalar
+    (lambda: federated_logistic(np.eye(4), np.arange(4) % 2, agents=2, relation=["replace_one"]), "relation"),
+    (lambda: federated_logistic(np.eye(4), np.arange(4) % 2, agents=2, sensitivity={"paper"}), "sensitivity"),
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():
