@@ -78,6 +78,11 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: load_mnist(".", split=["train"]), "split"),  # unhashable: raw TypeErrors before check_scalar
     (lambda: federated_logistic(np.eye(4), np.arange(4) % 2, agents=2, relation=["replace_one"]), "relation"),
     (lambda: federated_logistic(np.eye(4), np.arange(4) % 2, agents=2, sensitivity={"paper"}), "sensitivity"),
+    (lambda: pc.schedules.ResidualBalancing(relative=1), "relative"),  # 1 == True: taken as relative before
+    (lambda: pc.schedules.ResidualBalancing(relative=0), "relative"),
+    (lambda: pc.algorithms.check_privacy(pc.algorithms.PRADMM(epsilon=1.0), confidence="0.95"), "confidence"),
+    (lambda: pc.algorithms.check_privacy(pc.algorithms.PRADMM(epsilon=1.0), under_noising=True), "under_noising"),
+    (lambda: pc.Budget(1.0, 1e-5, mechanism=["gaussian"]), "mechanism"),
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():
