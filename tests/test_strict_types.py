@@ -13,6 +13,7 @@ import pytest
 
 import privcvx as pc
 import privcvx.problem as problem_module
+from powerflow.experiment import build as zonal_study_problem
 from privcvx.errors import ParameterError, PrivacyError, check_scalar
 from privcvx.nonconvex import local_reference
 from privcvx.privacy.dpp2_accountant import DPP2Privacy
@@ -83,6 +84,9 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: pc.algorithms.check_privacy(pc.algorithms.PRADMM(epsilon=1.0), confidence="0.95"), "confidence"),
     (lambda: pc.algorithms.check_privacy(pc.algorithms.PRADMM(epsilon=1.0), under_noising=True), "under_noising"),
     (lambda: pc.Budget(1.0, 1e-5, mechanism=["gaussian"]), "mechanism"),
+    (lambda: zonal_study_problem(zones=2.7), "zones"),  # int() made 2.7 two zones and True one
+    (lambda: zonal_study_problem(zones=True), "zones"),
+    (lambda: zonal_study_problem(zones="three"), "zones"),
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():
