@@ -87,6 +87,8 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: zonal_study_problem(zones=2.7), "zones"),  # int() made 2.7 two zones and True one
     (lambda: zonal_study_problem(zones=True), "zones"),
     (lambda: zonal_study_problem(zones="three"), "zones"),
+    (lambda: pc.Topology.ring(["a", "b", "c"]).gossip_weights(kappa="4"), "kappa"),  # float() took it
+    (lambda: pc.Topology.ring(["a", "b", "c"]).gossip_weights(kappa=[4.0]), "kappa"),  # a raw TypeError
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():
