@@ -205,3 +205,12 @@ def test_no_method_switches_on_the_type_of_a_penalty_rule():
                  if isinstance(node, ast.Call) and ast.unparse(node.func) in ("isinstance", "issubclass")
                  and rules & {ast.unparse(name) for name in ast.walk(node.args[1])}]
     assert offenders == []
+
+
+def test_a_new_method_needs_only_pc_and_pc_algorithms():
+    """examples/gradient_tracking.py, a method in one file, imports privcvx through ``privcvx`` and
+    ``privcvx.algorithms`` alone (it took six modules before ``LatestReleases`` and the bases were exported)."""
+    nodes = _import_nodes(PRIVCVX.parent / "examples" / "gradient_tracking.py")
+    modules = [alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names]
+    modules += [node.module for node in nodes if isinstance(node, ast.ImportFrom)]
+    assert {m for m in modules if m.split(".")[0] == "privcvx"} == {"privcvx", "privcvx.algorithms"}
