@@ -214,3 +214,50 @@ def test_a_new_method_needs_only_pc_and_pc_algorithms():
     modules = [alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names]
     modules += [node.module for node in nodes if isinstance(node, ast.ImportFrom)]
     assert {m for m in modules if m.split(".")[0] == "privcvx"} == {"privcvx", "privcvx.algorithms"}
+
+
+def _class_name_rules(path: Path) -> list[int]:
+    """Lines where ``type(x).__name__`` (directly, or through a name assigned from it) is compared with string
+    constants or used as a key (``.get(...)``, ``[...]``)."""
+    tree = ast.parse(path.read_text())
+
+    def is_name_of_type(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "__name__" and isinstance(node.value, ast.Call)
+                and ast.unparse(node.value.func) == "type")
+
+    held = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and is_name_of_type(node.value)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+    def class_name(node: ast.AST) -> bool:
+        return is_name_of_type(node) or (isinstance(node, ast.Name) and node.id in held)
+
+    def strings(node: ast.AST) -> bool:
+        items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return all(isinstance(item, ast.Constant) and isinstance(item.value, str) for item in items)
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(class_name(side) for side in sides) and any(strings(side) for side in sides):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args and class_name(node.args[0]):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and class_name(node.slice):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_rules_are_keyed_by_class_not_by_class_name(tmp_path):
+    """Rules per CVXPY atom are registries keyed by class (`gradients.ATOM_RULES`, `diagnostics.FAST_ATOMS`), as
+    cvxpy's canonicalizer maps: no module compares ``type(x).__name__`` with names or keys a map by it
+    (gradients._compile was an if-chain on such strings, diagnostics' FAST_ATOMS a map by them). Clarabel's cone
+    types, which privcvx does not import by class, are the exception."""
+    offenders = [f"{path.name}:{line}" for path in _module_names(PRIVCVX.parent, ("privcvx", "powerflow", "problems"))
+                 .values() for line in _class_name_rules(path) if path.name != "certificate.py"]
+    assert offenders == []
+    old = tmp_path / "diagnostics.py"  # the map by class names this test replaced (commit 0265546)
+    old.write_text('kind = type(atom).__name__\nif kind in ("AddExpression", "NegExpression"):\n    pass\n'
+                   'fast = FAST_ATOMS.get(kind)\n')
+    assert _class_name_rules(old) == [2, 4]
