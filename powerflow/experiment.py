@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import privcvx as pc
-from privcvx.errors import ParameterError
+from privcvx.errors import ParameterError, check_scalar
 
 from .data import load_case
 from .zonal import zonal_problem
@@ -27,16 +27,16 @@ def build(case: str = "case14", zones: str | int = "3", beta: float = 0.01, sens
             raise ParameterError(f'"standin" zones exist only for case118, not {case!r}', argument="zones")
         mapping: Any = case118_zones()
     else:
-        mapping = _integer(zones, "zones")
+        mapping = _zone_count(zones)
     return zonal_problem(load_case(case, argument="case"), mapping, beta=beta, sensitivity=sensitivity, seed=zone_seed,
                         consensus=consensus)
 
 
-def _integer(value: Any, argument: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"expected an integer, got {value!r}", argument=argument) from None
+def _zone_count(zones: str | int) -> int:
+    """A number of zones, given as an integer or as its digits (TOML's ``zones = "3"``, beside ``"standin"``)."""
+    if isinstance(zones, str) and zones.strip().isdigit():
+        zones = int(zones)
+    return check_scalar(zones, argument="zones", kind=int, low=1)  # 2.7 and True are no count (int() took them)
 
 
 def figures(out: Path, *, epsilon: float, delta: float, rounds: int, budget: str = "per_update", case: str = "case14",

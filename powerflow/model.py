@@ -25,7 +25,7 @@ import numpy as np
 import pandapower as pp
 import scipy.sparse as sp
 
-from privcvx.errors import DeclarationError, SolverError
+from privcvx.errors import DeclarationError, SolverError, check_scalar
 
 from .data import NetworkData, load_case, network_data
 
@@ -312,8 +312,7 @@ def socopf(net: pp.pandapowerNet | str, objective: str = "load_shedding", **solv
     ``solver_options`` go to ``cp.Problem.solve`` (defaults:
     Clarabel, ``ignore_dpp=True``).
     """
-    if objective not in ("load_shedding", "cost"):
-        raise DeclarationError(f"expected 'load_shedding' or 'cost', got {objective!r}", argument="objective")
+    objective = check_scalar(objective, argument="objective", choices=("load_shedding", "cost"), error=DeclarationError)
     data = network_data(as_net(net))
     model = SocModel(data, np.arange(data.nb))
     constraints = model.constraint_list

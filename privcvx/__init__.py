@@ -18,6 +18,7 @@ from privcvx.problem import Agent, AgentSpec, DistributedProblem, SampledAgent
 from privcvx.reference import CentralizedSolution
 from privcvx.results import Result, load_result
 from privcvx.topology import Topology
+from privcvx.version import __version__ as __version__
 
 __all__ = [
     "Agent", "AgentSpec", "Budget", "CentralizedSolution", "ConvergenceWarning", "CurvatureBound", "Declared",
@@ -26,4 +27,3 @@ __all__ = [
     "Sensitivity", "Study", "Topology", "Transcript", "algorithms", "compare", "errors", "load_result", "runtime",
     "schedules",
 ]
-__version__ = "0.1.0"

@@ -28,10 +28,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from privcvx import __version__
 from privcvx.compare import BUDGETS, Comparison, compare
 from privcvx.errors import ConvergenceWarning, ParameterError, PrivcvxError
 from privcvx.study_file import load
+from privcvx.version import __version__
 
 #: The presets that ``privcvx demo`` runs, small (examples/ of the source tree).
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -54,6 +54,7 @@ from privcvx.errors import (
     RunFailed,
     UnsupportedError,
     check_int,
+    check_scalar,
 )
 from privcvx.privacy.mechanisms import Budget, Gaussian, Laplace, check_delta, check_epsilon
 from privcvx.problem import DistributedProblem
@@ -179,8 +180,7 @@ class Study:
     topology: Topology | None = None
 
     def __post_init__(self) -> None:
-        if self.budget not in BUDGETS:
-            raise ParameterError(f"must be one of {BUDGETS}, got {self.budget!r}", argument="budget")
+        check_scalar(self.budget, argument="budget", choices=BUDGETS)
         if not self.methods or not self.epsilons or not self.seeds:
             raise ParameterError("a study needs at least one method, one epsilon and one seed", argument="methods")
         labels = [method.label for method in self.methods]
@@ -213,7 +213,8 @@ class Study:
 class Comparison:
     """What `compare` returns (and writes): one row per run and round, the final rounds summarized over seeds, the
     centralized reference (of the study's own problem, or of the first method's when every method overrides it:
-    `Method.problem`), the runs that failed (``(method, setting, epsilon, seed, error)``, only with
+    `Method.problem`), each method's own reference (``references``: the optimum of the problem its overrides build,
+    by label), the runs that failed (``(method, setting, epsilon, seed, error)``, only with
     ``keep_going``), the method settings refused before any run (``(method, setting, reason)``, only with
     ``keep_going``) and whether Ctrl-C stopped the study (the finished runs are kept)."""
 
@@ -224,6 +225,9 @@ class Comparison:
     interrupted: bool = False
     planned: int = 0  # how many runs the study has (finished, failed or not started; refused ones are not counted)
     refused: list[tuple[str, str, str]] = field(default_factory=list)
+    references: dict[str, float] = field(default_factory=dict)
+    #: reference.csv's ``reference`` column per method label: "centralized", with the method's overrides if any.
+    reference_names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -318,10 +322,13 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
                 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
                 problems.append((method.problem, built, built.solve_centralized()))
 
-    def problem_of(plan: Plan) -> tuple[DistributedProblem, Any]:
-        found = _built_for(problems, plan.method.problem)
+    def problem_of_method(method: Method) -> tuple[DistributedProblem, Any]:
+        found = _built_for(problems, method.problem)
         assert found is not None  # every method's problem was built above
         return found
+
+    def problem_of(plan: Plan) -> tuple[DistributedProblem, Any]:
+        return problem_of_method(plan.method)
 
     reference = (_built_for(problems, {}) or problems[0][1:])[1]
     plans = [Plan(method, setting, algorithm, epsilon, seed) for method in study.methods
@@ -361,9 +368,19 @@ def compare(study: Study, out: str | Path | None = None, *, progress: bool = Fal
         with shield:
             comparison = _comparison(frames, float(reference.value), failed, interrupted, len(plans))
             comparison.refused = [(method, setting, reason) for (method, setting), reason in refused.items()]
+            for method in study.methods:
+                comparison.references[method.label] = float(problem_of_method(method)[1].value)
+                comparison.reference_names[method.label] = _reference_name(method.problem)
             if out is not None and (frames or failed or refused):
                 write(comparison, Path(out))
     return comparison
+
+
+def _reference_name(options: Mapping[str, Any]) -> str:
+    """reference.csv's name of the centralized optimum of the problem built with ``options`` (a method's
+    overrides)."""
+    overrides = ", ".join(f"{key}={value!r}" for key, value in options.items())
+    return f"centralized ({overrides})" if overrides else "centralized"
 
 
 def _built_for(problems: list[tuple[Mapping[str, Any], DistributedProblem, Any]],
@@ -427,7 +444,8 @@ def write(comparison: Comparison, out: Path) -> list[Path]:
     files = [out / name for name in ("runs.csv", "summary.csv", "reference.csv")]
     comparison.runs.to_csv(files[0], index=False)
     comparison.summary.to_csv(files[1], index=False)
-    pd.DataFrame({"reference": ["centralized"], "objective": [comparison.reference]}).to_csv(files[2], index=False)
+    pd.DataFrame({"method": list(comparison.references), "reference": list(comparison.reference_names.values()),
+                  "objective": list(comparison.references.values())}).to_csv(files[2], index=False)
     if comparison.failed:
         files.append(out / "failures.csv")
         pd.DataFrame(comparison.failed, columns=["method", "setting", "epsilon", "seed", "error"]).to_csv(
@@ -442,7 +460,8 @@ def write(comparison: Comparison, out: Path) -> list[Path]:
     files.append(out / "accuracy.png")
     plotting.save(fig, files[-1])
     files.append(out / "figure.png")
-    plot_rounds(comparison.runs, comparison.reference, files[-1])
+    plot_rounds(comparison.runs, {comparison.reference_names[label]: value
+                                  for label, value in comparison.references.items()}, files[-1])
     return files
 
 
@@ -469,10 +488,11 @@ ROUND_ROWS = {"objective": "objective", "relative_gap": "relative gap", "epsilon
               "noise_magnitude": "noise magnitude, Eq. (29)"}
 
 
-def plot_rounds(runs: pd.DataFrame, reference: float, path: str | Path) -> None:
+def plot_rounds(runs: pd.DataFrame, references: Mapping[str, float], path: str | Path) -> None:
     """figure.png: one column per epsilon, one row per value of `ROUND_ROWS` (then the metrics) against the round;
-    one colour per method and setting (mean over seeds, min-max band), and the centralized optimum as a dashed
-    reference line on the objective row. The column titles say whether epsilon is a total or a per-update one."""
+    one colour per method and setting (mean over seeds, min-max band), and each centralized optimum of
+    ``references`` (name: value; one per problem the methods' overrides build) as a dashed reference line on the
+    objective row. The column titles say whether epsilon is a total or a per-update one."""
     from privcvx import plotting
 
     known = set(RUN_COLUMNS) | set(ROUND_ROWS)
@@ -501,7 +521,8 @@ def plot_rounds(runs: pd.DataFrame, reference: float, path: str | Path) -> None:
                                     low=stats["min"] if several else None, high=stats["max"] if several else None,
                                     log=log)
             if column == "objective":
-                plotting.reference_line(ax, reference)
+                for slot, (name, value) in enumerate(references.items()):
+                    plotting.reference_line(ax, value, "centralized optimum" + name.removeprefix("centralized"), slot)
             if j == 0:
                 ax.set_ylabel(label, fontsize=8)
         axes[0][j].set_title(f"epsilon = {epsilon:g} {budget}", fontsize=9)

@@ -43,6 +43,10 @@ from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
+from cvxpy.atoms.affine.add_expr import AddExpression
+from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
+from cvxpy.atoms.affine.sum import Sum
+from cvxpy.atoms.affine.unary_operators import NegExpression
 from cvxpy.atoms.atom import Atom
 from cvxpy.constraints import PSD, SOC, Equality, Inequality, NonNeg, NonPos, Zero
 
@@ -115,13 +119,14 @@ def _squares_total(atom: Atom) -> str:
 #: ``np.add.reduce``; DivExpression: ``np.divide``; quad_over_lin: its own formula, with the test for complex data
 #: made once, where CVXPY walks the argument's tree at each call, 30 us on a 4-entry ridge objective; ``ndarray.sum``
 #: is ``np.add.reduce`` behind a Python wrapper) on numpy arrays. A product with a vector on the right is ``@``
-#: itself (BLAS reads a vector's entries with their stride).
-FAST_ATOMS: dict[str, FastAtom] = {
-    "Sum": FastAtom(lambda atom: f"np.add.reduce({{0}}, axis={atom.axis!r}, keepdims={atom.keepdims!r})"),
-    "quad_over_lin": FastAtom(lambda atom: f"{_squares_total(atom)} / {{1}}.item()", scalars=True),
-    "MulExpression": FastAtom(lambda atom: "_matmul({0}, {1})" if atom.args[1].ndim > 1 else "{0} @ {1}"),
-    "multiply": FastAtom(lambda atom: "np.multiply({0}, {1})", scalars=True),
-    "DivExpression": FastAtom(lambda atom: "np.divide({0}, {1})", scalars=True),
+#: itself (BLAS reads a vector's entries with their stride). Keyed by the atom's own class, as
+#: `privcvx.gradients.ATOM_RULES` (a subclass has its own ``numeric`` and is not matched).
+FAST_ATOMS: dict[type[Atom], FastAtom] = {
+    Sum: FastAtom(lambda atom: f"np.add.reduce({{0}}, axis={atom.axis!r}, keepdims={atom.keepdims!r})"),
+    cp.quad_over_lin: FastAtom(lambda atom: f"{_squares_total(atom)} / {{1}}.item()", scalars=True),
+    MulExpression: FastAtom(lambda atom: "_matmul({0}, {1})" if atom.args[1].ndim > 1 else "{0} @ {1}"),
+    multiply: FastAtom(lambda atom: "np.multiply({0}, {1})", scalars=True),
+    DivExpression: FastAtom(lambda atom: "np.divide({0}, {1})", scalars=True),
 }
 
 
@@ -206,21 +211,21 @@ class CompiledExpression:
 
     def _atom(self, atom: Atom, children: list[str], name: str) -> str:
         """The code of an atom's value from its children's, and the kind of that value (in ``kinds``)."""
-        kind = type(atom).__name__
+        kind = type(atom)  # the atom's own class (`FAST_ATOMS`), not a base's
         if 0 in atom.shape:
             return "np.array([])"
-        if kind in ("AddExpression", "NegExpression"):
+        if kind in (AddExpression, NegExpression):
             if all(child in self.kinds for child in children):  # numpy values: a numpy value
                 self.kinds[name] = ARRAY if atom.shape else FLOAT
-            return " + ".join(children) if kind == "AddExpression" else f"-{children[0]}"
+            return " + ".join(children) if kind is AddExpression else f"-{children[0]}"
         rule = self._bind("a", atom)
         generic = f"{rule}.numeric([{', '.join(children)}])"
-        if kind == "log_sum_exp":
+        if kind is cp.log_sum_exp:
             if atom.shape:
                 self.kinds[name] = ARRAY
             return f"{self._bind('s', _log_sum_exp(atom))}({children[0]})"
         fast = FAST_ATOMS.get(kind)
-        if fast is None or (kind == "quad_over_lin" and atom.args[0].is_complex()):
+        if fast is None or (kind is cp.quad_over_lin and atom.args[0].is_complex()):
             return generic
         scaled = self._scaled_by_constant(atom, kind, children)
         if scaled is not None:
@@ -236,23 +241,23 @@ class CompiledExpression:
         self.kinds[name] = ARRAY if atom.shape else FLOAT  # numpy's answer on numpy values
         return code
 
-    def _scaled_by_constant(self, atom: Atom, kind: str, children: list[str]) -> str | None:
+    def _scaled_by_constant(self, atom: Atom, kind: type[Atom], children: list[str]) -> str | None:
         """The code of a product, quotient or ``quad_over_lin`` with a scalar float constant (``0.1 * sum_squares``,
         the 1 of ``sum_squares``) as Python arithmetic on a Python float: the same IEEE operation as numpy's ufunc
         on the 0-d constant, without the ufunc's call; a division by 1 is left out (x / 1 is x). None when no child
         is such a constant or the other is not known to be a numpy value."""
         constants = [self._float_constant(child) for child in children]
-        if kind == "quad_over_lin" and constants[1] is not None and children[0] in self.kinds \
+        if kind is cp.quad_over_lin and constants[1] is not None and children[0] in self.kinds \
                 and self.kinds[children[0]] == ARRAY:
             total = _squares_total(atom).format(children[0])
             return total if self.namespace[constants[1]] == 1.0 else f"{total} / {constants[1]}"
-        if kind not in ("multiply", "DivExpression") or len(children) != 2:
+        if kind not in (multiply, DivExpression) or len(children) != 2:
             return None
         first, second = constants
-        if kind == "multiply" and first is not None and children[1] in self.kinds:
+        if kind is multiply and first is not None and children[1] in self.kinds:
             return f"{first} * {children[1]}"
         if second is not None and children[0] in self.kinds:
-            return f"{children[0]} {'*' if kind == 'multiply' else '/'} {second}"
+            return f"{children[0]} {'*' if kind is multiply else '/'} {second}"
         return None
 
     def _float_constant(self, child: str) -> str | None:

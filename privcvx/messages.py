@@ -73,10 +73,16 @@ class Message:
         return self.payload[key]
 
     def same_as(self, other: Message) -> bool:
-        """Equal header and bitwise-equal payload arrays."""
+        """Equal header and bitwise-equal payload arrays (`same_bits`)."""
         return (self.round, self.phase, self.sender, self.receiver) == (
             other.round, other.phase, other.sender, other.receiver) and self.payload.keys() == other.payload.keys() \
-            and all(np.array_equal(self.payload[k], other.payload[k]) for k in self.payload)
+            and all(same_bits(self.payload[k], other.payload[k]) for k in self.payload)
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two numeric arrays are the same bits: dtype, shape and bytes (unlike ``np.array_equal``, 0.0 and -0.0
+    differ, 1 and 1.0 differ, and a NaN is the same as the same NaN)."""
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 class Transcript:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.optimize import minimize
 
-from privcvx.errors import CentralizedSolveError, ParameterError, UnsupportedError, check_int
+from privcvx.errors import CentralizedSolveError, UnsupportedError, check_int, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.reference import CentralizedSolution
 
@@ -34,8 +34,7 @@ def local_reference(problem: DistributedProblem, *, starts: int = 8, scale: floa
     not noise). Needs full consensus and no constraints: every agent shares its whole vector.
     """
     starts = check_int(starts, argument="starts")
-    if not scale > 0:
-        raise ParameterError(f"must be > 0, got {scale!r}", argument="scale")
+    scale = require_positive(scale, argument="scale")
     for agent, layout in zip(problem.agents, problem.layouts, strict=True):
         if agent.constraints or layout.shared_local.size != layout.dim or len(problem.keys) != 1:
             raise UnsupportedError("the nonconvex reference is an unconstrained full-consensus solve",

@@ -79,18 +79,26 @@ def draw_curve(ax: Any, rounds: Any, mean: Any, *, label: str, color: str, style
         ax.fill_between(rounds, clean(low), clean(high), color=color, alpha=0.15, linewidth=0)
 
 
-def reference_line(ax: Any, value: float, label: str = "centralized optimum") -> None:
-    """A horizontal line at a reference value (black, thin, dashed), drawn after the curves.
+#: The dash patterns of a panel's reference lines, one per reference (``slot``).
+REFERENCE_DASHES = ((0, (4, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)))
+
+
+def reference_line(ax: Any, value: float, label: str = "centralized optimum", slot: int = 0) -> None:
+    """A horizontal line at a reference value (black, thin, dashed), drawn after the curves; the ``slot``-th reference
+    of the panel takes the ``slot``-th dash pattern of `REFERENCE_DASHES`.
 
     A value outside the data's range (e.g. an optimum of 1e-21 under curves near 1) would squash them: it
-    is written in the panel instead of drawn.
+    is written in the panel instead of drawn (the ``slot``-th reference one line further in).
     """
     low, high = ax.get_ylim()
     if low <= value <= high:
-        ax.axhline(value, color=COLORS["centralized"], linestyle=(0, (4, 2)), linewidth=1.0, label=label)
+        ax.axhline(value, color=COLORS["centralized"], linestyle=REFERENCE_DASHES[slot % len(REFERENCE_DASHES)],
+                   linewidth=1.0, label=label)
     else:
-        ax.text(0.02, 0.02 if value < low else 0.98, f"{label} = {value:.3g} (off the axis)", transform=ax.transAxes,
-                ha="left", va="bottom" if value < low else "top", fontsize=7, color=COLORS["centralized"])
+        shift = 0.07 * slot
+        ax.text(0.02, 0.02 + shift if value < low else 0.98 - shift, f"{label} = {value:.3g} (off the axis)",
+                transform=ax.transAxes, ha="left", va="bottom" if value < low else "top", fontsize=7,
+                color=COLORS["centralized"])
 
 
 def new_figure(rows: int, columns: int, *, panel: tuple[float, float] = (3.6, 2.6),

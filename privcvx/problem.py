@@ -405,12 +405,10 @@ class AgentSpec:
             raise DeclarationError(f"must be a non-empty dict {{key: shape}}, got {shapes!r}", agent=name,
                                    argument="shapes")
         self.shapes: dict[Hashable, tuple[int, ...]] = {}
-        for key, shape in shapes.items():
-            dims = (shape,) if isinstance(shape, int | np.integer) else shape
-            if not isinstance(dims, Sequence) or not all(isinstance(d, int | np.integer) and d >= 1 for d in dims):
-                raise DeclarationError(f"the shape of key {key!r} must be a tuple of positive ints, got {shape!r}",
-                                       agent=name, argument="shapes")
-            self.shapes[key] = tuple(int(d) for d in dims)
+        for key, shape in shapes.items():  # a number n is the shape (n,); a bool is no dimension (check_scalar)
+            dims = shape if isinstance(shape, Sequence) and not isinstance(shape, str) else (shape,)
+            self.shapes[key] = tuple(check_scalar(d, argument=f"shapes[{key!r}]", kind=int, low=1, agent=name,
+                                                  error=DeclarationError) for d in dims)
         #: The public declarations about the agent's data (`pc.Declared`), checked against the built agent's.
         self.declared = declaration(declared, agent=name, sensitivity=sensitivity, smoothness=smoothness)
         if self.declared.sensitivity is not None and not isinstance(self.declared.sensitivity, Sensitivity):

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcvx.errors import ParameterError, require_positive
+from privcvx.errors import ParameterError, check_scalar, require_positive
 
 Schedule = Callable[[int], float]
 
@@ -232,16 +232,14 @@ class ResidualBalancing(PenaltyRule):
     def __init__(self, initial: float | None = None, *, tau: float = 2.0, mu: float = 10.0, mode: str = "free",
                  relative: bool | str = False, warmup: int = 0, until: int | None = 100, minimum: float = 1e-6,
                  maximum: float = 1e6) -> None:
-        if mode not in ("free", "nondecreasing"):
-            raise ParameterError(f'must be "free" or "nondecreasing", got {mode!r}', argument="mode")
-        if relative not in (False, True, "peak"):
-            raise ParameterError(f'must be False, True or "peak", got {relative!r}', argument="relative")
+        mode = check_scalar(mode, argument="mode", choices=("free", "nondecreasing"))
+        relative = check_scalar(relative, argument="relative", choices=(False, True, "peak"))  # 1 is not True
         self.tau = require_positive(tau, argument="tau")
         self.mu = require_positive(mu, argument="mu")
         if self.tau <= 1 or self.mu < 1:
             raise ParameterError(f"needs tau > 1 and mu >= 1, got tau={tau!r}, mu={mu!r}", argument="tau")
         self.mode = mode
-        self.relative = relative if relative == "peak" else bool(relative)
+        self.relative = relative
         self.warmup = int(require_positive(warmup, argument="warmup", allow_zero=True))
         self.until = None if until is None else int(require_positive(until, argument="until"))
         self.observed = 0
@@ -349,9 +347,7 @@ class PerKeyBalancing(ResidualBalancing):
                  mode: str = "free", until: int | None = 100, minimum: float = 1e-6, maximum: float = 1e6,
                  settle: tuple[float, float] | None = None) -> None:
         super().__init__(initial, tau=tau, mu=mu, mode=mode, until=until, minimum=minimum, maximum=maximum)
-        if groups not in ("key", "entry"):
-            raise ParameterError(f'must be "key" or "entry", got {groups!r}', argument="groups")
-        self.groups = groups
+        self.groups = check_scalar(groups, argument="groups", choices=("key", "entry"))
         self.settle = None if settle is None else tuple(require_positive(v, argument="settle", allow_zero=True)
                                                         for v in settle)
         self.settled = False

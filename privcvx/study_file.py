@@ -45,7 +45,7 @@ from typing import Any
 from privcvx import schedules
 from privcvx.algorithms import LinearizedADMM, all_algorithms
 from privcvx.compare import BUDGETS, Derived, Method, Study
-from privcvx.errors import ParameterError, PrivcvxError, check_int
+from privcvx.errors import ParameterError, PrivcvxError, check_int, check_scalar
 from privcvx.privacy.mechanisms import Gaussian, Laplace, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation
 from privcvx.problem import DistributedProblem
@@ -94,7 +94,7 @@ def from_config(config: Mapping[str, Any], default_out: Path = Path("out/study")
     values = {"epsilons": _epsilons(table.get("epsilons")), "delta": delta,
               "rounds": check_int(table.get("rounds", 100), argument="study.rounds"),
               "seeds": _seeds(table.get("seeds", 1)),
-              "budget": _choice(table.get("budget", "total"), BUDGETS, "study.budget")}
+              "budget": check_scalar(table.get("budget", "total"), argument="study.budget", choices=BUDGETS)}
     out = table.get("out", str(default_out))
     if not isinstance(out, str) or not out:
         raise ParameterError(f"must be a folder name, got {out!r}", argument="study.out")
@@ -232,10 +232,7 @@ def _setting(value: Any, where: str, allow_derived: bool = True) -> Any:
     if not isinstance(value, dict):
         return value
     if "schedule" in value:
-        name = value["schedule"]
-        if name not in SCHEDULES:
-            raise ParameterError(f"unknown schedule {name!r}; expected one of {sorted(SCHEDULES)}",
-                                 argument=where + ".schedule")
+        name = check_scalar(value["schedule"], argument=where + ".schedule", choices=sorted(SCHEDULES))
         make, args = SCHEDULES[name], {k: v for k, v in value.items() if k != "schedule"}
         signature = _accepts(make, args, where + ".")
         if "epsilon" in signature.parameters and "epsilon" not in args:
@@ -257,9 +254,9 @@ def _setting(value: Any, where: str, allow_derived: bool = True) -> Any:
 def _privacy(table: dict[str, Any], where: str, delta: float) -> ObjectivePerturbation | OutputPerturbation:
     """Algorithm 1's privacy mode as a template: the study calibrates its mechanism to each epsilon."""
     _known(table, PRIVACY_KEYS, where + ".")
-    kind = _choice(table.get("perturbation"), ("objective", "output"), where + ".perturbation")
-    mechanism = Gaussian(1.0, delta) if _choice(table.get("mechanism", "gaussian"), ("gaussian", "laplace"),
-                                                where + ".mechanism") == "gaussian" else Laplace(1.0)
+    kind = check_scalar(table.get("perturbation"), argument=where + ".perturbation", choices=("objective", "output"))
+    mechanism = Gaussian(1.0, delta) if check_scalar(table.get("mechanism", "gaussian"), argument=where + ".mechanism",
+                                                     choices=("gaussian", "laplace")) == "gaussian" else Laplace(1.0)
     sensitivity = table.get("sensitivity", "derived")
     if kind == "objective":
         for key in ("sensitivity", "solver_error"):
@@ -289,12 +286,6 @@ def _seeds(value: Any) -> list[int]:
             raise ParameterError("must be a count or a non-empty list of seeds", argument="study.seeds")
         return [check_int(seed, argument="study.seeds", minimum=0) for seed in value]
     return list(range(check_int(value, argument="study.seeds")))
-
-
-def _choice(value: Any, choices: tuple[str, ...], argument: str) -> str:
-    if value not in choices:
-        raise ParameterError(f"must be one of {list(choices)}, got {value!r}", argument=argument)
-    return value
 
 
 def _table(config: Mapping[str, Any], key: str, prefix: str = "") -> dict[str, Any]:

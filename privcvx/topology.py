@@ -25,7 +25,6 @@ A time-varying topology is sent to worker processes with the agents, so for
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -356,8 +355,8 @@ class Topology:
         largest = float(np.linalg.eigvalsh(signed)[-1])
         if kappa is None:
             kappa = largest if largest > 0 else 1.0
-        kappa = float(kappa)
-        if not math.isfinite(kappa) or kappa <= largest / 2.0:
+        kappa = check_scalar(kappa, argument="kappa", kind=float)  # finite; a bool or a string is refused
+        if kappa <= largest / 2.0:
             raise ParameterError(f"must exceed lambda_max(L)/2 = {largest / 2.0:.6g}, got {kappa!r}", argument="kappa")
         matrix = np.eye(len(order)) - signed / kappa
         check_gossip(matrix)

@@ -120,8 +120,9 @@ def update_epsilon(mechanism: Mechanism | None) -> float:
 
 
 @dataclass(frozen=True)
-class SmoothStep:
-    """eta^t = 1 / (L + sqrt(t) / epsilon): Eq. (25a); with ``epsilon=inf`` it is the constant 1/L."""
+class LipschitzStep:
+    """eta^t = 1 / (L + sqrt(t) / epsilon), L the Lipschitz constant of grad f_p (its smoothness): Eq. (25a); with
+    ``epsilon=inf`` it is the constant 1/L."""
 
     smoothness: float
     epsilon: float = math.inf

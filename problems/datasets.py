@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import sklearn.datasets
 
-from privcvx.errors import PrivcvxError
+from privcvx.errors import PrivcvxError, check_scalar
 
 __all__ = ["ADULT_COLUMNS", "DatasetError", "DatasetNotFoundError", "load_adult", "load_breast_cancer", "load_digits",
            "load_mnist", "read_idx"]
@@ -83,8 +83,7 @@ def load_mnist(path: str | Path, split: str = "train") -> tuple[np.ndarray, np.n
     gzipped (``.gz``). Returns the images flattened to rows of raw pixel values (0..255, float)
     and the labels.
     """
-    if split not in _MNIST_FILES:
-        raise DatasetError(f"must be 'train' or 'test', got {split!r}", argument="split")
+    split = check_scalar(split, argument="split", choices=tuple(_MNIST_FILES), error=DatasetError)
     folder = Path(path).expanduser()
     stems = _MNIST_FILES[split]
     found = [_find(folder, stem) for stem in stems]

@@ -32,7 +32,7 @@ import cvxpy as cp
 import numpy as np
 
 import privcvx as pc
-from privcvx.errors import ParameterError, require_positive
+from privcvx.errors import check_scalar, require_positive
 from privcvx.privacy.accounting import PrivacyLedger
 from privcvx.privacy.mechanisms import check_delta, check_epsilon
 from privcvx.privacy.noise import agent_noise_sources
@@ -65,8 +65,7 @@ def distributed_fair_logistic(X: Any, y: Any, sensitive: Any, tau: float, agents
     n, d = X.shape
     tau = require_positive(tau, argument="tau", allow_zero=True)
     lam = require_positive(lam, argument="lam", allow_zero=True)
-    if method not in METHODS:
-        raise ParameterError(f"must be one of {METHODS}, got {method!r}", argument="method")
+    method = check_scalar(method, argument="method", choices=METHODS)
     private = epsilon is not None and epsilon != math.inf
     if private:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)

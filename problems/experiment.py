@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 import privcvx as pc
-from privcvx.errors import ParameterError
+from privcvx.errors import ParameterError, check_scalar
 
 from . import datasets
 from .logistic import federated_logistic
@@ -34,9 +34,9 @@ def build(dataset: str = "digits", data_path: str | None = None, agents: int = 1
           alpha: float = 0.5, bound: float = 0.1, test_fraction: float = 0.25, data_seed: int = 0,
           sensitivity: str = "worst_case") -> pc.DistributedProblem:
     """Federated logistic regression Eq. (30) on a stratified train/test split of ``dataset`` (Sec. 6.2)."""
+    test_fraction = check_scalar(test_fraction, argument="test_fraction", kind=float, low=0.0, high=1.0,
+                                 closed="neither")
     X, y = load_dataset(dataset, data_path)
-    if not 0 < test_fraction < 1:
-        raise ParameterError(f"must be in (0, 1), got {test_fraction!r}", argument="test_fraction")
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=test_fraction, random_state=data_seed,
                                                         stratify=y)
     return federated_logistic(X_train, y_train, agents=agents, split=split, alpha=alpha, bound=bound,

@@ -113,8 +113,7 @@ def extended_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     tests/test_fair_logistic.py), so it is not a valid calibration; the first is above it on the whole grid tested.
     """
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    if reading not in ("valid", "printed"):
-        raise ParameterError(f'must be "valid" or "printed", got {reading!r}', argument="reading")
+    reading = check_scalar(reading, argument="reading", choices=("valid", "printed"))
     inner = math.sqrt(2.0 / math.pi) / delta if reading == "valid" else math.sqrt(2.0 / (math.pi * delta))
     log_term = math.log(inner)
     return math.sqrt(2.0) * sensitivity / (2.0 * epsilon) * (math.sqrt(log_term) + math.sqrt(log_term + epsilon))

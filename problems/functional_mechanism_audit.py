@@ -37,7 +37,7 @@ from privcvx.algorithms.privacy_audit import (
     llr_lower_bound,
     release_log_ratio,
 )
-from privcvx.errors import ParameterError, check_int
+from privcvx.errors import check_int, check_scalar
 from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
 from privcvx.privacy.mechanisms import Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.noise import SecureNoise
@@ -106,12 +106,11 @@ def check_functional_mechanism(method: str = "pdfc", d: int = 2, epsilon: float 
     theta(D), theta(D') flattened (default `declared_pair`). The report's ``attained`` is ||w (theta - theta')||
     over the declared Delta in the norm of the mechanism (1 for `declared_pair`).
     """
-    if method not in METHODS:
-        raise ParameterError(f"must be one of {METHODS}, got {method!r}", argument="method")
+    method = check_scalar(method, argument="method", choices=METHODS)
     epsilon, delta = check_epsilon(epsilon, argument="epsilon"), check_delta(delta)
     runs = check_int(runs, argument="runs")
-    if not 0 < under_noising < 1:
-        raise ParameterError(f"must lie in (0, 1), got {under_noising!r}", argument="under_noising")
+    under_noising = check_scalar(under_noising, argument="under_noising", kind=float, low=0.0, high=1.0,
+                                 closed="neither")
     pair = declared_pair(d, method, attribute) if pair is None else (np.asarray(pair[0], float),
                                                                      np.asarray(pair[1], float))
     kind = "laplace" if method == "pdfc" else "gaussian"

@@ -31,7 +31,7 @@ from scipy.special import expit, logsumexp
 import privcvx as pc
 from privcvx.algorithms.privacy_audit import NeighbouringPair
 from privcvx.diagnostics import row_maximum
-from privcvx.errors import DeclarationError, ParameterError, check_int, require_positive
+from privcvx.errors import DeclarationError, ParameterError, check_int, check_scalar, require_positive
 
 Split = Literal["iid", "dirichlet"]
 SensitivityKind = Literal["paper", "worst_case"]
@@ -296,16 +296,13 @@ def federated_logistic(X: Any, y: Any, agents: int = 10, split: Split = "iid", a
     """
     X, y = _check_data(X, y, "X")
     bound = require_positive(bound, argument="bound")
-    if sensitivity not in ("paper", "worst_case"):
-        raise ParameterError(f"must be 'paper' or 'worst_case', got {sensitivity!r}", argument="sensitivity")
+    sensitivity = check_scalar(sensitivity, argument="sensitivity", choices=("paper", "worst_case"))
     if sensitivity == "paper":
         warnings.warn(f'sensitivity="paper" is nominal: {NOMINAL_PAPER}; sensitivity="worst_case" (the default) is '
                       "valid", pc.NominalPrivacyWarning, stacklevel=2)
-    if relation not in DEFAULT_WEIGHTING:
-        raise ParameterError(f"must be 'replace_one' or 'add_remove', got {relation!r}", argument="relation")
-    weighting = DEFAULT_WEIGHTING[relation] if weighting is None else weighting
-    if weighting not in ("paper", "agent"):
-        raise ParameterError(f"must be 'paper' or 'agent', got {weighting!r}", argument="weighting")
+    relation = check_scalar(relation, argument="relation", choices=tuple(DEFAULT_WEIGHTING))
+    weighting = check_scalar(DEFAULT_WEIGHTING[relation] if weighting is None else weighting, argument="weighting",
+                             choices=("paper", "agent"))
     if relation == "add_remove" and weighting == "paper":
         raise ParameterError("the paper's 1/I weighting couples the agents under add/remove: adding a sample "
                              "to one agent changes I and every agent's gradient; use weighting='agent' or "

@@ -187,6 +187,9 @@ settings = {{ eta = 0.5 }}
      'algorithm = "LinearizedADMM"\nsettings = { rho = { schedule = "cosine" } }\n',
      "methods[0].settings.rho.schedule"),
     ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\n'
+     'algorithm = "LinearizedADMM"\nsettings = { rho = { schedule = ["paper_rho"] } }\n',
+     "methods[0].settings.rho.schedule"),
+    ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\n'
      'algorithm = "LinearizedADMM"\nprivacy = { perturbation = "input" }\n', "methods[0].privacy.perturbation"),
     ('[problem]\nbuilder = "powerflow"\n[study]\nepsilons = [1.0]\n[[methods]]\nlabel = "A"\n'
      'algorithm = "LinearizedADMM"\nprivacy = { perturbation = "output", sensitivity = { l3 = 1 } }\n',

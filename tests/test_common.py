@@ -86,3 +86,32 @@ def test_check_algorithm(case):
         assert any(expected in line for line in report["optimum"]), (expected, report["optimum"])
     if case.gaps is not None:
         assert sum("gap" in line for line in report["optimum"]) == case.gaps, report["optimum"]
+
+
+def test_every_method_can_be_compared_at_a_total_budget():
+    """`pc.compare` calibrates a method through its entry of ``TOTAL_PRIVACY`` (its own or a base class's): every
+    method has one, and only a method without a privacy setting (no ``privacy``, no ``epsilon``) has None."""
+    import inspect
+
+    from privcvx.compare import TOTAL_PRIVACY
+
+    missing, unprivate = [], []
+    for name, cls in algorithms.all_algorithms():
+        entry = next((TOTAL_PRIVACY[base] for base in cls.__mro__ if base in TOTAL_PRIVACY), missing)
+        private = {"privacy", "epsilon"} & set(inspect.signature(cls).parameters)
+        if entry is missing:
+            missing.append(name)
+        elif (entry is None) == bool(private):
+            unprivate.append(name)
+    assert missing == [] and unprivate == []
+
+
+def test_no_method_takes_settings_keyed_by_agent_name():
+    """What a method assumes about an agent's data is its ``declared`` record (`pc.Declared`): no constructor takes
+    a dict or mapping (``PRADMM(release_bounds={name: ...})`` tied an algorithm object to one problem)."""
+    import inspect
+
+    keyed = [f"{name}({parameter.name}: {parameter.annotation})" for name, cls in algorithms.all_algorithms()
+             for parameter in inspect.signature(cls).parameters.values()
+             if any(word in str(parameter.annotation) for word in ("dict", "Mapping"))]
+    assert keyed == []

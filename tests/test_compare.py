@@ -165,3 +165,25 @@ def test_a_wrong_method_problem_value_in_toml_names_the_method_key():
     study = from_config(config).study
     with pytest.raises(ParameterError, match="argument 'methods\\[0\\].problem.consensus': must be one of"):
         pc.compare(study)
+
+
+def _seeded(seed: int = 0) -> pc.DistributedProblem:
+    return consensus_problem(agents=3, seed=seed)
+
+
+def test_each_method_problem_has_its_own_reference_in_the_outputs(tmp_path):
+    """A method whose problem overrides change the optimum gets its own centralized reference: in its relative gap,
+    in ``Comparison.references`` and in reference.csv (one row per method; one value for the study was written)."""
+    study = pc.Study(problem=_seeded, methods=[pc.Method("A", OBJPERT), pc.Method("B", OBJPERT, problem={"seed": 5})],
+                     epsilons=[1.0], rounds=2)
+    result = pc.compare(study, tmp_path)
+    optimum = {"A": _seeded().solve_centralized().value, "B": _seeded(5).solve_centralized().value}
+    assert abs(optimum["A"] - optimum["B"]) > 0.01  # the override changes the optimum (0.458 against 0.415)
+    assert result.references == pytest.approx(optimum, rel=1e-9)
+    table = pd.read_csv(tmp_path / "reference.csv")
+    assert list(table["method"]) == ["A", "B"] and list(table["reference"]) == ["centralized", "centralized (seed=5)"]
+    assert table["objective"].to_numpy() == pytest.approx([optimum["A"], optimum["B"]], rel=1e-9)
+    final = result.runs[result.runs["round"] == 2].set_index("method")
+    for label in ("A", "B"):
+        gap = abs(final.loc[label, "objective"] - optimum[label]) / max(1.0, abs(optimum[label]))
+        assert final.loc[label, "relative_gap"] == pytest.approx(gap, rel=1e-9)

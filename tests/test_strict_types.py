@@ -13,7 +13,14 @@ import pytest
 
 import privcvx as pc
 import privcvx.problem as problem_module
+from powerflow.experiment import build as zonal_study_problem
 from privcvx.errors import ParameterError, PrivacyError, check_scalar
+from privcvx.nonconvex import local_reference
+from privcvx.privacy.dpp2_accountant import DPP2Privacy
+from problems.datasets import load_mnist
+from problems.experiment import build
+from problems.functional_mechanism_audit import check_functional_mechanism
+from problems.logistic import federated_logistic
 
 
 def _problem(agents: int = 3) -> pc.DistributedProblem:
@@ -60,6 +67,28 @@ def test_check_scalar_accepts_values_and_compares_choices_by_value():
     (lambda: pc.algorithms.pr_admm.PeriodicDecay(period=2.0), "period"),
     (lambda: pc.algorithms.pr_admm.PeriodicDecay(rate="0.5"), "rate"),
     (lambda: pc.algorithms.QDPSGD(bits=8.0), "bits"),
+    (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": True}), "shapes['x']"),  # a bool is no dimension
+    (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": (2, True)}), "shapes['x']"),
+    (lambda: pc.AgentSpec("a", lambda: None, shapes={"x": (2, 1.0)}), "shapes['x']"),
+    (lambda: DPP2Privacy(delta=0.1, dim=10, alpha=0.1, smoothness=True, u_e=1.0, u_w=1.0), "smoothness"),
+    (lambda: DPP2Privacy(delta=0.1, dim=10, alpha=0.1, smoothness="5", u_e=1.0, u_w=1.0), "smoothness"),
+    (lambda: local_reference(_problem(), scale="1"), "scale"),  # a raw TypeError before check_scalar
+    (lambda: build(test_fraction="0.25"), "test_fraction"),
+    (lambda: check_functional_mechanism(under_noising="0.75"), "under_noising"),
+    (lambda: pc.algorithms.QDPSGD(variant=True), "variant"),  # True == 1: taken as Q-DPSGD-1 before check_scalar
+    (lambda: load_mnist(".", split=["train"]), "split"),  # unhashable: raw TypeErrors before check_scalar
+    (lambda: federated_logistic(np.eye(4), np.arange(4) % 2, agents=2, relation=["replace_one"]), "relation"),
+    (lambda: federated_logistic(np.eye(4), np.arange(4) % 2, agents=2, sensitivity={"paper"}), "sensitivity"),
+    (lambda: pc.schedules.ResidualBalancing(relative=1), "relative"),  # 1 == True: taken as relative before
+    (lambda: pc.schedules.ResidualBalancing(relative=0), "relative"),
+    (lambda: pc.algorithms.check_privacy(pc.algorithms.PRADMM(epsilon=1.0), confidence="0.95"), "confidence"),
+    (lambda: pc.algorithms.check_privacy(pc.algorithms.PRADMM(epsilon=1.0), under_noising=True), "under_noising"),
+    (lambda: pc.Budget(1.0, 1e-5, mechanism=["gaussian"]), "mechanism"),
+    (lambda: zonal_study_problem(zones=2.7), "zones"),  # int() made 2.7 two zones and True one
+    (lambda: zonal_study_problem(zones=True), "zones"),
+    (lambda: zonal_study_problem(zones="three"), "zones"),
+    (lambda: pc.Topology.ring(["a", "b", "c"]).gossip_weights(kappa="4"), "kappa"),  # float() took it
+    (lambda: pc.Topology.ring(["a", "b", "c"]).gossip_weights(kappa=[4.0]), "kappa"),  # a raw TypeError
 ])
 def test_lenient_settings_are_refused_naming_the_argument(build, argument):
     with warnings.catch_warnings():

@@ -107,6 +107,10 @@ def test_messages_hold_numeric_arrays_and_compare_bitwise():
     assert message["y"].dtype == float and message["rho"].shape == ()
     assert message.same_as(pc.Message(2, "a", None, {"y": np.array([1.0, 2.0]), "rho": np.float64(3.0)}))
     assert not message.same_as(pc.Message(2, "a", None, {"y": np.array([1.0, 2.0 + 1e-16 * 4]), "rho": 3.0}))
+    assert not message.same_as(pc.Message(2, "a", None, {"y": [1.0, 2.0], "rho": 3}))  # an int, not the float 3.0
+    assert not message.same_as(pc.Message(2, "a", None, {"y": [1.0, 2.0], "rho": [3.0]}))  # another shape
+    zero, nan = pc.Message(1, "a", None, {"y": [0.0, np.nan]}), pc.Message(1, "a", None, {"y": [-0.0, np.nan]})
+    assert zero.same_as(pc.Message(1, "a", None, {"y": [0.0, np.nan]})) and not zero.same_as(nan)  # bits, not values
     with pytest.raises(ParameterError, match="numeric"):
         pc.Message(1, "a", "b", {"bad": {"nested": 1}})
     transcript = pc.Transcript([message, pc.Message(3, "b", "a", {"y": [0.0]})])

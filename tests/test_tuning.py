@@ -17,7 +17,7 @@ from privcvx.algorithms.admm_agent import ADMMAgent
 from privcvx.errors import ParameterError
 from privcvx.gradients import GradientEvaluator
 from privcvx.schedules import InverseSqrt, ResidualBalancing, Residuals
-from privcvx.tuning import SmoothStep, estimate_smoothness, is_smooth, update_epsilon
+from privcvx.tuning import LipschitzStep, estimate_smoothness, is_smooth, update_epsilon
 
 
 def _role(agent: pc.Agent, privacy=None) -> ADMMAgent:
@@ -52,7 +52,7 @@ def test_smoothness_of_logistic_loss_is_below_the_declared_bound():
 def test_step_rules_follow_the_paper():
     x = cp.Variable(3)
     smooth = pc.Agent(cp.sum_squares(x - 1), shared=x, sensitivity=pc.Sensitivity(l1=1, l2=1))
-    assert isinstance(_role(smooth).step_rule(), SmoothStep)
+    assert isinstance(_role(smooth).step_rule(), LipschitzStep)
     assert _role(smooth).step_rule()(7) == pytest.approx(0.5)                    # 1/L, L = 2
     declared = pc.Agent(cp.sum_squares(x - 1), shared=x, sensitivity=pc.Sensitivity(l1=1, l2=1), smoothness=2.0)
     private = _role(declared, pc.ObjectivePerturbation(pc.Laplace(0.5))).step_rule()
@@ -207,7 +207,7 @@ def test_gaussian_budget_keeps_eq_25a():
     multiplier = budget.per_update(rounds).noise_multiplier
     epsilon_bar = dp_accounting.get_epsilon_gaussian(multiplier, 1e-5)  # independent of privcvx's helper
     assert update_epsilon(budget.per_update(rounds)) == pytest.approx(epsilon_bar, rel=1e-12)
-    hand_set = SmoothStep(max(agent.smoothness for agent in problem.agents), epsilon_bar)
+    hand_set = LipschitzStep(max(agent.smoothness for agent in problem.agents), epsilon_bar)
 
     def gap(eta) -> float:
         gaps = []

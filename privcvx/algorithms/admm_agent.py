@@ -22,7 +22,7 @@ from privcvx.privacy.mechanisms import Sensitivity
 from privcvx.problem import Agent, AgentLayout
 from privcvx.schedules import Constant, Schedule, checked_value, inverse_sqrt
 from privcvx.topology import SERVER
-from privcvx.tuning import SmoothStep, is_smooth, smoothness_of, update_epsilon
+from privcvx.tuning import LipschitzStep, is_smooth, smoothness_of, update_epsilon
 
 if TYPE_CHECKING:
     from privcvx.algorithms.linearized_admm import LinearizedADMM
@@ -98,7 +98,7 @@ class ADMMAgent(AgentProgram):
             if not math.isfinite(lipschitz) or (lipschitz <= 0 and math.isinf(epsilon)):
                 self._step = inverse_sqrt() if not math.isfinite(lipschitz) else _NO_PROXIMAL_TERM
             else:
-                self._step = SmoothStep(lipschitz, epsilon)
+                self._step = LipschitzStep(lipschitz, epsilon)
         return None if self._step is _NO_PROXIMAL_TERM else self._step
 
     def step_size(self, t: int) -> float:
@@ -111,7 +111,7 @@ class ADMMAgent(AgentProgram):
         if self._constant_eta is not None and self._constant_eta[0] is rule:
             return self._constant_eta[1]
         eta = checked_value(rule, t, argument="eta")
-        if isinstance(rule, Constant) or (isinstance(rule, SmoothStep) and math.isinf(rule.epsilon)):
+        if isinstance(rule, Constant) or (isinstance(rule, LipschitzStep) and math.isinf(rule.epsilon)):
             self._constant_eta = (rule, eta)
         return eta
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from privcvx.algorithms.base import AgentContext, AgentProgram, Algorithm
 from privcvx.errors import UnsupportedError
-from privcvx.messages import Message, Router
+from privcvx.messages import Message, Router, same_bits
 from privcvx.privacy.mechanisms import Budget, Sensitivity
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.topology import SERVER, Topology
@@ -232,11 +232,7 @@ def _phase(algorithm: Algorithm, phase: int) -> dict[str, int]:
 
 
 def _same_messages(a: list[Message], b: list[Message]) -> bool:
-    def key(m: Message) -> tuple[Any, ...]:
-        return m.round, m.sender, m.receiver, m.phase, sorted(m.payload)
-
-    return len(a) == len(b) and all(key(x) == key(y) and all(np.array_equal(x[k], y[k]) for k in x.payload)
-                                    for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(x.same_as(y) for x, y in zip(a, b, strict=True))
 
 
 def check_state_round_trip(algorithm: Algorithm, *, rounds: int = 2) -> None:
@@ -269,7 +265,7 @@ def check_state_round_trip(algorithm: Algorithm, *, rounds: int = 2) -> None:
     if not _same_messages(*sent):
         raise _fail("state", f"restored after round {rounds}, the program's next messages differ from the original's")
     if not (len(released[0]) == len(released[1])
-            and all(np.array_equal(x.value, y.value) for x, y in zip(*released, strict=True))):
+            and all(same_bits(np.asarray(x.value), np.asarray(y.value)) for x, y in zip(*released, strict=True))):
         raise _fail("state", f"restored after round {rounds}, the program's next releases differ from the original's")
 
 

@@ -21,11 +21,11 @@ linearized and the private methods are measured.
 from __future__ import annotations
 
 from privcvx.acceleration import Anderson, OverRelaxation
-from privcvx.algorithms.linearized_admm import HISTORY_COLUMNS, LinearizedADMM
+from privcvx.algorithms.linearized_admm import LinearizedADMM
 from privcvx.schedules import Schedule
 
 #: Algorithm 1's columns without those of the linearized, private step (noise, epsilon, eta).
-EXACT_COLUMNS = tuple(c for c in HISTORY_COLUMNS if c not in ("noise_magnitude", "epsilon", "eta"))
+EXACT_COLUMNS = tuple(c for c in LinearizedADMM.columns if c not in ("noise_magnitude", "epsilon", "eta"))
 
 
 class ExactADMM(LinearizedADMM):

@@ -50,7 +50,7 @@ from scipy.stats import beta as beta_distribution
 from scipy.stats import norm
 
 from privcvx.algorithms.base import AgentContext, Algorithm, Release
-from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int
+from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_int, check_scalar
 from privcvx.messages import Message, Router
 from privcvx.privacy.accounting import PrivacyLedger, tightest_epsilon
 from privcvx.privacy.grid import calibrate, to_grid
@@ -716,12 +716,10 @@ def check_privacy(algorithm: Algorithm, *, neighbours: NeighbouringPair | None =
         raise PrivacyError(f"{algorithm!r} adds no noise: there is no privacy claim to audit; give it its privacy "
                            "setting", argument="algorithm")
     runs, rounds = check_int(runs, argument="runs"), check_int(rounds, argument="rounds")
-    if not 0 < under_noising < 1:
-        raise ParameterError(f"must lie in (0, 1), got {under_noising!r}", argument="under_noising")
-    if not 0 < confidence < 1:
-        raise ParameterError(f"must lie in (0, 1), got {confidence!r}", argument="confidence")
-    if statistic not in ("llr", "projection"):
-        raise ParameterError(f'must be "llr" or "projection", got {statistic!r}', argument="statistic")
+    under_noising = check_scalar(under_noising, argument="under_noising", kind=float, low=0.0, high=1.0,
+                                 closed="neither")
+    confidence = check_scalar(confidence, argument="confidence", kind=float, low=0.0, high=1.0, closed="neither")
+    statistic = check_scalar(statistic, argument="statistic", choices=("llr", "projection"))
     pair = neighbours if neighbours is not None else _default_pair(algorithm)
     topology = (pair.topology or algorithm.topology_for(pair.original)).bind(pair.original.names)
     algorithm.require_convexity(pair.original)

@@ -143,8 +143,7 @@ class QDPSGD(QDPSGDAccountant, Algorithm):
         self.batch_size = batch_size
         self._batch = None if batch_size is None else require_positive(batch_size, argument="batch_size")
         self.step, self.averaging, self.weights, self.tol = step, averaging, weights, tol
-        if variant not in VARIANTS:
-            raise ParameterError(f"must be 1 or 2, got {variant!r}", argument="variant")
+        check_scalar(variant, argument="variant", choices=VARIANTS)
         if epsilon is not None and noise_multiplier is not None:
             raise ParameterError("give epsilon (calibrated) or noise_multiplier (fixed), not both",
                                  argument="noise_multiplier")

@@ -48,8 +48,7 @@ class DPP2Privacy:
     def __post_init__(self) -> None:
         for name in ("delta", "alpha", "u_e", "u_w"):
             _positive(getattr(self, name), name)
-        if not (math.isfinite(self.smoothness) and self.smoothness >= 0):
-            raise PrivacyError(f"must be a finite number >= 0, got {self.smoothness!r}", argument="smoothness")
+        require_positive(self.smoothness, argument="smoothness", error=PrivacyError, allow_zero=True)
         check_int(self.dim, argument="dim", error=PrivacyError)
         if not self.alpha * self.smoothness < 1.0:
             raise PrivacyError(f"Theorem 3 needs alpha * Mbar < 1, got {self.alpha} * {self.smoothness} = "

@@ -32,7 +32,7 @@ import pandas as pd
 from scipy import integrate
 
 from privcvx.errors import PrivacyError, require_positive
-from privcvx.privacy.mechanisms import Laplace, Sensitivity
+from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_delta
 from privcvx.privacy.sensitivity import solver_allowance
 
 if TYPE_CHECKING:
@@ -116,9 +116,7 @@ def basic_composition(epsilons: np.ndarray) -> float:
 
 def advanced_composition(epsilons: np.ndarray, delta: float) -> float:
     """Footnote 1: sum eps (e^eps - 1)/(e^eps + 1) + sqrt(-2 log(delta) sum eps^2), at ``delta`` in (0, 1)."""
-    delta = require_positive(delta, argument="delta")
-    if delta >= 1.0:
-        raise PrivacyError(f"must lie in (0, 1), got {delta!r}", argument="delta")
+    delta = check_delta(delta)
     eps = np.asarray(epsilons, dtype=float).ravel()
     return float(np.sum(eps * np.tanh(eps / 2.0)) + math.sqrt(-2.0 * math.log(delta) * np.sum(eps * eps)))
 

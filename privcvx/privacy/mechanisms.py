@@ -232,9 +232,8 @@ def _poisson_gaussian_rdp(rate: float, multiplier: float, orders: tuple[float, .
 
 
 def _number(value: Any, *, argument: str, allow_zero: bool) -> float:
-    """``value`` as a finite float > 0 (or >= 0), else a PrivacyError naming ``argument``."""
-    if isinstance(value, bool):
-        raise PrivacyError(f"expected a number, got {value!r}", argument=argument)
+    """``value`` as a finite float > 0 (or >= 0), else a PrivacyError naming ``argument`` (`check_scalar`: a bool is
+    refused)."""
     return require_positive(value, argument=argument, error=PrivacyError, allow_zero=allow_zero)
 
 
@@ -858,12 +857,9 @@ class Budget(_SignatureEquality):
                  accountant: str = "pld") -> None:
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
-        if mechanism not in ("gaussian", "laplace"):
-            raise PrivacyError(f'must be "gaussian" or "laplace", got {mechanism!r}', argument="mechanism")
-        if accountant not in ("pld", "rdp"):
-            raise PrivacyError(f'must be "pld" or "rdp", got {accountant!r}', argument="accountant")
-        self.mechanism = mechanism
-        self.accountant = accountant
+        self.mechanism = check_scalar(mechanism, argument="mechanism", choices=("gaussian", "laplace"),
+                                      error=PrivacyError)
+        self.accountant = check_scalar(accountant, argument="accountant", choices=("pld", "rdp"), error=PrivacyError)
         self._calibrated: dict[tuple[int, bool], Mechanism] = {}
 
     def make_accountant(self) -> dp_accounting.PrivacyAccountant:

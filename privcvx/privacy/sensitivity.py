@@ -85,8 +85,7 @@ def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale:
     same problem on neighbouring datasets, so its error adds nothing.
     """
     check_scalar(kind, argument="kind", choices=sorted(SET_KINDS), agent=agent, error=PrivacyError)
-    if norm not in (None, "l1", "l2"):
-        raise PrivacyError(f'must be None, "l1" or "l2", got {norm!r}', agent=agent, argument="norm")
+    check_scalar(norm, argument="norm", choices=(None, "l1", "l2"), agent=agent, error=PrivacyError)
     smallest = 1.0 if metric is None else float(np.min(metric))
     l2 = pre_image.get("l2") * scale / smallest
     if kind in SEPARABLE_KINDS and pre_image.l1 is not None:

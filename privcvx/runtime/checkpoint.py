@@ -55,6 +55,7 @@ from privcvx.messages import (
     text_field,
 )
 from privcvx.problem import AgentSpec, data_leaves
+from privcvx.version import __version__
 
 #: Bumped whenever the layout of a checkpoint changes; a file of another format is refused.
 FORMAT_VERSION = 4
@@ -788,8 +789,6 @@ def fingerprint(problem: Any, algorithm: Any, topology: Any, seed: Any, *, round
     (`pc.Declared`, which the noise is calibrated to), the algorithm, the seed (by value),
     ``diagnostics``, and ``rounds`` when the algorithm's calibration depends on T
     ([`Algorithm.calibrated_to_rounds`][privcvx.algorithms.base.Algorithm])."""
-    from privcvx import __version__
-
     header = {
         "format": FORMAT_VERSION,
         "privcvx": __version__,
