@@ -283,8 +283,8 @@ def test_dpdg_refuses_a_run_past_its_horizon_and_resumes_only_the_same_rounds(tm
 
 @pytest.mark.parametrize("setting, bad", [("solver_share", 0.0), ("solver_share", 1.0), ("solver_share", "half"),
                                           ("solver_error", -1e-6), ("solver_error", float("nan")), ("horizon", 0),
-                                          ("horizon", 2.5)])
-def test_dpdg_refuses_bad_solver_settings_naming_them(setting, bad):
+                                          ("horizon", 2.5), ("q", 1.0), ("q", 0.0), ("q", True)])
+def test_dpdg_refuses_bad_settings_naming_them(setting, bad):
     with pytest.raises(pc.errors.PrivcvxError) as raised:
         DPDistributedGradient(epsilon=0.5, **{setting: bad})
     assert raised.value.argument == setting

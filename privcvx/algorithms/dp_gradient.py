@@ -171,9 +171,7 @@ class DPDistributedGradient(Algorithm):
         if horizon is not None:
             check_scalar(horizon, argument="horizon", kind=int, low=1)
         self._epsilon = None if epsilon is None else check_epsilon(epsilon)
-        self._q = require_positive(q, argument="q")
-        if self._q >= 1.0:
-            raise ParameterError(f"must lie in (0, 1), got {q!r}", argument="q")
+        self._q = check_scalar(q, argument="q", kind=float, low=0.0, high=1.0, closed="neither")
         check_scalar(calibration, argument="calibration", choices=CALIBRATIONS)
         self._p = optimal_noise_decay(self._q, calibration) if p is None else require_positive(p, argument="p")
         if not self._q < self._p < 1.0:
