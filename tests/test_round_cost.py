@@ -25,6 +25,7 @@ from privcvx.algorithms.base import AgentContext, Monitor
 from privcvx.algorithms.consensus import ConsensusDuals, LineEight, read_only
 from privcvx.errors import PrivacyError
 from privcvx.gradients import GradientEvaluator
+from privcvx.messages import Message
 from privcvx.privacy.accounting import (
     RUNNING_ACCOUNTING_ENTRIES,
     PrivacyLedger,
@@ -187,6 +188,23 @@ def test_line5_average_is_the_per_agent_sum_bitwise(digits, layout) -> None:
         expected[layout.shared_global] += z_p - lam_p / 0.5
     expected /= problem.multiplicity
     assert server.duals.average(released, 0.5, problem.multiplicity).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("layout", ["full", "general"])
+@pytest.mark.parametrize("rho", [0.5, "adaptive-per-key"])
+def test_the_servers_unchecked_messages_are_what_the_checked_constructor_builds(digits, layout, rho) -> None:
+    """`Message.of_arrays` skips the constructor's checks for the server's own arrays: every message of a server round
+    equals, bitwise, the message the constructor builds from its fields, and holds only float arrays."""
+    problem = digits[2] if layout == "full" else general_form()[0]
+    server = ADMMServer(problem, as_penalty(rho))
+    rng = np.random.default_rng(8)
+    for t in (1, 2):  # the initial points, then line 8 and line 5 on releases
+        inbox = [Message(t - 1, layout.name, "server", {"z": rng.standard_normal(layout.shared_local.size)})
+                 for layout in problem.layouts]
+        for message in server.step(t, inbox):
+            checked = Message(message.round, message.sender, message.receiver, dict(message.payload), message.phase)
+            assert message.same_as(checked) and set(message.payload) == {"w", "rho"}
+            assert all(type(value) is np.ndarray and value.dtype == float for value in message.payload.values())
 
 
 def test_a_run_without_tol_has_the_history_of_a_run_whose_tol_never_stops_it(digits) -> None:
