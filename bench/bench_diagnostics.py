@@ -49,6 +49,7 @@ import scipy.linalg
 import privcvx as pc
 from privcvx.algorithms import admm_agent
 from privcvx.gradients import GradientEvaluator
+from privcvx.messages import make_transcript
 from privcvx.runtime import backends, loop
 from problems import datasets, federated_logistic
 
@@ -81,12 +82,14 @@ class WallClockOnly:
 
 @contextmanager
 def stepped(problem: pc.DistributedProblem, algorithm: pc.algorithms.LinearizedADMM, rounds: int,
-            diagnostics: bool, cpu_clock: bool = True) -> Iterator[Callable[[int], float]]:
+            diagnostics: bool, cpu_clock: bool = True, transcript: str = "memory") -> Iterator[Callable[[int], float]]:
     """A run driven round by round: yields ``step(t)``, which runs round t and its history row and returns the
-    seconds they took (``cpu_clock=False``: with the hosts' ``thread_time`` replaced by the wall clock)."""
+    seconds they took (``cpu_clock=False``: with the hosts' ``thread_time`` replaced by the wall clock;
+    ``transcript``: as ``solve(transcript=...)``, "memory" or "none")."""
     topology = algorithm.topology_for(problem).bind(problem.names)
     algorithm = algorithm.prepare(problem, topology, rounds)
-    run = loop.Run(problem, algorithm, topology, rounds=rounds, seed=0, diagnostics=diagnostics)
+    run = loop.Run(problem, algorithm, topology, rounds=rounds, seed=0, diagnostics=diagnostics,
+                   transcript=make_transcript(transcript, None))
     with backends.make_backend("serial", algorithm, problem, run.contexts) as hosts:
         run.start(hosts)
 

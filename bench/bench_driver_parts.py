@@ -1,6 +1,6 @@
 """Where a digits round of privcvx goes beyond the agents' work, against the numpy floor (issue 28, diagnostics off).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_driver_parts.py [--rounds 200] [--repeats 3]
+    PYTHONPATH=. .venv/bin/python bench/bench_driver_parts.py [--rounds 200] [--repeats 3] [--transcript none]
 
 The set-up of ``bench_numpy_floor.py`` (digits, 10 IID agents, the box [-0.1, 0.1], Algorithm 1 with E = 5,
 rho = 0.01, eta = "auto", non-private, serial, diagnostics off). Three measurements, by the thread's CPU clock:
@@ -10,14 +10,24 @@ rho = 0.01, eta = "auto", non-private, serial, diagnostics off). Three measureme
    rounds of ``--repeats`` runs after a warm-up run: the floor's round, privcvx's, the agents' steps, and the rest.
 2. **The driver's parts**: its methods wrapped in timers (which add their own cost) in one run of privcvx alone,
    ms per round, each including the parts it calls.
-3. **Line 8 and the residuals warm and cold**: ``ConsensusDuals.update`` on digits' shapes (10 x 640 copies), called
-   in a loop, then with 6 MB of other memory written between calls (as the agents' data pass through the caches
-   between two rounds' monitors). Medians of 300 calls.
+3. **Line 8 and the residuals warm and cold**: ``ConsensusDuals.update`` on digits' shapes (10 x 640 copies), its
+   inputs read-only as a run passes them (the server's w, the releases as sent), called in a loop, then with 6 MB of
+   other memory written between calls (as the agents' data pass through the caches between two rounds' monitors).
+   Medians of 300 calls.
+4. **Page faults** (printed first: measured first, in the new process): the thread's minor page faults
+   (``ru_minflt``) per round, in the agents' steps and in the rest of the round, with the transcript kept in memory
+   (the default) and dropped (``transcript="none"``). A run keeps every message in memory: each round's releases
+   (10 x 5 kB) and messages are new memory that the process touches for the first time, which the floor, keeping
+   nothing, never does. Then what one such first touch costs: a byte written to each of 1000 pages of new memory,
+   less the same writes again.
+
+``--transcript`` (default "memory") is the transcript of measurements 1 and 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 import warnings
@@ -69,13 +79,13 @@ def algorithm() -> pc.algorithms.LinearizedADMM:
 
 
 def agents_against_floor(X: np.ndarray, y: np.ndarray, problem: pc.DistributedProblem, rounds: int,
-                         repeats: int) -> None:
+                         repeats: int, transcript: str) -> None:
     spent: dict[str, float] = {}
     restore = timers([(admm_agent.ADMMAgent, "step")], spent)
     samples = []
     for repeat in range(repeats + 1):  # the first is a warm-up
         floor = NumpyAlgorithm1(X, y, problem.info["shares"], rho=RHO, private=False)
-        with stepped(problem, algorithm(), rounds, False) as step:
+        with stepped(problem, algorithm(), rounds, False, transcript=transcript) as step:
             for t in range(1, rounds + 1):
                 start = time.thread_time()
                 floor.round(t)
@@ -92,9 +102,9 @@ def agents_against_floor(X: np.ndarray, y: np.ndarray, problem: pc.DistributedPr
           f"{np.median(privcvx_s - agents_s) * 1e3:.3f}")
 
 
-def driver_parts(problem: pc.DistributedProblem, rounds: int) -> None:
+def driver_parts(problem: pc.DistributedProblem, rounds: int, transcript: str) -> None:
     spent: dict[str, float] = {}
-    with stepped(problem, algorithm(), rounds, False) as step:
+    with stepped(problem, algorithm(), rounds, False, transcript=transcript) as step:
         step(1)  # the first round (compilation, caches) is not counted
         restore = timers(DRIVER, spent)
         for t in range(2, rounds + 1):
@@ -111,10 +121,13 @@ def line_eight_warm_and_cold(problem: pc.DistributedProblem) -> None:
     w, w_previous = rng.uniform(-BOUND, BOUND, problem.dim), rng.uniform(-BOUND, BOUND, problem.dim)
     other = np.ones(750_000)  # 6 MB
     medians = []
+    w.flags.writeable = w_previous.flags.writeable = False
     for cold in (False, True):
         times = []
         for _ in range(300):
             released = [rng.uniform(-BOUND, BOUND, layout.shared_local.size) for layout in problem.layouts]
+            for z_p in released:
+                z_p.flags.writeable = False
             if cold:
                 other += 1.0
             start = time.thread_time()
@@ -125,16 +138,69 @@ def line_eight_warm_and_cold(problem: pc.DistributedProblem) -> None:
           "6 MB written between calls")
 
 
+def faults() -> int:
+    """The minor page faults of this thread so far."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
+def page_faults(problem: pc.DistributedProblem, rounds: int) -> None:
+    counted = {"agents": 0}
+    inner = admm_agent.ADMMAgent.step
+
+    def step_counted(self: admm_agent.ADMMAgent, *args: Any, **kwargs: Any) -> Any:
+        before = faults()
+        try:
+            return inner(self, *args, **kwargs)
+        finally:
+            counted["agents"] += faults() - before
+    admm_agent.ADMMAgent.step = step_counted
+    try:
+        for transcript in ("memory", "none"):
+            with stepped(problem, algorithm(), rounds, False, transcript=transcript) as step:
+                step(1)
+                counted["agents"], before = 0, faults()
+                for t in range(2, rounds + 1):
+                    step(t)
+                whole = faults() - before
+            print(f"4. page faults per round, transcript={transcript!r} (rounds 2-{rounds}): agents' steps "
+                  f"{counted['agents'] / (rounds - 1):.1f}, the rest {(whole - counted['agents']) / (rounds - 1):.1f}")
+    finally:
+        admm_agent.ADMMAgent.step = inner
+    print(f"   a first touch of a new page costs {first_touch() * 1e6:.2f} us (median of 20 x 1000 pages)")
+
+
+def first_touch() -> float:
+    """Seconds to write one byte to each page of new anonymous memory, less the same writes again: a page fault
+    (with the page's zeroing), per page."""
+    import mmap
+
+    pages, costs = 1000, []
+    for _ in range(20):
+        memory = mmap.mmap(-1, mmap.PAGESIZE * pages)
+        view = np.frombuffer(memory, dtype=np.uint8)
+        start = time.perf_counter()
+        view[::mmap.PAGESIZE] = 1
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        view[::mmap.PAGESIZE] = 2
+        costs.append((first - (time.perf_counter() - start)) / pages)
+        del view
+        memory.close()
+    return float(np.median(costs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--transcript", choices=["memory", "none"], default="memory")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the runs end at max_rounds (ConvergenceWarning)
     X, y = datasets.load_digits()
     problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
-    agents_against_floor(X, y, problem, args.rounds, args.repeats)
-    driver_parts(problem, args.rounds)
+    page_faults(problem, args.rounds)  # first: a new process's heap grows with the transcript, as a user's run's does
+    agents_against_floor(X, y, problem, args.rounds, args.repeats, args.transcript)
+    driver_parts(problem, args.rounds, args.transcript)
     line_eight_warm_and_cold(problem)
 
 

@@ -1,7 +1,7 @@
 """The digits round against the numpy floor, for several commits of privcvx, measured alternately on one machine.
 
     PYTHONPATH=. .venv/bin/python bench/bench_floor_commits.py COMMIT [COMMIT ...] [--rounds 100] [--repeats 5]
-        [--passes 2] [--diagnostics]
+        [--passes 2] [--diagnostics] [--transcript-none] [--cpu]
 
 Issue 28 was filed with diagnostics off at 0.91x the floor; on this machine today's code measures more than 1x. This
 bench asks whether the code grew slower or the measurement changed: each commit is extracted with ``git archive``
@@ -15,7 +15,10 @@ every commit). Run by run, as ``bench_numpy_floor.py`` times them: in each repet
 rounds, then privcvx's (the differences between the ends of successive rounds, taken by a callback); per round is
 the median over the rounds, the ratio privcvx / floor per repetition, and the median of the repetitions' ratios is
 printed. The children run one after the other, the commits in the given order, ``--passes`` times over, so that a
-change of load hits every commit.
+change of load hits every commit. ``--transcript-none``: privcvx runs with ``transcript="none"`` (keeping no message;
+the default keeps every message in memory), for commits that have the option. ``--cpu``: both sides timed by the
+thread's CPU clock (``time.thread_time``; the serial backend runs the whole round in this thread), which leaves out
+the time the process waits for a core on a loaded machine; the default is the wall clock (``time.perf_counter``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 
 
-def child(rounds: int, repeats: int, diagnostics: bool) -> None:
+def child(rounds: int, repeats: int, diagnostics: bool, transcript_none: bool, cpu: bool) -> None:
     """Run in the extracted tree: print the repetitions' ratios and their median."""
     sys.path.insert(0, str(HERE))
     from bench_numpy_floor import AGENTS, BOUND, LOCAL_UPDATES, NumpyAlgorithm1
@@ -45,20 +48,22 @@ def child(rounds: int, repeats: int, diagnostics: bool) -> None:
     X, y = datasets.load_digits()
     problem = federated_logistic(X, y, agents=AGENTS, bound=BOUND, seed=0)
     shares = problem.info["shares"]
+    clock = time.thread_time if cpu else time.perf_counter
 
     def floor() -> float:
         method = NumpyAlgorithm1(X, y, shares, rho=0.01, private=False)
         times = []
         for t in range(1, rounds + 1):
-            start = time.perf_counter()
+            start = clock()
             method.round(t)
-            times.append(time.perf_counter() - start)
+            times.append(clock() - start)
         return float(np.median(times))
 
     def privcvx() -> float:
         ends: list[float] = []
         problem.solve(rounds=rounds, local_updates=LOCAL_UPDATES, rho=0.01, eta="auto", seed=0,
-                      diagnostics=diagnostics, callback=lambda row: ends.append(time.perf_counter()))
+                      diagnostics=diagnostics, callback=lambda row: ends.append(clock()),
+                      **({"transcript": "none"} if transcript_none else {}))
         return float(np.median(np.diff(ends)))
 
     floor(), privcvx()  # warm-up
@@ -76,10 +81,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--diagnostics", action="store_true", help="privcvx with diagnostics on (default: off)")
+    parser.add_argument("--transcript-none", action="store_true", help='privcvx with transcript="none"')
+    parser.add_argument("--cpu", action="store_true", help="time by the thread's CPU clock (default: wall clock)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rounds, args.repeats, args.diagnostics)
+        child(args.rounds, args.repeats, args.diagnostics, args.transcript_none, args.cpu)
         return
     repository = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=HERE, check=True, capture_output=True,
                                 text=True).stdout.strip()
@@ -91,12 +98,15 @@ def main() -> None:
             archive = subprocess.run(["git", "archive", commit], cwd=repository, check=True, capture_output=True)
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
             trees[commit] = tree
-        print(f"digits, E = 5, diagnostics {'on' if args.diagnostics else 'off'}: privcvx / numpy floor per "
+        print(f"digits, E = 5, diagnostics {'on' if args.diagnostics else 'off'}"
+              f"{', transcript none' if args.transcript_none else ''}{', CPU clock' if args.cpu else ''}: privcvx / "
+              "numpy floor per "
               f"repetition ({args.rounds} rounds run by run), median; load average {os.getloadavg()[0]:.2f}")
         for _ in range(args.passes):
             for commit, tree in trees.items():
                 command = [sys.executable, __file__, "--child", "--rounds", str(args.rounds), "--repeats",
-                           str(args.repeats), *(["--diagnostics"] if args.diagnostics else [])]
+                           str(args.repeats), *(["--diagnostics"] if args.diagnostics else []),
+                           *(["--transcript-none"] if args.transcript_none else []), *(["--cpu"] if args.cpu else [])]
                 out = subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, check=True,
                                      capture_output=True, text=True).stdout.strip()
                 print(f"{time.strftime('%H:%M:%S', time.gmtime())} {commit}: {out}")

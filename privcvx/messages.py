@@ -69,6 +69,18 @@ class Message:
         fields["round"], fields["sender"], fields["receiver"], fields["payload"], fields["phase"] = (
             round, sender, receiver, checked, phase)
 
+    @classmethod
+    def of_arrays(cls, round: int, sender: str, receiver: str | None,  # noqa: A002 (the field's name)
+                  payload: dict[str, np.ndarray], phase: int = 0) -> Message:
+        """A message whose payload is already what the constructor makes of one: a new dict of numeric numpy arrays
+        under str keys, kept as it is, unchecked. For a runtime party sending its own float arrays (the server of
+        Algorithm 1, one message per agent every round: a third of the constructor's cost)."""
+        message = object.__new__(cls)
+        fields = message.__dict__
+        fields["round"], fields["sender"], fields["receiver"], fields["payload"], fields["phase"] = (
+            round, sender, receiver, payload, phase)
+        return message
+
     def __getitem__(self, key: str) -> np.ndarray:
         return self.payload[key]
 

@@ -7,6 +7,7 @@ that privcvx's iterates are its iterates, and each shortcut is checked against t
 from __future__ import annotations
 
 import math
+import operator
 import sys
 from pathlib import Path
 
@@ -21,9 +22,10 @@ import privcvx as pc
 from privcvx.algorithms import LinearizedADMM
 from privcvx.algorithms.admm_server import ADMMMonitor, ADMMServer
 from privcvx.algorithms.base import AgentContext, Monitor
-from privcvx.algorithms.consensus import ConsensusDuals, LineEight
+from privcvx.algorithms.consensus import ConsensusDuals, LineEight, read_only
 from privcvx.errors import PrivacyError
 from privcvx.gradients import GradientEvaluator
+from privcvx.messages import Message
 from privcvx.privacy.accounting import (
     RUNNING_ACCOUNTING_ENTRIES,
     PrivacyLedger,
@@ -188,6 +190,23 @@ def test_line5_average_is_the_per_agent_sum_bitwise(digits, layout) -> None:
     assert server.duals.average(released, 0.5, problem.multiplicity).tobytes() == expected.tobytes()
 
 
+@pytest.mark.parametrize("layout", ["full", "general"])
+@pytest.mark.parametrize("rho", [0.5, "adaptive-per-key"])
+def test_the_servers_unchecked_messages_are_what_the_checked_constructor_builds(digits, layout, rho) -> None:
+    """`Message.of_arrays` skips the constructor's checks for the server's own arrays: every message of a server round
+    equals, bitwise, the message the constructor builds from its fields, and holds only float arrays."""
+    problem = digits[2] if layout == "full" else general_form()[0]
+    server = ADMMServer(problem, as_penalty(rho))
+    rng = np.random.default_rng(8)
+    for t in (1, 2):  # the initial points, then line 8 and line 5 on releases
+        inbox = [Message(t - 1, layout.name, "server", {"z": rng.standard_normal(layout.shared_local.size)})
+                 for layout in problem.layouts]
+        for message in server.step(t, inbox):
+            checked = Message(message.round, message.sender, message.receiver, dict(message.payload), message.phase)
+            assert message.same_as(checked) and set(message.payload) == {"w", "rho"}
+            assert all(type(value) is np.ndarray and value.dtype == float for value in message.payload.values())
+
+
 def test_a_run_without_tol_has_the_history_of_a_run_whose_tol_never_stops_it(digits) -> None:
     """A fixed rho's server computes no residuals without ``tol``; a tolerance that is never met makes it compute
     them, and changes nothing else."""
@@ -326,15 +345,23 @@ def test_the_server_takes_its_monitors_line8_and_the_run_is_the_run_that_compute
     assert paired.transcript.same_as(alone.transcript)
 
 
-def test_line8_is_computed_when_the_leaders_inputs_differ_by_a_bit(digits) -> None:
-    """A follower takes its leader's line 8 only on bitwise the same inputs: w one ulp apart is computed again."""
-    problem = digits[2]
+def _led(problem: pc.DistributedProblem, seed: int) -> tuple[ConsensusDuals, ConsensusDuals, ConsensusDuals,
+                                                              list[np.ndarray], np.ndarray, np.ndarray]:
+    """A leader that ran line 8 on random releases, w and previous w (writeable arrays), its follower, and a third
+    `ConsensusDuals` that follows nobody."""
     leader, follower, alone = (ConsensusDuals(problem.layouts, problem.dim) for _ in range(3))
     follower.follow(leader)
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     released = [rng.standard_normal(layout.shared_local.size) for layout in problem.layouts]
     w, w_previous = rng.standard_normal(problem.dim), rng.standard_normal(problem.dim)
     leader.update(w, w_previous, released, 0.5)
+    return leader, follower, alone, released, w, w_previous
+
+
+def test_line8_is_computed_when_the_leaders_inputs_differ_by_a_bit(digits) -> None:
+    """A follower takes its leader's line 8 only on bitwise the same inputs: w one ulp apart is computed again."""
+    problem = digits[2]
+    leader, follower, alone, released, w, w_previous = _led(problem, 3)
     nudged = w.copy()
     nudged[7] = np.nextafter(nudged[7], np.inf)
     assert follower.update(nudged, w_previous, released, 0.5) == alone.update(nudged, w_previous, released, 0.5)
@@ -344,6 +371,28 @@ def test_line8_is_computed_when_the_leaders_inputs_differ_by_a_bit(digits) -> No
     assert copied.update(w.copy(), w_previous.copy(), [z_p.copy() for z_p in released], 0.5) == \
         leader.last.residuals
     assert copied.flat is leader.flat
+
+
+def test_line8_is_computed_when_an_input_was_written_in_place_after_the_leaders_record(digits) -> None:
+    """A record of line 8 keeps a writeable input as a read-only copy (`LineEight.of`): a follower given the same
+    array objects, written into after the leader ran, computes line 8 on their new values; read-only inputs (the
+    server's w, the releases as sent) are kept as they are and taken by identity. The duals are read-only."""
+    problem = digits[2]
+    leader, follower, alone, released, w, w_previous = _led(problem, 4)
+    assert leader.last.w is not w and leader.last.released[3] is not released[3]  # writeable: copied
+    w[7] += 1.0  # the same objects, new values
+    released[3][0] -= 1.0
+    assert follower.update(w, w_previous, released, 0.5) == alone.update(w, w_previous, released, 0.5)
+    assert follower.flat.tobytes() == alone.flat.tobytes() != leader.flat.tobytes()
+    with pytest.raises(ValueError, match="read-only"):
+        follower.lam[0][0] = 1.0
+    leader, follower = (ConsensusDuals(problem.layouts, problem.dim) for _ in range(2))
+    follower.follow(leader)
+    fixed = [read_only(z_p.copy()) for z_p in released]
+    w_fixed = alone.average(fixed, 0.5, problem.multiplicity)  # line 5's w: a new read-only array
+    leader.update(w_fixed, w, fixed, 0.5)
+    assert leader.last.w is w_fixed and all(map(operator.is_, leader.last.released, fixed))  # kept, not copied
+    assert follower.update(w_fixed, w, fixed, 0.5) == leader.last.residuals and follower.flat is leader.flat
 
 
 @pytest.mark.parametrize("tol", [None, (1e-3, 1e-2)])

@@ -233,12 +233,12 @@ class ADMMAgent(AgentProgram):
         return [self.context.message(t, {"z": shared}, receiver=SERVER)]
 
     def _sent(self) -> np.ndarray:
-        """The release's shared entries, as sent (line 20): when every entry is shared, the release itself, made
-        read-only (no copy by indexing; the message and the agent hold the same array)."""
-        if self.all_shared:
-            self.released.flags.writeable = False
-            return self.released
-        return self.released[self.layout.shared_local]
+        """The release's shared entries, as sent (line 20), read-only (what was sent never changes: the server's record
+        of line 8 keeps it without a copy, `privcvx.algorithms.consensus.LineEight.of`): when every entry is shared,
+        the release itself (no copy by indexing; the message and the agent hold the same array)."""
+        shared = self.released if self.all_shared else self.released[self.layout.shared_local]
+        shared.flags.writeable = False
+        return shared
 
     def diagnostics(self, w_p: np.ndarray) -> dict[str, float]:
         """f_p and the W_p violation at the release, Eq. (29)'s sum |xi| and the step: from private data."""

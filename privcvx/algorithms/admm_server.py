@@ -17,7 +17,7 @@ import numpy as np
 
 from privcvx.acceleration import Anderson, AndersonMixer
 from privcvx.algorithms.base import Coordinator, Monitor
-from privcvx.algorithms.consensus import ConsensusDuals, key_groups, rho_of
+from privcvx.algorithms.consensus import ConsensusDuals, key_groups, read_only, rho_of
 from privcvx.errors import PrivcvxError
 from privcvx.messages import Message
 from privcvx.problem import DistributedProblem
@@ -88,25 +88,25 @@ class ADMMServer(Coordinator):
         self.w_previous, self.w = self.w, w
         if self.relaxation != 1.0:  # Boyd et al. Sec. 3.4.3: A_p w -> alpha A_p w + (1 - alpha) z_p, in the
             # agent's step and in line 8 (w is ADMM's first block here: the server averages before the agents step)
-            self.used = [self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p
+            self.used = [read_only(self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p)
                          for layout, z_p in zip(self.layouts, released, strict=True)]
         messages = []
-        sent_rho = rho
-        if self.duals.full:  # every agent's slice A_p w (and of a per-key rho) is all of it: the messages share it,
-            # read-only (a number as the one 0-d array every message would hold)
-            self.w.flags.writeable = False
-            sent_rho = rho if np.ndim(rho) else np.array(rho)
-            sent_rho.flags.writeable = False
         full = self.duals.full
+        # a number as the one 0-d array every message holds, read-only; when every agent's slice A_p w (and of a
+        # per-key rho) is all of it, the messages share w (and rho), read-only
+        sent_rho = read_only(np.array(rho, dtype=float)) if np.ndim(rho) == 0 else rho if full else None
+        if full:
+            self.w.flags.writeable = False
+            sent_rho.flags.writeable = False
         for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
             w_p = self.w if full else self.w[layout.shared_global]
             payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": sent_rho if full else rho_of(rho, layout)}
+                       "rho": rho_of(rho, layout) if sent_rho is None else sent_rho}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
                 payload["lam"] = self.duals.lam[p]
-            messages.append(Message(t, SERVER, name, payload))  # by position: cheaper than by keyword
+            messages.append(Message.of_arrays(t, SERVER, name, payload))  # float arrays: no checks, by position
         return messages
 
     def state_dict(self) -> dict[str, Any]:
@@ -176,20 +176,26 @@ class ADMMMonitor(Monitor):
                 w[layout.shared_global] = message["average" if relaxed else "w"]
                 if vector:
                     rho[layout.shared_global] = message["rho"]
+            read_only(w)  # never written again: line 8's record keeps it without a copy (`LineEight.of`)
         if "lam" in downlink[0].payload:  # the server accelerates: line 8 starts from the duals it sent
             self.duals.assign([message["lam"] for message in downlink])
         self.w = w
         released = self.released = [uplink[name]["z"] for name in self.names]
         residuals = self.duals.update(w, w_previous, released, rho,
-                                      [message["w"] for message in downlink] if relaxed else None)
-        return residuals.merged(consensus_residual=residuals["primal_residual"],  # the scales read when needed
-                                rho=float(np.add.reduce(rho)) / rho.size if vector else rho)  # np.mean's sum, division
+                                      [message["w"] for message in downlink] if relaxed else None)  # a new dict
+        residuals["consensus_residual"] = residuals["primal_residual"]  # the scales read when needed
+        residuals["rho"] = float(np.add.reduce(rho)) / rho.size if vector else rho  # np.mean's sum, division
+        return residuals
 
     def global_vector(self) -> np.ndarray:
         return self.w.copy()
 
     def releases(self) -> list[np.ndarray] | None:
         return self.released
+
+    def stacked_releases(self) -> np.ndarray | None:
+        """The releases as line 8 stacked them (`ConsensusDuals.stacked`)."""
+        return None if self.released is None else self.duals.stacked(self.released)
 
     def state_dict(self) -> dict[str, Any]:
         return {"lam": self.duals.lam, "w": self.w}

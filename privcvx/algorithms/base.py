@@ -283,6 +283,11 @@ class Monitor(Checkpointed):
         the monitor keeps none."""
         return None
 
+    def stacked_releases(self) -> np.ndarray | None:
+        """`releases` one after the other in one vector, when the monitor has them so (no copy; read-only), else
+        None (the run stacks them)."""
+        return None
+
 
 class LatestReleases(Monitor):
     """A monitor's memory for decentralized methods: each agent's latest broadcast of one payload key,

@@ -87,8 +87,7 @@ class ConsensusDuals:
         self._rows = len(self.sizes) if len(set(self.sizes)) == 1 else None
         #: Every agent holds every entry of w, in w's order (A_p = I): the server's messages may share one w.
         self.full = all(np.array_equal(layout.shared_global, np.arange(dim)) for layout in layouts)
-        self.flat = np.zeros(self.index.size)
-        self.lam = self._split(self.flat)
+        self._set(np.zeros(self.index.size))
         self._released: tuple[list[np.ndarray], np.ndarray] | None = None
         # Work arrays of the copies' size, kept from round to round: the gap of line 8 and the squares of the
         # residuals (a new array of 51 kB per operation on digits, its memory cold in every round, made line 8 and
@@ -107,10 +106,23 @@ class ConsensusDuals:
     def _split(self, flat: np.ndarray) -> list[np.ndarray]:
         return [flat[part] for part in self._slices]
 
+    def _set(self, flat: np.ndarray) -> None:
+        """Make ``flat`` the duals, read-only (`read_only`): a record of line 8 keeps it by identity, and messages may
+        hold its slices. Their split by agent (`lam`) is made when first read."""
+        self.flat = read_only(flat)
+        self._lam: list[np.ndarray] | None = None
+
+    @property
+    def lam(self) -> list[np.ndarray]:
+        """The duals lambda_p, each agent's slice of ``flat`` (split when first read: a monitor reads them only for a
+        checkpoint, and a server only to send them)."""
+        if self._lam is None:
+            self._lam = self._split(self.flat)
+        return self._lam
+
     def assign(self, lam: list[np.ndarray]) -> None:
         """Replace the duals (a checkpoint's, or those the server sent)."""
-        self.flat = np.concatenate(lam) if lam else np.zeros(0)
-        self.lam = self._split(self.flat)
+        self._set(np.concatenate(lam) if lam else np.zeros(0))
 
     def assign_scaled(self, scaled: np.ndarray, rho: float | np.ndarray) -> None:
         """Replace the duals by ``scaled`` (all of them, stacked, divided by rho) times rho."""
@@ -128,17 +140,15 @@ class ConsensusDuals:
 
     def average(self, released: list[np.ndarray], rho: float | np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
         """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0; the
-        terms formed in the work array, `__init__`)."""
-        if self.full:  # every copy is all of w: the rows added in agent order from 0, as bincount adds them
+        terms formed in the work array, `__init__`); a new read-only array (`read_only`)."""
+        if self.full:  # every copy is all of w: the rows added in agent order from 0, as bincount adds them (a
+            # reduce over the rows from initial 0.0: one row after the other into the sums, 0.0 + first row first)
             rows = np.divide(self._by_agent(self.flat), rho, out=self._by_agent(self._work))
             np.subtract(self._by_agent(self.stacked(released)), rows, out=rows)
-            total = np.zeros(self.dim)
-            for term in rows:
-                total += term
-            return total / multiplicity
+            return read_only(np.add.reduce(rows, axis=0, initial=0.0) / multiplicity)
         terms = np.divide(self.flat, self.copies(rho), out=self._work)
         np.subtract(self.stacked(released), terms, out=terms)
-        return np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity
+        return read_only(np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity)
 
     def _by_agent(self, stacked: np.ndarray) -> np.ndarray:
         """A stacked vector as one row per agent (a view; every agent holds all of w)."""
@@ -185,7 +195,8 @@ class ConsensusDuals:
         record = self.leader.last if self.leader is not None else None
         if record is not None and (record.residuals is not None or not residuals) \
                 and record.ran_on(self.flat, w, w_previous, released, rho, used):
-            self.flat, self.lam, self._released = record.flat, self._split(record.flat), (released, record.stacked)
+            self._set(record.flat)
+            self._released = (released, record.stacked)
             self.last = record
             return record.residuals.copy() if residuals else {}
         before = self.flat
@@ -200,11 +211,10 @@ class ConsensusDuals:
             np.subtract(copies, stacked, out=gap)
             flat = self.copies(rho) * (gap if used is None else np.concatenate(used) - stacked)
         flat += self.flat  # lambda + rho step, as rho step + lambda: the same sum
-        self.flat = flat
-        self.lam = self._split(self.flat)
-        self._released = (released, stacked)
-        self.last = LineEight(before, w, w_previous, released, rho, used, self.flat, stacked, None)
+        self._set(flat)
+        self._released = (released, read_only(stacked))
         if not residuals:
+            self.last = LineEight.of(before, w, w_previous, released, rho, used, self.flat, stacked, None)
             return {}
         change = w - w_previous
         if np.ndim(rho):
@@ -212,14 +222,14 @@ class ConsensusDuals:
         if self.full:  # the copies of w and of its change are alike: each agent's sum once, added once per agent
             (gap_sq,) = self._totals(gap)
             change_sq = self._repeated(float(np.add.reduce(change * change)))
-            copies = w
+            copies = w = _kept(w)  # the scales read it later: as the record keeps it (`LineEight.of`)
         else:
             change_sq, gap_sq = self._totals(change[self.index], gap)
         dual = math.sqrt(change_sq)
         out = RoundResiduals({"primal_residual": math.sqrt(gap_sq),
                               "dual_residual": dual if np.ndim(rho) else rho * dual,
                               "entries": float(self.index.size)}, (self, stacked, copies, self.flat))
-        self.last = self.last._replace(residuals=out)
+        self.last = LineEight.of(before, w, w_previous, released, rho, used, self.flat, stacked, out)
         return out.copy()
 
     def scales(self, stacked: np.ndarray, copies: np.ndarray, flat: np.ndarray) -> dict[str, float]:
@@ -268,12 +278,6 @@ class RoundResiduals(dict):
         """A copy that still computes the scales when read (from the same arrays)."""
         return RoundResiduals(self, self.inputs)
 
-    def merged(self, **more: float) -> RoundResiduals:
-        """A copy with ``more`` entries."""
-        out = self.copy()
-        out.update(more)
-        return out
-
 
 class LineEight(NamedTuple):
     """One `ConsensusDuals.update`: its inputs (the duals before, w^{t+1}, w^t, the releases, rho and the relaxed
@@ -291,16 +295,53 @@ class LineEight(NamedTuple):
 
     def ran_on(self, before: np.ndarray, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray],
                rho: float | np.ndarray, used: list[np.ndarray] | None) -> bool:
-        """Whether these inputs are the record's, bitwise (each the same array, or one with the same bytes): line 8
-        on them computes the record's numbers."""
+        """Whether these inputs are the record's, bitwise (each the record's own array, or one with the same bytes):
+        line 8 on them computes the record's numbers."""
         return (_same(before, self.before) and _same(w, self.w) and _same(w_previous, self.w_previous)
                 and _same(rho, self.rho) and len(released) == len(self.released)
                 and all(map(_same, released, self.released)) and (used is None) == (self.used is None)
                 and (used is None or (len(used) == len(self.used) and all(map(_same, used, self.used)))))
 
 
+    @classmethod
+    def of(cls, before: np.ndarray, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray],
+           rho: float | np.ndarray, used: list[np.ndarray] | None, flat: np.ndarray, stacked: np.ndarray,
+           residuals: dict[str, float] | None) -> LineEight:
+        """The record of one line 8, whose inputs never change once it is made: each kept as it is when nothing can
+        write into it (`is_read_only`: the server's w, the agents' releases as sent, the duals), else as a read-only
+        copy. So an input that is the record's own array has the record's values (`ran_on`), even if the caller
+        later writes into the array it passed."""
+        return cls(_kept(before), _kept(w), _kept(w_previous), [_kept(z_p) for z_p in released], _kept(rho),
+                   None if used is None else [_kept(u_p) for u_p in used], flat, stacked, residuals)
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only with the array that owns its memory (a new array, or a view of one, that nothing else
+    refers to yet: then nothing can write into it; `is_read_only`)."""
+    array.flags.writeable = False
+    if isinstance(array.base, np.ndarray):
+        array.base.flags.writeable = False
+    return array
+
+
+def is_read_only(array: np.ndarray) -> bool:
+    """Whether ``array`` and the array that owns its memory are read-only (a writeable owner could still be written
+    through another view; a buffer that is not an array counts as writeable)."""
+    base = array.base
+    return not array.flags.writeable and (base is None or (isinstance(base, np.ndarray) and not base.flags.writeable))
+
+
+def _kept(value: float | np.ndarray) -> float | np.ndarray:
+    """An input as a record of line 8 keeps it (`LineEight.of`): a number or a read-only array as it is, else a
+    read-only copy."""
+    if type(value) is float or (type(value) is np.ndarray and is_read_only(value)):
+        return value
+    return read_only(np.array(value, dtype=float))
+
+
 def _same(a: float | np.ndarray, b: float | np.ndarray) -> bool:
-    """Whether two numbers or float arrays are bitwise the same (the same object, or the same shape and bytes)."""
+    """Whether two numbers or float arrays are bitwise the same (the same shape and bytes). ``b`` is a record's input
+    (`LineEight.of`), which nothing writes into: ``a`` being the same object is enough."""
     if a is b:
         return True
     if type(a) is float and type(b) is float:  # rho: no arrays made (a NaN is never the same: line 8 runs again)

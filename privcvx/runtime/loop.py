@@ -172,16 +172,19 @@ def _norm(v: np.ndarray) -> float:
 
 class Ergodic:
     """The running (ergodic) sums of the public global vector w^t and of every agent's released shared entries over
-    rounds 1..t: post-processing of the messages, which the monitor reads (``result.average()``)."""
+    rounds 1..t: post-processing of the messages, which the monitor reads (``result.average()``). The releases' sums
+    are one vector, the releases one after the other (one addition a round; split by agent when read)."""
 
     def __init__(self) -> None:
         self.rounds = 0
         self.w: np.ndarray | None = None
-        self.z: list[np.ndarray] | None = None
+        self.z: np.ndarray | None = None
+        self.shapes: list[tuple[int, ...]] = []  # every agent's release's shape, in agent order
         self.kept = True  # whether every round so far had every agent's release
 
-    def add(self, w: np.ndarray, releases: list[np.ndarray] | None) -> None:
-        """Add round t's global vector and releases (None: the monitor keeps none, and z is dropped)."""
+    def add(self, w: np.ndarray, releases: list[np.ndarray] | None, stacked: np.ndarray | None = None) -> None:
+        """Add round t's global vector and releases (None: the monitor keeps none, and z is dropped); ``stacked``:
+        the releases one after the other, if the monitor has them so (`Monitor.stacked_releases`)."""
         self.rounds += 1
         if self.w is None:
             self.w = np.array(w, dtype=float)
@@ -190,11 +193,19 @@ class Ergodic:
         self.kept = self.kept and releases is not None
         if not self.kept:
             self.z = None
-        elif self.z is None:
-            self.z = [np.array(z_p, dtype=float) for z_p in releases]
+            return
+        if stacked is None:
+            stacked = np.concatenate([np.ravel(z_p) for z_p in releases])
+        if self.z is None:
+            self.shapes = [np.shape(z_p) for z_p in releases]
+            self.z = np.array(stacked, dtype=float)
         else:
-            for total, z_p in zip(self.z, releases, strict=True):
-                total += z_p
+            self.z += stacked
+
+    def _split(self, z: np.ndarray) -> list[np.ndarray]:
+        """Every agent's part of a vector over the releases one after the other, in its release's shape."""
+        ends = np.cumsum([math.prod(shape) for shape in self.shapes]).tolist()
+        return [z[end - math.prod(shape):end].reshape(shape) for shape, end in zip(self.shapes, ends, strict=True)]
 
     def summary(self, problem: DistributedProblem) -> dict[str, Any]:
         """``info["average"]``: the averages over the rounds (lists, for the result file), their consensus residual
@@ -205,7 +216,7 @@ class Ergodic:
         w = self.w / self.rounds
         out: dict[str, Any] = {"rounds": self.rounds, "w": w.tolist(), "z": None, "metrics": {}}
         if self.z is not None:
-            z = [total / self.rounds for total in self.z]
+            z = self._split(self.z / self.rounds)
             out["z"] = [z_p.tolist() for z_p in z]
             if all(z_p.shape == layout.shared_global.shape for z_p, layout in zip(z, problem.layouts, strict=True)):
                 out["metrics"]["consensus_residual"] = math.sqrt(sum(
@@ -215,14 +226,19 @@ class Ergodic:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """The sums so far, for the checkpoint."""
-        return {"rounds": self.rounds, "w": self.w, "z": self.z, "kept": self.kept}
+        """The sums so far, for the checkpoint (the releases' sums by agent)."""
+        return {"rounds": self.rounds, "w": self.w, "z": None if self.z is None else self._split(self.z),
+                "kept": self.kept}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the sums of `state_dict` (copied: `add` adds to them in place)."""
         self.rounds, self.kept = int(state["rounds"]), bool(state["kept"])
         self.w = None if state["w"] is None else np.array(state["w"], dtype=float)
-        self.z = None if state["z"] is None else [np.array(z_p, dtype=float) for z_p in state["z"]]
+        self.z, self.shapes = None, []
+        if state["z"] is not None:
+            sums = [np.asarray(z_p, dtype=float) for z_p in state["z"]]
+            self.shapes = [z_p.shape for z_p in sums]
+            self.z = np.concatenate([z_p.ravel() for z_p in sums])
 
 
 @dataclass(frozen=True)
@@ -375,7 +391,7 @@ class Run:
             raise PrivcvxError(f"{type(self.algorithm).__name__} produced no value for the columns {missing}",
                                argument="algorithm")
         self.last_metrics, self.last_w = metrics, w
-        self.ergodic.add(w, self.monitor.releases())
+        self.ergodic.add(w, self.monitor.releases(), self.monitor.stacked_releases())
         residual = metrics.get("disagreement", metrics.get("primal_residual", 0.0))
         step = self.algorithm.divergence_step(metrics)
         if self.divergence.diverging(w, step, residual) and not self.algorithm.converged(metrics, w):
