@@ -437,7 +437,8 @@ def _comparison(frames: list[pd.DataFrame], reference: float, failed: list[tuple
 
 def write(comparison: Comparison, out: Path) -> list[Path]:
     """runs.csv, summary.csv, reference.csv, accuracy.png (`plot_accuracy`), figure.png (`plot_rounds`), and
-    failures.csv when runs failed, refused.csv when methods were refused, in ``out``; returns the paths written."""
+    failures.csv when runs failed, refused.csv when methods were refused (an earlier one is removed otherwise), in
+    ``out``; returns the paths written."""
     from privcvx import plotting
 
     out.mkdir(parents=True, exist_ok=True)
@@ -446,13 +447,13 @@ def write(comparison: Comparison, out: Path) -> list[Path]:
     comparison.summary.to_csv(files[1], index=False)
     pd.DataFrame({"method": list(comparison.references), "reference": list(comparison.reference_names.values()),
                   "objective": list(comparison.references.values())}).to_csv(files[2], index=False)
-    if comparison.failed:
-        files.append(out / "failures.csv")
-        pd.DataFrame(comparison.failed, columns=["method", "setting", "epsilon", "seed", "error"]).to_csv(
-            files[-1], index=False)
-    if comparison.refused:
-        files.append(out / "refused.csv")
-        pd.DataFrame(comparison.refused, columns=["method", "setting", "reason"]).to_csv(files[-1], index=False)
+    for name, rows, columns in (("failures.csv", comparison.failed, ["method", "setting", "epsilon", "seed", "error"]),
+                                ("refused.csv", comparison.refused, ["method", "setting", "reason"])):
+        if rows:
+            files.append(out / name)
+            pd.DataFrame(rows, columns=columns).to_csv(files[-1], index=False)
+        else:  # an earlier study's list in the same folder would be read as this one's
+            (out / name).unlink(missing_ok=True)
     if comparison.runs.empty:
         return files
     fig, axes = plotting.new_figure(1, 1)

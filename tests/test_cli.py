@@ -295,6 +295,10 @@ def test_a_failed_run_is_listed_and_exits_1(tmp_path, capsys, monkeypatch):
     failures = pd.read_csv(out / "failures.csv")
     assert list(failures["setting"]) == ["local_updates=2"] and "local solve failed" in failures["error"].iloc[0]
     assert "failed: " in capsys.readouterr().err and len(pd.read_csv(out / "runs.csv")) == 2
+    # the same study run again into the same folder, every run finished: the earlier failures.csv is gone
+    monkeypatch.setattr(STUDY, "_run", run)
+    assert main(["compare", str(study), "--no-progress"]) == 0
+    assert not (out / "failures.csv").exists() and len(pd.read_csv(out / "runs.csv")) == 4
 
 
 def test_an_unwritable_out_exits_2(tmp_path, capsys):
