@@ -80,10 +80,10 @@ from privcvx.localsolve.exact_feasibility import ExactFeasibility
 from privcvx.localsolve.polish import NEWTON_DAMPING, ActiveSetPolish
 
 #: The bound on ||z_released - z_exact||_2 over the penalized coordinates that `LocalProblem(..., certified=True)`
-#: declares (`LocalProblem.error_bound`; a number declares its own, as OutPert's `solver_error` does): answers
-#: whose certificate exceeds it are re-solved, then passed to the next strategy, then refused (`SolverError`).
-#: On examples/compare_case14.toml it holds for PR-ADMM and RandomizedADMM in every run, and fails DPDG's late
-#: rounds at epsilon 0.1 (docs/privacy.md, "The solver's error").
+#: declares (`LocalProblem.error_bound`; a number declares its own, as OutPert's and DPDG's `solver_error` do):
+#: answers whose certificate exceeds it are re-solved, then passed to the next strategy, then refused
+#: (`SolverError`). On examples/compare_case14.toml it holds for PR-ADMM and RandomizedADMM in every run
+#: (docs/privacy.md, "The solver's error").
 CERTIFIED_ERROR = 1e-4
 
 #: The initial active sets of the polish, tried in turn while the certificate is above its target: s_i < ratio y_i
