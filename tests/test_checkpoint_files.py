@@ -378,3 +378,20 @@ def test_a_checkpoint_of_an_older_format_is_refused_naming_its_format(checkpoint
     _refused_fast(lambda: _solve(resume=checkpoint),
                   match=f"checkpoint of format {checkpoints.FORMAT_VERSION - 1}; this privcvx reads format "
                         f"{checkpoints.FORMAT_VERSION} only")
+
+
+def test_a_program_state_its_method_cannot_take_is_a_checkpoint_error_naming_the_agent(tmp_path, monkeypatch):
+    """A checkpoint of an older version of a method (RandomizedADMM's secret-sharing state moved to the key "secure";
+    its load_state_dict then raised KeyError) is refused as a CheckpointError naming the agent, not a raw KeyError
+    wrapped as the agent's failure. Mimicked here by a DPDG program that no longer finds its key "y"."""
+    from privcvx.algorithms.dp_gradient import DPDGAgent
+
+    problem, path = _problem(), tmp_path / "run.ckpt"
+    algorithm = pc.algorithms.DPDistributedGradient(epsilon=1.0)
+    _solve(problem, algorithm, rounds=6, checkpoint=path, callback=lambda row: row["round"] < 3)
+    original = DPDGAgent.load_state_dict
+    monkeypatch.setattr(DPDGAgent, "load_state_dict",
+                        lambda self, state: original(self, {k: v for k, v in state.items() if k != "y"}))
+    with pytest.raises(CheckpointError, match="does not fit its program.*KeyError") as raised:
+        _solve(problem, algorithm, rounds=6, resume=path)
+    assert raised.value.agent == problem.names[0] and raised.value.argument == "resume"

@@ -272,8 +272,15 @@ def _load_agent_state(program: Any, context: AgentContext, state: Any, ledger: d
     if not isinstance(state, dict) or set(state) != {"program", "noise"}:
         raise CheckpointError("not an agent's state (a checkpoint of another version?)", agent=context.name,
                               argument="resume")
-    context.load_state_dict({"noise": state["noise"], "ledger": ledger})
-    program.load_state_dict(state["program"])
+    try:
+        context.load_state_dict({"noise": state["noise"], "ledger": ledger})
+        program.load_state_dict(state["program"])
+    except PrivcvxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an untrusted file: a state its program cannot take is damaged or foreign
+        raise CheckpointError(f"its saved state does not fit its program ({type(exc).__name__}: {exc}): a checkpoint "
+                              "of another version of the method, or damaged", agent=context.name,
+                              argument="resume") from None
 
 
 class SerialBackend:
