@@ -144,7 +144,7 @@ class DPDistributedGradient(Algorithm):
         in l1, paid over the horizon from ``solver_share`` of epsilon, so the late rounds' noise, up to
         E T / (share epsilon), is linear in e; a step whose certificate exceeds e ends the run (`RunFailed`).
         On case14's full-consensus zones (n = 144, T = 200), the final objective at total epsilon 0.1 / 1 / 10 is
-        1.3e4 / 4.0e3 / 80 at e = 1e-4 and 8.5e3 / 314 / 4.4 at 1e-6 (docs/results.md).
+        1.3e4 / 4.0e3 / 80 at e = 1e-4 and 8.5e3 / 314 / 4.4 at 1e-6 (seed 0; docs/results.md).
     solver_share:
         The share of epsilon that pays E under the safe calibration, in (0, 1); unused on boxes and free sets.
     horizon:
