@@ -8,7 +8,7 @@ of Ryu & Kim, DP linearized ADMM with multiple local updates, with objective per
 """
 
 from privcvx import algorithms, errors, runtime, schedules
-from privcvx.compare import Method, Study, compare
+from privcvx.comparison import Method, Study, compare
 from privcvx.declared import CurvatureBound, Declared, ReleaseBound, SampleLoss
 from privcvx.errors import ConvergenceWarning, NominalPrivacyWarning
 from privcvx.messages import Message, Transcript

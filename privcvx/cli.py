@@ -5,7 +5,7 @@
 
 A study file names a problem builder, methods, a grid of settings, seeds, rounds and the privacy budget (see
 [`privcvx.study_file`][privcvx.study_file] and docs/cli.md). Each comparison writes runs.csv, summary.csv,
-reference.csv, accuracy.png and figure.png to its output folder ([`privcvx.compare`][privcvx.compare]); the
+reference.csv, accuracy.png and figure.png to its output folder ([`privcvx.comparison`][privcvx.comparison]); the
 paper-004 comparisons are the presets examples/case14.toml, case14_paper.toml, case118.toml, digits.toml and
 digits_tight.toml. Dependency direction: ``powerflow`` and ``problems`` import privcvx, never the reverse: their
 builders are found through the entry-point group ``privcvx.builders``, and extra figures through
@@ -28,7 +28,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from privcvx.compare import BUDGETS, Comparison, compare
+from privcvx.comparison import BUDGETS, Comparison, compare
 from privcvx.errors import ConvergenceWarning, ParameterError, PrivcvxError
 from privcvx.study_file import load
 from privcvx.version import __version__

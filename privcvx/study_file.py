@@ -44,7 +44,7 @@ from typing import Any
 
 from privcvx import schedules
 from privcvx.algorithms import LinearizedADMM, all_algorithms
-from privcvx.compare import BUDGETS, Derived, Method, Study
+from privcvx.comparison import BUDGETS, Derived, Method, Study
 from privcvx.errors import ParameterError, PrivcvxError, check_int, check_scalar
 from privcvx.privacy.mechanisms import Gaussian, Laplace, Sensitivity, check_delta, check_epsilon
 from privcvx.privacy.perturbation import ObjectivePerturbation, OutputPerturbation

@@ -18,7 +18,7 @@ from privcvx.cli import main
 from privcvx.schedules import inverse_sqrt, paper_rho
 from privcvx.study_file import load
 
-STUDY = importlib.import_module("privcvx.compare")  # the module: pc.compare is its function
+STUDY = importlib.import_module("privcvx.comparison")  # the module of pc.compare
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 KEYS = ["method", "setting", "epsilon"]
 TINY = '''[problem]

@@ -93,7 +93,7 @@ def test_every_method_can_be_compared_at_a_total_budget():
     method has one, and only a method without a privacy setting (no ``privacy``, no ``epsilon``) has None."""
     import inspect
 
-    from privcvx.compare import TOTAL_PRIVACY
+    from privcvx.comparison import TOTAL_PRIVACY
 
     missing, unprivate = [], []
     for name, cls in algorithms.all_algorithms():
