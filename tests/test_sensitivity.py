@@ -149,8 +149,8 @@ def test_dpdg_ledger_covers_the_replayed_change_of_its_releases_on_an_affine_set
     times the scale of the noise actually drawn, read from the agent's noise stream)."""
     problem = _plane_problem(pc.Sensitivity(l1=2.0, l2=2.0))
     c, q, rounds = 0.5, 0.9, 8
-    algorithm = DPDistributedGradient(epsilon=2.0, c=c, q=q)
     topology = pc.Topology.ring().bind(problem.names)
+    algorithm = DPDistributedGradient(epsilon=2.0, c=c, q=q).prepare(problem, topology, rounds)
     programs = [algorithm.agent_program(agent, AgentContext.for_agent(problem, i, seed=4, topology=topology))
                 for i, agent in enumerate(problem.agents)]
     twin = agent_noise_sources(4, 3)[0]  # agent 0's stream again: its unit Laplace draws

@@ -19,11 +19,15 @@ sensitivity (``pc.Sensitivity``) by the rules of `privcvx.privacy.sensitivity`: 
 S_i = the declared l1 (sqrt(n) l2 when only l2 is declared); on any other convex set X the projection
 keeps only l2, so S_i = sqrt(n) l2 and an agent without a declared l2 is refused (Lemma 4's proof
 drops the projection; its 2 C2 sqrt(n) is of this form, sqrt(n) times the l2 bound 2 C2). A set
-projected by a solver adds 2 sqrt(n) e to Delta(t) (e = ``localsolve.CERTIFIED_ERROR``, an l2 bound), which
-does not decay with gamma_t: the safe calibration multiplies M_{t+1} by Delta(t) / (S_i gamma_t), so each release
-still costs the epsilon_t below and the run at most epsilon, and the noise grows like (p/q)^t once 2 sqrt(n) e
-dominates S_i gamma_t (the paper's calibration does not, and its ledger charges the excess). x_i(t) is released in
-y_i(t+1) with Laplace scale M_{t+1}.
+projected by a solver adds E = 2 sqrt(n) e to Delta(t) (e = ``solver_error``, the certified l2 bound of
+`privcvx.localsolve.certificate`), which does not decay with gamma_t: a geometric split cannot pay it with a
+bounded noise. The safe calibration then splits the agent's epsilon (this is privcvx's, not the paper's): a share
+(1 - ``solver_share``) pays S_i gamma_t by the geometric split below, and ``solver_share`` pays E over the run's T
+releases (the ``horizon``, T = the run's rounds unless given): release t costs the split's epsilon_t plus
+share epsilon / T, and M_{t+1} = Delta(t) / that. The noise stays bounded (below E T / (share epsilon) once the
+geometric part has decayed), and the run spends at most epsilon over T rounds (its ledger charges every release's
+true Delta / M, also past T, which `prepare` refuses). The paper's calibration ignores E, and its ledger charges
+the excess. x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
 
 * ``calibration="safe"`` (default): M_t = S_i c p^(t-1) / (epsilon (p - q)). Then
   sum_{t>=1} Delta(t) / M_{t+1} = epsilon exactly, and after T rounds the agent has spent
@@ -56,10 +60,16 @@ from privcvx.algorithms.base import AgentContext, Algorithm, StepMonitor
 from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
+from privcvx.localsolve import set_kind
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
 from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon, laplace_release
-from privcvx.privacy.sensitivity import declared_constant, projected_sensitivity
+from privcvx.privacy.sensitivity import (
+    declared_constant,
+    holds_no_private_data,
+    projected_sensitivity,
+    solver_allowance,
+)
 from privcvx.problem import Agent, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -128,10 +138,21 @@ class DPDistributedGradient(Algorithm):
         "safe" (default, the digest's fix of the noise index) or "paper" (Eq. (8) verbatim).
     tol:
         Stop when the disagreement and the change of the average release are both <= tol.
+    solver_error:
+        e, the certified l2 error of a projection computed by a solver (a conic set), as OutPert's (not the layer's
+        ``CERTIFIED_ERROR``, 1e-4: here e enters every release). Each release on such a set carries E = 2 sqrt(n) e
+        in l1, paid over the horizon from ``solver_share`` of epsilon, so the late rounds' noise, up to
+        E T / (share epsilon), is linear in e; a step whose certificate exceeds e ends the run (`RunFailed`).
+        On case14's full-consensus zones (n = 144, T = 200), the final objective at total epsilon 0.1 / 1 / 10 is
+        1.3e4 / 4.0e3 / 80 at e = 1e-4 and 8.5e3 / 314 / 4.4 at 1e-6 (docs/results.md).
+    solver_share:
+        The share of epsilon that pays E under the safe calibration, in (0, 1); unused on boxes and free sets.
+    horizon:
+        T, the number of releases E is paid over; ``None``: the run's rounds (set by `prepare`, so such a run
+        resumes only with the same rounds). Used only where E is.
     """
 
     name = "dp_distributed_gradient"
-    calibrated_to_rounds = False  # the noise of round t depends on t alone (Eq. 27's schedule), never on T
     columns = ("round", "average_objective", "objective", "disagreement", "average_change", "noise_magnitude",
                "epsilon", "step", "time_s")
     diagnostic_columns = {"average_objective": sum, "objective": sum, "noise_magnitude": sum}
@@ -140,9 +161,15 @@ class DPDistributedGradient(Algorithm):
 
     def __init__(self, epsilon: float | None = None, step: str | float | Schedule | None = None,
                  c: float | None = None, q: float = 0.9, p: float | None = None, weights: str = "metropolis",
-                 calibration: str = "safe", tol: float | None = None) -> None:
+                 calibration: str = "safe", tol: float | None = None, solver_error: float = 1e-5,
+                 solver_share: float = 0.5, horizon: int | None = None) -> None:
         self.epsilon, self.step, self.c, self.q, self.p = epsilon, step, c, q, p
         self.weights, self.calibration, self.tol = weights, calibration, tol
+        self.solver_error, self.solver_share, self.horizon = solver_error, solver_share, horizon
+        check_scalar(solver_error, argument="solver_error", kind=float, low=0.0, closed="right", error=PrivacyError)
+        check_scalar(solver_share, argument="solver_share", kind=float, low=0.0, high=1.0, closed="neither")
+        if horizon is not None:
+            check_scalar(horizon, argument="horizon", kind=int, low=1)
         self._epsilon = None if epsilon is None else check_epsilon(epsilon)
         self._q = require_positive(q, argument="q")
         if self._q >= 1.0:
@@ -169,6 +196,17 @@ class DPDistributedGradient(Algorithm):
     @property
     def private(self) -> bool:
         return self._epsilon is not None
+
+    @property
+    def calibrated_to_rounds(self) -> bool:  # type: ignore[override]
+        """Whether the noise depends on T: only through the ``horizon`` of the solver's term (class doc); without
+        it the noise of round t depends on t alone (Eq. (27)'s schedule), and a run extends."""
+        return self.horizon is not None
+
+    @property
+    def certified(self) -> bool | float:
+        """What the agents' projections declare to `LocalProblem` (``certified``): e under privacy."""
+        return self.solver_error if self.private else False
 
     def check(self, problem: DistributedProblem, topology: Topology) -> None:
         self.require_decentralized(topology)
@@ -197,10 +235,25 @@ class DPDistributedGradient(Algorithm):
                                      solver_error=solver_error, norm="l1", agent=agent.name).l1
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DPDistributedGradient:
-        """Check the problem and fix c (1 / max L_i) when it was not given."""
+        """Check the problem, fix c (1 / max L_i) when it was not given, and the horizon T of the solver's term
+        (the run's ``rounds``) when an agent's set is projected by a solver under the safe calibration."""
         self.check(problem, topology)
-        if self._c is not None or not isinstance(self._kind, str):
-            return self
+        if self.horizon is not None and self.horizon < rounds:
+            raise ParameterError(f"a run of {rounds} rounds releases past the horizon {self.horizon} that the "
+                                 "solver's term is paid over: give horizon >= rounds, or None (the rounds)",
+                                 argument="horizon")
+        ready = self
+        if self._c is None and isinstance(self._kind, str):
+            ready = ready.clone(c=self._default_c(problem))
+        if self.horizon is None and self.private and self.calibration == "safe" and any(
+                set_kind(agent, layout) == "conic" and not holds_no_private_data(agent)
+                for agent, layout in zip(problem.agents, problem.layouts, strict=True)):
+            ready = ready.clone(horizon=rounds)
+        return ready
+
+    @staticmethod
+    def _default_c(problem: DistributedProblem) -> float:
+        """1 / max L_i over the declared (under privacy) or estimated smoothness."""
         warn_nonsmooth("DPDistributedGradient", problem.agents, "its default step c = 1 / max L_i has no L_i for "
                        "them (a subgradient step at c = 1 / max of the others' L_i, or 1)",
                        "Give c (a step for a subgradient method), or smooth the objective (e.g. a Huber or squared "
@@ -212,7 +265,7 @@ class DPDistributedGradient(Algorithm):
             else:  # not private here: check() refused undeclared L_i under privacy
                 smoothness.append(smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim)))
         finite = [v for v in smoothness if math.isfinite(v) and v > 0]
-        return self.clone(c=1.0 / max(finite) if finite else 1.0)
+        return 1.0 / max(finite) if finite else 1.0
 
     def schedule(self) -> Schedule:
         """gamma_t: the step of round t."""
@@ -223,12 +276,23 @@ class DPDistributedGradient(Algorithm):
             return Power(c, DIMINISHING_POWER)
         return as_schedule(self._kind, argument="step")
 
-    def noise_scale(self, sensitivity: float, t: int) -> float:
+    def noise_scale(self, sensitivity: float, t: int, solver_term: float = 0.0) -> float:
         """M_t for an agent whose release has L1 sensitivity S per unit step: Eq. (8) ("paper") or divided by p
-        ("safe")."""
+        ("safe"). With the solver's term E = ``solver_term`` > 0 ("safe"), the release of x(t-1) in round t >= 2
+        gets epsilon_t = S gamma_{t-1} / M_t[(1 - share) epsilon] + share epsilon / T and M_t = (S gamma_{t-1} + E) /
+        epsilon_t (module doc)."""
         c = 1.0 if self._c is None else self._c
-        scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (self._p - self._q))
-        return scale * self._p if self.calibration == "paper" else scale
+        share = self.solver_share if solver_term > 0.0 and self.calibration == "safe" else 0.0
+        scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (1.0 - share) * (self._p - self._q))
+        if self.calibration == "paper":
+            return scale * self._p
+        if share and t >= 2:
+            if self.horizon is None:
+                raise ParameterError("the solver's term is paid over a horizon: prepare the algorithm for a run "
+                                     "(or give horizon=T)", argument="horizon")
+            step = sensitivity * c * self._q ** (t - 2)  # S gamma_{t-1}, geometric under privacy
+            return (step + solver_term) / (step / scale + share * self._epsilon / self.horizon)
+        return scale
 
     def divergence_step(self, metrics: Mapping[str, float]) -> float | None:
         """gamma_t for the non-summable "diminishing" steps c / t^(3/4); None for geometric or given ones."""
@@ -246,28 +310,27 @@ class DPDGAgent(ProjectedGradientAgent):
     its noise stream and ledger."""
 
     def __init__(self, agent: Agent, context: AgentContext, settings: DPDistributedGradient) -> None:
-        super().__init__(agent, context, settings)
+        super().__init__(agent, context, settings, certified=settings.certified)
         self.ones = np.ones(self.layout.dim)
         self.step_size = settings.schedule()
         self.sensitivity = settings.release_sensitivity(agent, self.projection.kind, self.layout.dim) \
             if settings.private else 0.0
+        #: E, the solver's term of every release's Delta(t) (0 on closed-form sets and without private data)
+        self.solver_term = solver_allowance(self.layout.dim, self.projection.error_bound, agent.name).l1 \
+            if self.sensitivity > 0.0 and self.projection.error_bound > 0.0 else 0.0
         self.y = self.x.copy()
         self.noise_magnitude = 0.0
 
     def _broadcast(self, t: int) -> list[Message]:
         """y_i(t) = x_i(t-1) + w_i(t) (Eq. (5)), recorded in the ledger when x_i(t-1) depends on the data."""
         if self.settings.private:
-            scale = self.settings.noise_scale(self.sensitivity, t)
-            # x_i(t-1) has sensitivity Delta(t-1) = S gamma_{t-1} (+ the solver's error, through the set's kind): a
-            # Laplace release with epsilon Delta / M_t. x_i(0) has none, nor has x_i(t-1) = Proj[z] once gamma_{t-1}
-            # underflows to 0 (a public function of earlier releases); a Delta that underflows is rounded up.
+            scale = self.settings.noise_scale(self.sensitivity, t, self.solver_term)
+            # x_i(t-1) has sensitivity Delta(t-1) = S gamma_{t-1} (+ E, through the set's kind): a Laplace release with
+            # epsilon Delta / M_t. x_i(0) has none, nor has x_i(t-1) = Proj[z] once gamma_{t-1} underflows to 0 (a
+            # public function of earlier releases); a Delta that underflows is rounded up.
             gamma = checked_value(self.step_size, t - 1, argument="step", underflow=True) if t >= 2 else 0.0
             sensitivity = 0.0 if gamma == 0.0 or self.sensitivity == 0.0 else max(self.settings.release_sensitivity(
                 self.agent, self.projection.kind, self.layout.dim, gamma, self.projection.error_bound), math.ulp(0.0))
-            if self.settings.calibration == "safe" and self.projection.error_bound > 0.0 and sensitivity > 0.0:
-                # the solver's 2 sqrt(n) e does not decay with gamma: M_{t+1} grows with it, so this release still
-                # costs the geometric split's epsilon_t = S gamma_t / M_{t+1} and the run at most epsilon
-                scale *= sensitivity / (self.sensitivity * gamma)
             mechanism = laplace_release(sensitivity, scale) or Laplace(1.0)  # uncharged when sensitivity is 0
             try:
                 self.y = self.context.release(self.x, mechanism, Sensitivity(l1=sensitivity), scale=scale,

@@ -318,10 +318,13 @@ class ProjectedGradientAgent(AgentProgram):
     """An agent of a projected gradient method (`DPDistributedGradient`, `RandomizedDGD`): its projection onto W_i,
     its gradient oracle, and its public start x_i(0), the point of W_i closest to 0 (data-independent)."""
 
-    def __init__(self, agent: Agent, context: AgentContext, settings: Algorithm) -> None:
+    def __init__(self, agent: Agent, context: AgentContext, settings: Algorithm, *,
+                 certified: bool | float | None = None) -> None:
         self.agent, self.context, self.settings = agent, context, settings
         self.layout = context.layout
-        self.projection = LocalProblem(agent, self.layout, certified=settings.private)
+        #: the projection, certified under privacy within ``certified`` (a number: e; default: the layer's e)
+        self.projection = LocalProblem(agent, self.layout,
+                                       certified=settings.private if certified is None else certified)
         self.evaluator = GradientEvaluator(agent, self.layout)
         self.x = self.projection.project(np.zeros(self.layout.dim), np.ones(self.layout.dim))
 

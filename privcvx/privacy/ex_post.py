@@ -33,7 +33,7 @@ from scipy import integrate
 
 from privcvx.errors import PrivacyError, require_positive
 from privcvx.privacy.mechanisms import Laplace, Sensitivity
-from privcvx.privacy.sensitivity import certified_solver_error
+from privcvx.privacy.sensitivity import solver_allowance
 
 if TYPE_CHECKING:
     from privcvx.algorithms.base import AgentContext
@@ -171,7 +171,7 @@ def projected_release_sensitivity(dim: int, shift: float, solver_error: float = 
     same input on both datasets) stays 0; an infinite e (an answer that cannot be certified) is refused."""
     if shift == 0.0:
         return 0.0
-    return dim * shift + 2.0 * math.sqrt(dim) * certified_solver_error(solver_error, agent)
+    return dim * shift + solver_allowance(dim, solver_error, agent).l1
 
 
 def laplace_release(context: AgentContext, account: ExPostAccount, mean: np.ndarray, beta: float, shift: float,

@@ -103,6 +103,14 @@ def projected_sensitivity(pre_image: Sensitivity, kind: str, dim: int, *, scale:
     else:
         l1 = None
     if solver_error and l2 > 0.0:  # a zero pre-image: no private data, the solver sees the same input on D and D'
-        l2 += 2.0 * certified_solver_error(solver_error, agent)
-        l1 = None if l1 is None else l1 + 2.0 * math.sqrt(dim) * solver_error
+        allowance = solver_allowance(dim, solver_error, agent)
+        l2 += allowance.l2
+        l1 = None if l1 is None else l1 + allowance.l1
     return Sensitivity(l1=l1, l2=l2, nominal=pre_image.nominal)
+
+
+def solver_allowance(dim: int, error: float, agent: str | None = None) -> Sensitivity:
+    """What two computed projections, each within ``error`` e of the exact one in l2, add to the distance of two
+    neighbouring releases in R^dim: 2e in l2 and 2 sqrt(dim) e in l1 (||v||_1 <= sqrt(n) ||v||_2)."""
+    error = certified_solver_error(error, agent)
+    return Sensitivity(l1=2.0 * math.sqrt(dim) * error, l2=2.0 * error)
