@@ -70,7 +70,7 @@ from privcvx.privacy.sensitivity import (
     projected_sensitivity,
     solver_allowance,
 )
-from privcvx.problem import Agent, DistributedProblem
+from privcvx.problem import Agent, AgentLayout, AgentSpec, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
 from privcvx.tuning import smoothness_of, warn_nonsmooth
@@ -246,8 +246,8 @@ class DPDistributedGradient(Algorithm):
         if self._c is None and isinstance(self._kind, str):
             ready = ready.clone(c=self._default_c(problem))
         if self.horizon is None and self.private and self.calibration == "safe" and any(
-                set_kind(agent, layout) == "conic" and not holds_no_private_data(agent)
-                for agent, layout in zip(problem.agents, problem.layouts, strict=True)):
+                _may_pay_solver_term(agent, layout) for agent, layout in zip(problem.agents, problem.layouts,
+                                                                             strict=True)):
             ready = ready.clone(horizon=rounds)
         return ready
 
@@ -303,6 +303,12 @@ class DPDistributedGradient(Algorithm):
 
     def monitor(self, problem: DistributedProblem, topology: Topology) -> StepMonitor:
         return StepMonitor(problem, "y", self.schedule(), underflow=True)
+
+
+def _may_pay_solver_term(agent: Agent | AgentSpec, layout: AgentLayout) -> bool:
+    """Whether an agent's releases may carry the solver's term E: it holds private data and its set is projected by
+    a solver. The set of an agent built by its factory on its host is not known to the driver: assumed so."""
+    return not holds_no_private_data(agent) and (isinstance(agent, AgentSpec) or set_kind(agent, layout) == "conic")
 
 
 class DPDGAgent(ProjectedGradientAgent):
