@@ -189,11 +189,13 @@ class ActiveSetPolish:
 
     def _newton_operators(self) -> _NewtonOperators:
         """`newton`'s sparse copies of the certifier's A and Hessian, made once per matrix (the certifier keeps them
-        dense for its other steps)."""
+        dense for its other steps; A once per certifier, the Hessian once per `set_hessian`)."""
         cached = getattr(self, "_polish_operators", None)
-        if cached is None or cached.dense_a is not self.A or cached.dense_hessian is not self.hessian:
-            cached = _NewtonOperators(self.A, self.hessian, self.auxiliary, self.damping)
+        if cached is None or cached.dense_a is not self.A:
+            cached = _NewtonOperators(self.A)
             self._polish_operators = cached
+        if cached.dense_hessian is not self.hessian:
+            cached.set_hessian(self.hessian, self.auxiliary, self.damping)
         return cached
 
 
@@ -202,13 +204,17 @@ class _NewtonOperators:
     Hessian plus `NEWTON_DAMPING` on the auxiliary columns) as (row, column, value) triplets, and each SOC block's
     column support."""
 
-    def __init__(self, a: np.ndarray, hessian: np.ndarray, auxiliary: np.ndarray, damping: float) -> None:
-        self.dense_a, self.dense_hessian = a, hessian
-        self.a, self.hessian = sp.csr_matrix(a), sp.csr_matrix(hessian)
+    def __init__(self, a: np.ndarray) -> None:
+        self.dense_a, self.a = a, sp.csr_matrix(a)
+        self.dense_hessian: np.ndarray | None = None
+        self.supports: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
+
+    def set_hessian(self, hessian: np.ndarray, auxiliary: np.ndarray, damping: float) -> None:
+        """The sparse Hessian and the constant curvature's triplets for the certifier's current Hessian."""
+        self.dense_hessian, self.hessian = hessian, sp.csr_matrix(hessian)
         coo = self.hessian.tocoo()
         self.curvature = (np.concatenate([coo.row, auxiliary]), np.concatenate([coo.col, auxiliary]),
                           np.concatenate([coo.data, np.full(len(auxiliary), damping)]))
-        self.supports: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
 
     def support(self, block: Block) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """The columns where an SOC block's rows are nonzero, the block on them (dense), and the (row, column)
