@@ -16,10 +16,13 @@ Nothing here is trusted: `Certifier.bound` certifies the polished pair from scra
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.linalg
 
 if TYPE_CHECKING:
     from privcvx.localsolve.certificate import Block
@@ -138,39 +141,43 @@ class ActiveSetPolish:
                cones: list[Block], extended: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
         """`POLISH_ITERATIONS` Newton steps on the KKT system of min g s.t. s_rows = 0, ||s_1|| = s_0 on the cones.
         ``extended``: mixed-precision refinement, x, the multipliers and the residuals in `EXTENDED` (the KKT matrix
-        and its solve in float64), so that the active constraints hold to about its eps (1e-19), not float64's."""
+        and its solve in float64), so that the active constraints hold to about its eps (1e-19), not float64's.
+        The KKT matrix is sparse (`_NewtonOperators`; an SOC block's curvature on its columns' support) and factored
+        by a sparse LU; scipy's sparse products keep a long double vector in long double."""
         dtype = EXTENDED if extended else np.float64
         x, multipliers = x.astype(dtype), multipliers.astype(dtype)
-        a_lin, n, hessian = self.A[rows], x.size, self.hessian
+        operators = self._newton_operators()
+        a_sparse, hessian, n, m = operators.a, operators.hessian, x.size, rows.size
+        a_lin = a_sparse[rows].tocoo()
+        linear = (np.concatenate([a_lin.row + n, a_lin.col]), np.concatenate([a_lin.col, a_lin.row + n]),
+                  np.concatenate([a_lin.data, a_lin.data]))
+        a_lin = a_lin.tocsr()
+        supports = [operators.support(block) for block in cones]
         tolerance = 4.0 * float(np.finfo(dtype).eps)
         for _ in range(REFINEMENT_ITERATIONS if extended else POLISH_ITERATIONS):
-            s = self.b - self.A @ x
-            jacobian, curvature, values = [a_lin.astype(dtype)], hessian.copy(), [a_lin @ x - self.b[rows]]
-            curvature[self.auxiliary, self.auxiliary] += self.damping
-            for k, (start, size) in enumerate((block.start, block.size) for block in cones):
-                block, s_1 = self.A[start:start + size], s[start + 1:start + size]
+            s = self.b - a_sparse @ x
+            values, gradient = [a_lin @ x - self.b[rows]], hessian @ x + q + a_lin.T @ multipliers[:m]
+            triplets = [operators.curvature, linear]
+            for k, (block, (columns, dense, square)) in enumerate(zip(cones, supports, strict=True)):
+                s_1 = s[block.start + 1:block.start + block.size]
                 norm = np.sqrt(s_1 @ s_1)
                 if not norm > 0.0:
                     return None
                 u = -s_1 / norm  # h(x) = ||s_1|| - s_0, grad h = A_i'(1, u), Hess h = A_1'(I - u u')A_1 / ||s_1||
-                jacobian.append((block[0] + u @ block[1:])[None, :])
-                values.append(np.array([norm - s[start]]))
+                row = dense[0] + u @ dense[1:]  # grad h on the block's columns
+                gradient[columns] += multipliers[m + k] * row
+                values.append(np.array([norm - s[block.start]]))
                 rounded = u.astype(np.float64)
-                projected = block[1:] - np.outer(rounded, rounded @ block[1:])
-                curvature += float(multipliers[rows.size + k] / norm) * (block[1:].T @ projected)
-            jac = np.vstack(jacobian)
-            rounded = jac.astype(np.float64)
-            kkt = np.block([[curvature, rounded.T], [rounded, np.zeros((jac.shape[0],) * 2)]])
-            rhs = -np.concatenate([hessian @ x + q + jac.T @ multipliers, *values]).astype(np.float64)
-            with np.errstate(all="ignore"):
-                try:
-                    step = np.linalg.solve(kkt, rhs)
-                except np.linalg.LinAlgError:
-                    step = np.full(rhs.shape, np.nan)
-                scale = 1e-9 * (1.0 + np.linalg.norm(rhs))
-                solved = np.all(np.isfinite(step)) and np.linalg.norm(kkt @ step - rhs) <= scale
-                if not solved:
-                    step = scipy.linalg.lstsq(kkt, rhs, lapack_driver="gelsy")[0]  # singular: degenerate active sets
+                projected = dense[1:] - np.outer(rounded, rounded @ dense[1:])
+                product = float(multipliers[m + k] / norm) * (dense[1:].T @ projected)
+                index = np.full(columns.size, n + m + k)
+                row = row.astype(np.float64)
+                triplets += [(*square, product.ravel()), (index, columns, row), (columns, index, row)]
+            size = n + m + len(cones)
+            index_rows, index_columns, entries = (np.concatenate(part) for part in zip(*triplets, strict=True))
+            kkt = sp.csc_matrix((entries, (index_rows, index_columns)), shape=(size, size))  # duplicates summed
+            rhs = -np.concatenate([gradient, *values]).astype(np.float64)
+            step = _kkt_solve(kkt, rhs)
             if not np.all(np.isfinite(step)):
                 return None
             x, multipliers = x + step[:n], multipliers + step[n:]
@@ -179,3 +186,57 @@ class ActiveSetPolish:
             if all(settled):  # x and the multipliers each (the multipliers' scale must not excuse x's step)
                 break
         return x, multipliers
+
+    def _newton_operators(self) -> _NewtonOperators:
+        """`newton`'s sparse copies of the certifier's A and Hessian, made once per matrix (the certifier keeps them
+        dense for its other steps; A once per certifier, the Hessian once per `set_hessian`)."""
+        cached = getattr(self, "_polish_operators", None)
+        if cached is None or cached.dense_a is not self.A:
+            cached = _NewtonOperators(self.A)
+            self._polish_operators = cached
+        if cached.dense_hessian is not self.hessian:
+            cached.set_hessian(self.hessian, self.auxiliary, self.damping)
+        return cached
+
+
+class _NewtonOperators:
+    """The sparse operators of `ActiveSetPolish.newton`: A, the Hessian, the KKT matrix's constant curvature (the
+    Hessian plus `NEWTON_DAMPING` on the auxiliary columns) as (row, column, value) triplets, and each SOC block's
+    column support."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.dense_a, self.a = a, sp.csr_matrix(a)
+        self.dense_hessian: np.ndarray | None = None
+        self.supports: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
+
+    def set_hessian(self, hessian: np.ndarray, auxiliary: np.ndarray, damping: float) -> None:
+        """The sparse Hessian and the constant curvature's triplets for the certifier's current Hessian."""
+        self.dense_hessian, self.hessian = hessian, sp.csr_matrix(hessian)
+        coo = self.hessian.tocoo()
+        self.curvature = (np.concatenate([coo.row, auxiliary]), np.concatenate([coo.col, auxiliary]),
+                          np.concatenate([coo.data, np.full(len(auxiliary), damping)]))
+
+    def support(self, block: Block) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """The columns where an SOC block's rows are nonzero, the block on them (dense), and the (row, column)
+        indices of a square matrix on them (row-major)."""
+        if block.start not in self.supports:
+            rows = self.a[block.start:block.start + block.size]
+            columns = np.unique(rows.indices)
+            square = (np.repeat(columns, columns.size), np.tile(columns, columns.size))
+            self.supports[block.start] = (columns, rows[:, columns].toarray(), square)
+        return self.supports[block.start]
+
+
+def _kkt_solve(kkt: sp.csc_matrix, rhs: np.ndarray) -> np.ndarray:
+    """The Newton step: a sparse LU solve, or least squares (on the dense matrix) where the factorization is
+    singular or its residual is above 1e-9 (1 + ||rhs||): degenerate active sets."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.sparse.linalg.MatrixRankWarning)
+        try:
+            step = scipy.sparse.linalg.splu(kkt).solve(rhs)
+        except RuntimeError:  # "Factor is exactly singular"
+            step = np.full(rhs.shape, np.nan)
+        scale = 1e-9 * (1.0 + np.linalg.norm(rhs))
+        if np.all(np.isfinite(step)) and np.linalg.norm(kkt @ step - rhs) <= scale:
+            return step
+        return scipy.linalg.lstsq(kkt.toarray(), rhs, lapack_driver="gelsy")[0]
