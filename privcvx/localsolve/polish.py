@@ -188,11 +188,11 @@ class ActiveSetPolish:
         return x, multipliers
 
     def _newton_operators(self) -> _NewtonOperators:
-        """`newton`'s sparse copies of the certifier's A and Hessian, made once per matrix (the certifier keeps them
-        dense for its other steps; A once per certifier, the Hessian once per `set_hessian`)."""
+        """`newton`'s sparse operators: the certifier's CSR copy of A (``rows``), and a sparse copy of its Hessian
+        made once per `set_hessian` (the certifier keeps the Hessian dense for its other steps)."""
         cached = getattr(self, "_polish_operators", None)
-        if cached is None or cached.dense_a is not self.A:
-            cached = _NewtonOperators(self.A)
+        if cached is None:
+            cached = _NewtonOperators(self.rows)
             self._polish_operators = cached
         if cached.dense_hessian is not self.hessian:
             cached.set_hessian(self.hessian, self.auxiliary, self.damping)
@@ -204,8 +204,8 @@ class _NewtonOperators:
     Hessian plus `NEWTON_DAMPING` on the auxiliary columns) as (row, column, value) triplets, and each SOC block's
     column support."""
 
-    def __init__(self, a: np.ndarray) -> None:
-        self.dense_a, self.a = a, sp.csr_matrix(a)
+    def __init__(self, a: sp.csr_matrix) -> None:
+        self.a = a
         self.dense_hessian: np.ndarray | None = None
         self.supports: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
 
