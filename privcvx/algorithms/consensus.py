@@ -302,7 +302,6 @@ class LineEight(NamedTuple):
                 and all(map(_same, released, self.released)) and (used is None) == (self.used is None)
                 and (used is None or (len(used) == len(self.used) and all(map(_same, used, self.used)))))
 
-
     @classmethod
     def of(cls, before: np.ndarray, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray],
            rho: float | np.ndarray, used: list[np.ndarray] | None, flat: np.ndarray, stacked: np.ndarray,
