@@ -18,7 +18,7 @@ import numpy as np
 
 from privcvx.algorithms.base import LatestReleases
 from privcvx.errors import ParameterError
-from privcvx.messages import Message
+from privcvx.messages import Message, same_bits
 from privcvx.problem import AgentLayout, DistributedProblem
 from privcvx.topology import Topology
 
@@ -345,8 +345,7 @@ def _same(a: float | np.ndarray, b: float | np.ndarray) -> bool:
         return True
     if type(a) is float and type(b) is float:  # rho: no arrays made (a NaN is never the same: line 8 runs again)
         return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
+    return same_bits(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
 
 
 class ConsensusADMMMonitor(LatestReleases):
