@@ -11,9 +11,10 @@ alone, composed with privcvx's own accountant (``privcvx.privacy.accounting.tigh
 r_t per zone: ObjPert ("paper", 2 beta) against the exact 2 beta max_i ||a_i||; OutPert against the derived
 output sensitivity of the projected step (privcvx.privacy.perturbation.derived_output_sensitivity, which
 ``tests/test_powerflow_sensitivity.py`` checks against a replay), from the exact gradient sensitivity, at
-eta^t = 1/sqrt(t) and rho = 100, with the conic projection's allowance. The worst zone is reported, as in the
-run's ``epsilon_spent``. The nominal column is the same computation with r_t = 1 (it reproduces the
-``epsilon_spent`` of docs/results.md). Gaussian runs are accounted at their delta (1e-2), Laplace runs at
+eta^t = 1/sqrt(t) and rho = 100, with the conic projection's allowance 2e (e = OutPert's `solver_error`, by default
+`pc.OutputPerturbation`'s, as the presets run; ``--solver-error`` for a preset that sets its own). The worst zone
+is reported, as in the run's ``epsilon_spent``. The nominal column is the same computation with r_t = 1 (it
+reproduces the ``epsilon_spent`` of docs/results.md). Gaussian runs are accounted at their delta (1e-2), Laplace runs at
 privcvx's default 1e-6 (``privcvx.privacy.accounting.DEFAULT_LAPLACE_DELTA``), without the PLD accountant, as
 the per-round ``epsilon_spent`` is (``RunningEpsilon``; the PLD is tighter for Laplace: 2.19 instead of 2.34 for
 ObjL at 0.05, E = 1).
@@ -25,6 +26,7 @@ ObjL at 0.05, E = 1).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import warnings
 
 import numpy as np
@@ -32,16 +34,18 @@ import pandas as pd
 
 import powerflow
 import privcvx as pc
-from privcvx.localsolve import CERTIFIED_ERROR
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA, PrivacyLedger, tightest_epsilon
 from privcvx.privacy.perturbation import derived_output_sensitivity
 
 METHODS = [("ObjG", "paper"), ("ObjL", "paper"), ("OutG", "derived"), ("OutG", "paper"), ("OutL", "derived"),
            ("OutL", "paper")]
+#: OutPert's certified error bound e when a preset does not set one.
+DEFAULT_SOLVER_ERROR = next(field.default for field in dataclasses.fields(pc.OutputPerturbation)
+                            if field.name == "solver_error")
 
 
 def ratios(problem_paper: pc.DistributedProblem, problem_exact: pc.DistributedProblem, method: str,
-           calibration: str, rounds: int, rho: float) -> list[np.ndarray]:
+           calibration: str, rounds: int, rho: float, solver_error: float) -> list[np.ndarray]:
     """Per zone, r_t = valid / declared sensitivity of each round's releases (t = 1..rounds)."""
     norm = "l2" if method.endswith("G") else "l1"
     t = np.arange(1, rounds + 1)
@@ -53,8 +57,8 @@ def ratios(problem_paper: pc.DistributedProblem, problem_exact: pc.DistributedPr
         valid, declared = [], []
         for step in t:
             weights = np.sqrt(step) + rho * layout.shared_mask
-            valid.append(derived_output_sensitivity(exact.sensitivity, weights, False, CERTIFIED_ERROR).get(norm))
-            declared.append(derived_output_sensitivity(paper.sensitivity, weights, False, CERTIFIED_ERROR).get(norm)
+            valid.append(derived_output_sensitivity(exact.sensitivity, weights, False, solver_error).get(norm))
+            declared.append(derived_output_sensitivity(paper.sensitivity, weights, False, solver_error).get(norm)
                             if calibration == "derived" else paper.declared.output_sensitivity.get(norm))
         out.append(np.array(valid) / np.array(declared))
     return out
@@ -74,7 +78,7 @@ def epsilon(method: str, epsilon_bar: float, delta: float, local_updates: int, r
 
 
 def table(case: str, zones: str, epsilons: list[float], local_updates: list[int], rounds: int, delta: float,
-          beta: float, rho: float) -> pd.DataFrame:
+          beta: float, rho: float, solver_error: float = DEFAULT_SOLVER_ERROR) -> pd.DataFrame:
     mapping = powerflow.case118_zones() if zones == "standin" else int(zones)
     exact = powerflow.zonal_problem(case, mapping, beta=beta)
     with warnings.catch_warnings():
@@ -82,7 +86,7 @@ def table(case: str, zones: str, epsilons: list[float], local_updates: list[int]
         paper = powerflow.zonal_problem(case, mapping, beta=beta, sensitivity="paper")
     rows = []
     for method, calibration in METHODS:
-        per_zone = ratios(paper, exact, method, calibration, rounds, rho)
+        per_zone = ratios(paper, exact, method, calibration, rounds, rho, solver_error)
         for eps in epsilons:
             for e in local_updates:
                 nominal = epsilon(method, eps, delta, e, np.ones(rounds))
@@ -104,9 +108,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--delta", type=float, default=1e-2)
     parser.add_argument("--beta", type=float, default=0.01)
     parser.add_argument("--rho", type=float, default=100.0)
+    parser.add_argument("--solver-error", type=float, default=DEFAULT_SOLVER_ERROR)
     args = parser.parse_args(argv)
     frame = table(args.case, args.zones, args.epsilons, args.local_updates, args.rounds, args.delta, args.beta,
-                  args.rho)
+                  args.rho, args.solver_error)
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     return frame

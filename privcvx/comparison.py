@@ -36,7 +36,7 @@ import dataclasses
 import inspect
 import itertools
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -298,6 +298,25 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         "status", lambda status: int((status == "converged").sum()))).reset_index()
 
 
+@contextlib.contextmanager
+def _each_warning_once() -> Iterator[None]:
+    """Show each warning (category and message) once per study: every run re-calibrates from its method's template
+    (a nominal sensitivity warns at each), and each run's `warnings.catch_warnings` resets Python's own
+    once-per-location registry."""
+    shown: set[tuple[type[Warning], str]] = set()
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def once(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            if (category, str(message)) not in shown:
+                shown.add((category, str(message)))
+                show(message, category, *args, **kwargs)
+
+        warnings.showwarning = once
+        yield
+
+
+@_each_warning_once()
 def compare(study: Study, out: str | Path | None = None, *, progress: bool = False,
             keep_going: bool = False) -> Comparison:
     """Run every method, setting, epsilon and seed of ``study`` (with diagnostics: research runs); write runs.csv,

@@ -187,3 +187,16 @@ def test_each_method_problem_has_its_own_reference_in_the_outputs(tmp_path):
     for label in ("A", "B"):
         gap = abs(final.loc[label, "objective"] - optimum[label]) / max(1.0, abs(optimum[label]))
         assert final.loc[label, "relative_gap"] == pytest.approx(gap, rel=1e-9)
+
+
+def test_a_nominal_setting_warns_once_per_study_not_once_per_run():
+    """Each run re-calibrates its method's template, and a nominal sensitivity warns at each: the study shows the
+    warning once (it showed it at every calibration: each plan's up-front one and again in each run)."""
+    nominal = LinearizedADMM(privacy=pc.OutputPerturbation(pc.Gaussian(1.0, 1e-5), sensitivity=pc.Sensitivity(
+        l1=0.1, l2=0.1, nominal="a printed constant of no paper")))
+    study = pc.Study(problem=_problem, methods=[pc.Method("OutPert", nominal)], epsilons=[1.0, 2.0], rounds=2,
+                     seeds=(0, 1))
+    with pytest.warns(pc.NominalPrivacyWarning) as caught:
+        pc.compare(study)
+    assert [str(w.message) for w in caught if w.category is pc.NominalPrivacyWarning] == [
+        "the output sensitivity is nominal, not a valid bound: a printed constant of no paper"]
