@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, Algorithm, StepMonitor
+from privcvx.algorithms.dp_gradient_accuracy import optimal_noise_decay
 from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
@@ -80,37 +81,6 @@ STEPS = ("geometric", "diminishing")
 #: The exponent a of the default non-private step c / t^a: a = 1 stalls on ill-conditioned agents, a = 1/2 is slow
 #: when constraints bind (the average iterate's error is O(gamma_t)); bench/bench_dpdg_steps.py measures both.
 DIMINISHING_POWER = 0.75
-
-
-def optimal_noise_decay(q: float, calibration: str = "safe") -> float:
-    """The p in (q, 1) that minimizes the noise term of Eq. (15) for fixed c and q.
-
-    Paper calibration: p* = q^(1/3) (condition (III) of Sec. 4.5 simplifies to p^3 = q). Safe
-    calibration (noise M_t / p): the term is proportional to 1 / ((p - q)^2 (1 - p^2)), whose
-    minimizer is p* = (q + sqrt(q^2 + 8)) / 4. Both derivations are in the paper-001 digest.
-    """
-    return q ** (1.0 / 3.0) if calibration == "paper" else (q + math.sqrt(q * q + 8.0)) / 4.0
-
-
-def accuracy_bound(*, c: float, q: float, diameter: float, gradient_bound: float, strong_convexity: float,
-                   n: int, epsilon: float | None = None, p: float | None = None, calibration: str = "safe",
-                   rounds: int | None = None) -> float:
-    """Theorem 10's bound d on E||xbar(t) - x*||^2, with the digest's corrections (C1^2, n^2, 1/p^2 when safe).
-
-    ``rounds=None`` gives the limit; otherwise the finite-t bound (27). Without ``epsilon`` only the
-    bias of the summable steps remains: C1^2 exp(-C3 c (1 - q^t)/(1 - q)) + C2^2 c^2 / (1 - q^2). The
-    proof assumes x* minimizes every f_i (gap (a) of the digest), so for heterogeneous agents this is
-    the paper's prediction, not a guarantee: docs/algorithms.md compares it with measured runs.
-    """
-    horizon = 1.0 if rounds is None else 1.0 - q ** rounds
-    bias = diameter ** 2 * math.exp(-strong_convexity * c * horizon / (1.0 - q)) \
-        + gradient_bound ** 2 * c ** 2 / (1.0 - q * q)
-    if epsilon is None:
-        return bias
-    p = optimal_noise_decay(q, calibration) if p is None else p
-    factor = 1.0 if calibration == "paper" else 1.0 / (p * p)
-    noise = 8.0 * gradient_bound ** 2 * n ** 2 * c ** 2 * p ** 2 / (epsilon ** 2 * (p - q) ** 2 * (1.0 - p * p))
-    return bias + factor * noise
 
 
 class DPDistributedGradient(Algorithm):
