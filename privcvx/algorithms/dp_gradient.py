@@ -37,6 +37,11 @@ the excess. x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
   the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost, so the
   reported epsilon is valid (it is not nominal); only the requested one is exceeded, by 1/p.
 
+Both spend pure epsilon (basic composition). With ``delta`` (safe calibration only) epsilon is the total at delta:
+the T = ``horizon`` releases (on every set) keep the schedule's epsilon_t (plus share epsilon / T) times one public
+factor kappa, the largest at which the worst-off private agent's releases compose to at most epsilon at delta
+(`laplace_multiplier`: the tightest of basic, advanced and RDP composition); every M_t is divided by kappa.
+
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
 (q/p)^t, so its noise multiplier 1/epsilon_t passes 1e154 (whose square overflows) after a few hundred to a few
@@ -64,13 +69,14 @@ from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import set_kind
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
-from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon, laplace_release
+from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_delta, check_epsilon, laplace_release
 from privcvx.privacy.sensitivity import (
     declared_constant,
     holds_no_private_data,
     projected_sensitivity,
     solver_allowance,
 )
+from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, AgentLayout, AgentSpec, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -119,7 +125,11 @@ class DPDistributedGradient(Algorithm):
         The share of epsilon that pays E under the safe calibration, in (0, 1); unused on boxes and free sets.
     horizon:
         T, the number of releases E is paid over; ``None``: the run's rounds (set by `prepare`, so such a run
-        resumes only with the same rounds). Used only where E is.
+        resumes only with the same rounds). Used only where E is, or with ``delta``.
+    delta:
+        ``None`` (default): ``epsilon`` is pure epsilon-DP (basic composition), and the ledger reports at 1e-6.
+        A delta in (0, 1): ``epsilon`` is the total at this delta over the horizon's T releases, with noise
+        smaller by the factor kappa of the module doc (safe calibration only); the ledger reports at this delta.
     """
 
     name = "dp_distributed_gradient"
@@ -132,10 +142,10 @@ class DPDistributedGradient(Algorithm):
     def __init__(self, epsilon: float | None = None, step: str | float | Schedule | None = None,
                  c: float | None = None, q: float = 0.9, p: float | None = None, weights: str = "metropolis",
                  calibration: str = "safe", tol: float | None = None, solver_error: float = 1e-5,
-                 solver_share: float = 0.5, horizon: int | None = None) -> None:
+                 solver_share: float = 0.5, horizon: int | None = None, delta: float | None = None) -> None:
         self.epsilon, self.step, self.c, self.q, self.p = epsilon, step, c, q, p
         self.weights, self.calibration, self.tol = weights, calibration, tol
-        self.solver_error, self.solver_share, self.horizon = solver_error, solver_share, horizon
+        self.solver_error, self.solver_share, self.horizon, self.delta = solver_error, solver_share, horizon, delta
         check_scalar(solver_error, argument="solver_error", kind=float, low=0.0, closed="right", error=PrivacyError)
         check_scalar(solver_share, argument="solver_share", kind=float, low=0.0, high=1.0, closed="neither")
         if horizon is not None:
@@ -143,6 +153,12 @@ class DPDistributedGradient(Algorithm):
         self._epsilon = None if epsilon is None else check_epsilon(epsilon)
         self._q = check_scalar(q, argument="q", kind=float, low=0.0, high=1.0, closed="neither")
         check_scalar(calibration, argument="calibration", choices=CALIBRATIONS)
+        self._factor: float | None = 1.0 if delta is None else None  # kappa of the module doc, fixed by `prepare`
+        if delta is not None:
+            self._delta = check_delta(delta)
+            if calibration == "paper":
+                raise PrivacyError("a delta's calibration composes the safe calibration's release epsilons: use "
+                                   "calibration='safe' with delta, or delta=None", argument="calibration")
         self._p = optimal_noise_decay(self._q, calibration) if p is None else require_positive(p, argument="p")
         if not self._q < self._p < 1.0:
             raise ParameterError(f"the noise decay must lie in (q, 1) = ({self._q}, 1), got {p!r}", argument="p")
@@ -167,8 +183,8 @@ class DPDistributedGradient(Algorithm):
 
     @property
     def calibrated_to_rounds(self) -> bool:  # type: ignore[override]
-        """Whether the noise depends on T: only through the ``horizon`` of the solver's term (class doc); without
-        it the noise of round t depends on t alone (Eq. (27)'s schedule), and a run extends."""
+        """Whether the noise depends on T: only through the ``horizon`` (the solver's term, or ``delta``'s factor);
+        without it the noise of round t depends on t alone (Eq. (27)'s schedule), and a run extends."""
         return self.horizon is not None
 
     @property
@@ -203,8 +219,8 @@ class DPDistributedGradient(Algorithm):
                                      solver_error=solver_error, norm="l1", agent=agent.name).l1
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DPDistributedGradient:
-        """Check the problem, fix c (1 / max L_i) when it was not given, and the horizon T of the solver's term
-        (the run's ``rounds``) when an agent's set is projected by a solver under the safe calibration."""
+        """Check the problem, fix c (1 / max L_i) when it was not given, and the horizon T (the run's ``rounds``)
+        when an agent's set is projected by a solver under the safe calibration, or with ``delta`` (then kappa too)."""
         self.check(problem, topology)
         if self.horizon is not None and self.horizon < rounds:
             raise ParameterError(f"a run of {rounds} rounds releases past the horizon {self.horizon} that the "
@@ -213,11 +229,22 @@ class DPDistributedGradient(Algorithm):
         ready = self
         if self._c is None and isinstance(self._kind, str):
             ready = ready.clone(c=self._default_c(problem))
-        if self.horizon is None and self.private and self.calibration == "safe" and any(
-                _may_pay_solver_term(agent, layout) for agent, layout in zip(problem.agents, problem.layouts,
-                                                                             strict=True)):
+        solver_terms = [_may_pay_solver_term(*pair) for pair in zip(problem.agents, problem.layouts, strict=True)
+                        if not holds_no_private_data(pair[0])]
+        if self.delta is not None and self.private:
+            ready = ready.clone(horizon=ready.horizon or rounds)
+            units = [ready.release_epsilons(solver_term) for solver_term in solver_terms]
+            ready._factor = laplace_multiplier(np.max(units, axis=0), self._epsilon, self._delta) if units else 1.0
+        elif self.horizon is None and self.private and self.calibration == "safe" and any(solver_terms):
             ready = ready.clone(horizon=rounds)
         return ready
+
+    def release_epsilons(self, solver_term: bool) -> list[float]:
+        """The epsilons Delta(t-1) / M_t of the releases t = 2..T+1 (T the horizon) without ``delta``'s factor: an
+        agent's with S = 1 (and E = 1 if ``solver_term``), which are every agent's of that kind (module doc)."""
+        gamma, term = self.schedule(), float(solver_term)
+        return [(gamma(t - 1) + term) / self._schedule_scale(1.0, t, term) if gamma(t - 1) > 0.0 else 0.0
+                for t in range(2, self.horizon + 2)]
 
     @staticmethod
     def _default_c(problem: DistributedProblem) -> float:
@@ -248,7 +275,12 @@ class DPDistributedGradient(Algorithm):
         """M_t for an agent whose release has L1 sensitivity S per unit step: Eq. (8) ("paper") or divided by p
         ("safe"). With the solver's term E = ``solver_term`` > 0 ("safe"), the release of x(t-1) in round t >= 2
         gets epsilon_t = S gamma_{t-1} / M_t[(1 - share) epsilon] + share epsilon / T and M_t = (S gamma_{t-1} + E) /
-        epsilon_t (module doc)."""
+        epsilon_t (module doc). With ``delta``, divided by the run's factor kappa."""
+        if self._factor is None:
+            raise ParameterError("delta's factor kappa is fixed for a run: prepare the algorithm", argument="delta")
+        return self._schedule_scale(sensitivity, t, solver_term) / self._factor
+
+    def _schedule_scale(self, sensitivity: float, t: int, solver_term: float) -> float:
         c = 1.0 if self._c is None else self._c
         share = self.solver_share if solver_term > 0.0 and self.calibration == "safe" else 0.0
         scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (1.0 - share) * (self._p - self._q))
