@@ -123,9 +123,12 @@ def test_with_delta_a_run_is_calibrated_to_its_rounds_on_boxes_too():
     with pytest.raises(ParameterError, match="horizon") as raised:
         DPDistributedGradient(epsilon=EPSILON, delta=DELTA, horizon=10).prepare(problem, topology, 11)
     assert raised.value.argument == "horizon"
-    with pytest.raises(ParameterError, match="prepare") as raised:  # c is fixed for a run
+    with pytest.raises(ParameterError, match="prepare") as raised:  # kappa is fixed for a run
         DPDistributedGradient(epsilon=EPSILON, c=0.1, delta=DELTA).noise_scale(1.0, 2)
     assert raised.value.argument == "delta"
+    with pytest.raises(ParameterError, match="prepare") as raised:  # so are the release epsilons
+        DPDistributedGradient(epsilon=EPSILON, c=0.1, delta=DELTA).release_epsilons(False)
+    assert raised.value.argument == "horizon"
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, -1e-6, float("nan"), "1e-6", True])

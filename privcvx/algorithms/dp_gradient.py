@@ -37,10 +37,9 @@ the excess. x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
   the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost, so the
   reported epsilon is valid (it is not nominal); only the requested one is exceeded, by 1/p.
 
-Both spend pure epsilon (basic composition). With ``delta`` (safe calibration only) epsilon is the total at delta:
-the T = ``horizon`` releases (on every set) keep the schedule's epsilon_t (plus share epsilon / T) times one public
-factor kappa, the largest at which the worst-off private agent's releases compose to at most epsilon at delta
-(`laplace_multiplier`: the tightest of basic, advanced and RDP composition); every M_t is divided by kappa.
+Both spend pure epsilon. With ``delta`` (safe calibration only) epsilon is the total at delta of the T = ``horizon``
+releases: their epsilon_t above times one public factor kappa, the largest at which the worst-off private agent's
+releases compose to at most epsilon at delta (`laplace_multiplier`: basic, advanced or RDP), so M_t / kappa.
 
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
@@ -95,7 +94,7 @@ class DPDistributedGradient(Algorithm):
     Parameters
     ----------
     epsilon:
-        Each agent's total epsilon over an infinite horizon (Theorem 5); ``None`` runs without noise.
+        Each agent's total epsilon: over an infinite horizon (Theorem 5), at ``delta`` over the horizon; None: no noise.
     step:
         ``"geometric"`` (gamma_t = c q^(t-1), Eq. (8); required under privacy), ``"diminishing"``
         (gamma_t = c / t^(3/4), non-summable: it reaches the optimum without privacy), or, without
@@ -119,8 +118,7 @@ class DPDistributedGradient(Algorithm):
         ``CERTIFIED_ERROR``, 1e-4: here e enters every release). Each release on such a set carries E = 2 sqrt(n) e
         in l1, paid over the horizon from ``solver_share`` of epsilon, so the late rounds' noise, up to
         E T / (share epsilon), is linear in e; a step whose certificate exceeds e ends the run (`RunFailed`).
-        On case14's full-consensus zones (n = 144, T = 200), the final objective at total epsilon 0.1 / 1 / 10 is
-        1.3e4 / 4.0e3 / 80 at e = 1e-4 and 8.5e3 / 314 / 4.4 at 1e-6 (seed 0; docs/results.md).
+        docs/results.md compares e = 1e-4 and 1e-6 on case14's full-consensus zones (n = 144, T = 200).
     solver_share:
         The share of epsilon that pays E under the safe calibration, in (0, 1); unused on boxes and free sets.
     horizon:
@@ -223,9 +221,8 @@ class DPDistributedGradient(Algorithm):
         when an agent's set is projected by a solver under the safe calibration, or with ``delta`` (then kappa too)."""
         self.check(problem, topology)
         if self.horizon is not None and self.horizon < rounds:
-            raise ParameterError(f"a run of {rounds} rounds releases past the horizon {self.horizon} that the "
-                                 "solver's term is paid over: give horizon >= rounds, or None (the rounds)",
-                                 argument="horizon")
+            raise ParameterError(f"a run of {rounds} rounds releases past the horizon {self.horizon} its noise is "
+                                 "calibrated to: give horizon >= rounds, or None (the rounds)", argument="horizon")
         ready = self
         if self._c is None and isinstance(self._kind, str):
             ready = ready.clone(c=self._default_c(problem))
@@ -242,6 +239,9 @@ class DPDistributedGradient(Algorithm):
     def release_epsilons(self, solver_term: bool) -> list[float]:
         """The epsilons Delta(t-1) / M_t of the releases t = 2..T+1 (T the horizon) without ``delta``'s factor: an
         agent's with S = 1 (and E = 1 if ``solver_term``), which are every agent's of that kind (module doc)."""
+        if self.horizon is None:
+            raise ParameterError("the release epsilons are a run's: prepare the algorithm (or give horizon=T)",
+                                 argument="horizon")
         gamma, term = self.schedule(), float(solver_term)
         return [(gamma(t - 1) + term) / self._schedule_scale(1.0, t, term) if gamma(t - 1) > 0.0 else 0.0
                 for t in range(2, self.horizon + 2)]
