@@ -77,7 +77,7 @@ def long_run(rounds: int, q: float) -> None:
 
     import privcvx as pc
     from privcvx.algorithms import DPDistributedGradient
-    from privcvx.algorithms.dp_gradient import optimal_noise_decay
+    from privcvx.algorithms.dp_gradient_accuracy import optimal_noise_decay
 
     warnings.simplefilter("ignore")
     problem, epsilon = _problem(3), 1.0

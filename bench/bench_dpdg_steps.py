@@ -11,7 +11,7 @@ Round counts are deterministic.
 Second table: the paper's geometric steps gamma_t = c q^(t-1) without noise stop at a bias. For q in
 {0.9, 0.99}: the measured d = ||xbar(T) - x*||^2 at T = 300 and T = 600 (equal: the run has stalled)
 against Theorem 10's noise-free bound C1^2 exp(-C3 c/(1-q)) + C2^2 c^2/(1-q^2)
-(:func:`privcvx.algorithms.dp_gradient.accuracy_bound`), with C1 the diameter of X, C2 the largest
+(:func:`privcvx.algorithms.dp_gradient_accuracy.accuracy_bound`), with C1 the diameter of X, C2 the largest
 gradient norm on X and C3 the smallest strong-convexity modulus.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import privcvx as pc
 from privcvx.algorithms import DPDistributedGradient
 from privcvx.algorithms.conformance import consensus_problem
-from privcvx.algorithms.dp_gradient import accuracy_bound
+from privcvx.algorithms.dp_gradient_accuracy import accuracy_bound
 from privcvx.schedules import Power
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

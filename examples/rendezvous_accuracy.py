@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 import privcvx as pc
-from privcvx.algorithms.dp_gradient import optimal_noise_decay
+from privcvx.algorithms.dp_gradient_accuracy import optimal_noise_decay
 from problems.rendezvous import rendezvous
 
 matplotlib.use("Agg")

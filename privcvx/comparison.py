@@ -8,11 +8,10 @@ by algorithm class):
 
 * `LinearizedADMM`: its perturbation with a `pc.Budget(epsilon, delta)` of the template's mechanism (spent over
   T * E local updates; PLD accountant);
-* `DPDistributedGradient`: ``epsilon`` (pure epsilon-DP over the run, Theorem 5 of paper 001; delta unused);
 * `PRADMM`, `PPADMM`, `IPPADMM`, `QDPSGD`: ``epsilon`` and ``delta`` (zCDP or RDP over the run's T rounds);
-* `RandomizedADMM`, `RandomizedDGD`, `DPP2`, `DiaDSP`, `PPDC`: ``epsilon`` and ``delta`` (their Laplace releases'
-  ledger over the run, `privcvx.privacy.total_budget`; the random aggregators get a constant rate, the others
-  their template's scales multiplied by one factor).
+* `RandomizedADMM`, `RandomizedDGD`, `DPDistributedGradient`, `DPP2`, `DiaDSP`, `PPDC`: ``epsilon`` and ``delta``
+  (their Laplace releases' ledger over the run, `privcvx.privacy.total_budget`; the random aggregators get a
+  constant rate, the others their template's scales multiplied by one factor: DPDG's schedule of Theorem 5).
 
 Comparing at the same *total* privacy is the default, because the same per-update epsilon makes extra local updates
 look free (docs/results.md). ``budget="per_update"`` runs Algorithm 1 at the same per-update epsilon (the paper's
@@ -104,10 +103,9 @@ Calibrate = Callable[[Any, float, float], Algorithm]
 TOTAL_PRIVACY: dict[type[Algorithm], Calibrate | None] = {
     LinearizedADMM: _linearized_total,
     ExactADMM: None,  # non-private: it has no noise to calibrate (a subclass of LinearizedADMM, refused by name)
-    methods.DPDistributedGradient: lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon),
     **{cls: (lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon, delta=delta))
        for cls in (methods.PRADMM, methods.PPADMM, methods.IPPADMM, methods.QDPSGD, methods.DPP2, methods.DiaDSP,
-                   methods.PPDC)},
+                   methods.PPDC, methods.DPDistributedGradient)},
     # the random aggregators' total sets a constant Laplace rate: a template's rate (or schedule) is replaced
     **{cls: (lambda algorithm, epsilon, delta: algorithm.clone(epsilon=epsilon, delta=delta, noise_rate=None))
        for cls in (methods.RandomizedADMM, methods.RandomizedDGD)},

@@ -208,7 +208,7 @@ def _decaying_laplace_ledger(q: float = 0.05, epsilon: float = 1.0) -> tuple[Pri
     """DPDG's releases (safe calibration, S = c = 1): x(k) of sensitivity q^k, released with scale p^(k+1) / (epsilon
     (p - q)), until q^k underflows to 0 (k = 248 at q = 0.05), then three releases whose epsilon underflows (entries
     Laplace(5e-324), noise multiplier inf). Returns the ledger and the recorded epsilons."""
-    from privcvx.algorithms.dp_gradient import optimal_noise_decay
+    from privcvx.algorithms.dp_gradient_accuracy import optimal_noise_decay
     from privcvx.privacy.mechanisms import laplace_release
 
     p = optimal_noise_decay(q)

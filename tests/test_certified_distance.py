@@ -21,7 +21,7 @@ import scipy.sparse as sp
 import privcvx as pc
 from privcvx.algorithms import PRADMM, DPDistributedGradient, LinearizedADMM
 from privcvx.algorithms.base import AgentContext
-from privcvx.algorithms.dp_gradient import optimal_noise_decay
+from privcvx.algorithms.dp_gradient_accuracy import optimal_noise_decay
 from privcvx.errors import PrivacyError
 from privcvx.localsolve import CERTIFIED_ERROR, LocalProblem
 

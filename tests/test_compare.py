@@ -37,6 +37,8 @@ def test_every_run_spends_at_most_its_total_and_nearly_all_of_it_for_algorithm_1
     assert (last["epsilon_spent"] <= last["epsilon"] * (1 + 1e-6)).all()
     objpert = last[last["method"] == "ObjPert"]
     assert np.allclose(objpert["epsilon_spent"], objpert["epsilon"], rtol=1e-3)  # the budget is spent, T*E-fold
+    dpdg = last[last["method"] == "DPDG"]  # its Laplace releases' ledger at the study's delta (was pure epsilon)
+    assert np.allclose(dpdg["epsilon_spent"], dpdg["epsilon"], rtol=1e-6)
 
 
 def test_algorithm_1_at_equal_total_privacy_matches_dp_accounting():

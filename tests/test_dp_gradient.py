@@ -14,7 +14,7 @@ from scipy import stats
 
 import privcvx as pc
 from privcvx.algorithms import AgentContext, DPDistributedGradient
-from privcvx.algorithms.dp_gradient import accuracy_bound, optimal_noise_decay
+from privcvx.algorithms.dp_gradient_accuracy import accuracy_bound, optimal_noise_decay
 from privcvx.errors import ParameterError, PrivacyError, UnsupportedError
 
 

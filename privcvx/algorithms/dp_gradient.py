@@ -37,6 +37,10 @@ the excess. x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
   the digest (Eqs. (11)-(12) pair M_t with x(t) instead). The ledger records the true cost, so the
   reported epsilon is valid (it is not nominal); only the requested one is exceeded, by 1/p.
 
+Both spend pure epsilon. With ``delta`` (safe calibration only) epsilon is the total at delta of the T = ``horizon``
+releases: their epsilon_t above times one public factor kappa, the largest at which the worst-off private agent's
+releases compose to at most epsilon at delta (`laplace_multiplier`: basic, advanced or RDP), so M_t / kappa.
+
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
 (q/p)^t, so its noise multiplier 1/epsilon_t passes 1e154 (whose square overflows) after a few hundred to a few
@@ -57,19 +61,21 @@ from typing import Any
 import numpy as np
 
 from privcvx.algorithms.base import AgentContext, Algorithm, StepMonitor
+from privcvx.algorithms.dp_gradient_accuracy import optimal_noise_decay
 from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
 from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import set_kind
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
-from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_epsilon, laplace_release
+from privcvx.privacy.mechanisms import Laplace, Sensitivity, check_delta, check_epsilon, laplace_release
 from privcvx.privacy.sensitivity import (
     declared_constant,
     holds_no_private_data,
     projected_sensitivity,
     solver_allowance,
 )
+from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, AgentLayout, AgentSpec, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
@@ -82,44 +88,13 @@ STEPS = ("geometric", "diminishing")
 DIMINISHING_POWER = 0.75
 
 
-def optimal_noise_decay(q: float, calibration: str = "safe") -> float:
-    """The p in (q, 1) that minimizes the noise term of Eq. (15) for fixed c and q.
-
-    Paper calibration: p* = q^(1/3) (condition (III) of Sec. 4.5 simplifies to p^3 = q). Safe
-    calibration (noise M_t / p): the term is proportional to 1 / ((p - q)^2 (1 - p^2)), whose
-    minimizer is p* = (q + sqrt(q^2 + 8)) / 4. Both derivations are in the paper-001 digest.
-    """
-    return q ** (1.0 / 3.0) if calibration == "paper" else (q + math.sqrt(q * q + 8.0)) / 4.0
-
-
-def accuracy_bound(*, c: float, q: float, diameter: float, gradient_bound: float, strong_convexity: float,
-                   n: int, epsilon: float | None = None, p: float | None = None, calibration: str = "safe",
-                   rounds: int | None = None) -> float:
-    """Theorem 10's bound d on E||xbar(t) - x*||^2, with the digest's corrections (C1^2, n^2, 1/p^2 when safe).
-
-    ``rounds=None`` gives the limit; otherwise the finite-t bound (27). Without ``epsilon`` only the
-    bias of the summable steps remains: C1^2 exp(-C3 c (1 - q^t)/(1 - q)) + C2^2 c^2 / (1 - q^2). The
-    proof assumes x* minimizes every f_i (gap (a) of the digest), so for heterogeneous agents this is
-    the paper's prediction, not a guarantee: docs/algorithms.md compares it with measured runs.
-    """
-    horizon = 1.0 if rounds is None else 1.0 - q ** rounds
-    bias = diameter ** 2 * math.exp(-strong_convexity * c * horizon / (1.0 - q)) \
-        + gradient_bound ** 2 * c ** 2 / (1.0 - q * q)
-    if epsilon is None:
-        return bias
-    p = optimal_noise_decay(q, calibration) if p is None else p
-    factor = 1.0 if calibration == "paper" else 1.0 / (p * p)
-    noise = 8.0 * gradient_bound ** 2 * n ** 2 * c ** 2 * p ** 2 / (epsilon ** 2 * (p - q) ** 2 * (1.0 - p * p))
-    return bias + factor * noise
-
-
 class DPDistributedGradient(Algorithm):
     """The DP distributed projected gradient method of paper 001 (Algorithms 1-4, Eqs. (5)-(8)).
 
     Parameters
     ----------
     epsilon:
-        Each agent's total epsilon over an infinite horizon (Theorem 5); ``None`` runs without noise.
+        Each agent's total epsilon: over an infinite horizon (Theorem 5), at ``delta`` over the horizon; None: no noise.
     step:
         ``"geometric"`` (gamma_t = c q^(t-1), Eq. (8); required under privacy), ``"diminishing"``
         (gamma_t = c / t^(3/4), non-summable: it reaches the optimum without privacy), or, without
@@ -143,13 +118,16 @@ class DPDistributedGradient(Algorithm):
         ``CERTIFIED_ERROR``, 1e-4: here e enters every release). Each release on such a set carries E = 2 sqrt(n) e
         in l1, paid over the horizon from ``solver_share`` of epsilon, so the late rounds' noise, up to
         E T / (share epsilon), is linear in e; a step whose certificate exceeds e ends the run (`RunFailed`).
-        On case14's full-consensus zones (n = 144, T = 200), the final objective at total epsilon 0.1 / 1 / 10 is
-        1.3e4 / 4.0e3 / 80 at e = 1e-4 and 8.5e3 / 314 / 4.4 at 1e-6 (seed 0; docs/results.md).
+        docs/results.md compares e = 1e-4 and 1e-6 on case14's full-consensus zones (n = 144, T = 200).
     solver_share:
         The share of epsilon that pays E under the safe calibration, in (0, 1); unused on boxes and free sets.
     horizon:
         T, the number of releases E is paid over; ``None``: the run's rounds (set by `prepare`, so such a run
-        resumes only with the same rounds). Used only where E is.
+        resumes only with the same rounds). Used only where E is, or with ``delta``.
+    delta:
+        ``None`` (default): ``epsilon`` is pure epsilon-DP (basic composition), and the ledger reports at 1e-6.
+        A delta in (0, 1): ``epsilon`` is the total at this delta over the horizon's T releases, with noise
+        smaller by the factor kappa of the module doc (safe calibration only); the ledger reports at this delta.
     """
 
     name = "dp_distributed_gradient"
@@ -162,10 +140,10 @@ class DPDistributedGradient(Algorithm):
     def __init__(self, epsilon: float | None = None, step: str | float | Schedule | None = None,
                  c: float | None = None, q: float = 0.9, p: float | None = None, weights: str = "metropolis",
                  calibration: str = "safe", tol: float | None = None, solver_error: float = 1e-5,
-                 solver_share: float = 0.5, horizon: int | None = None) -> None:
+                 solver_share: float = 0.5, horizon: int | None = None, delta: float | None = None) -> None:
         self.epsilon, self.step, self.c, self.q, self.p = epsilon, step, c, q, p
         self.weights, self.calibration, self.tol = weights, calibration, tol
-        self.solver_error, self.solver_share, self.horizon = solver_error, solver_share, horizon
+        self.solver_error, self.solver_share, self.horizon, self.delta = solver_error, solver_share, horizon, delta
         check_scalar(solver_error, argument="solver_error", kind=float, low=0.0, closed="right", error=PrivacyError)
         check_scalar(solver_share, argument="solver_share", kind=float, low=0.0, high=1.0, closed="neither")
         if horizon is not None:
@@ -173,6 +151,12 @@ class DPDistributedGradient(Algorithm):
         self._epsilon = None if epsilon is None else check_epsilon(epsilon)
         self._q = check_scalar(q, argument="q", kind=float, low=0.0, high=1.0, closed="neither")
         check_scalar(calibration, argument="calibration", choices=CALIBRATIONS)
+        self._factor: float | None = 1.0 if delta is None else None  # kappa of the module doc, fixed by `prepare`
+        if delta is not None:
+            self._delta = check_delta(delta)
+            if calibration == "paper":
+                raise PrivacyError("a delta's calibration composes the safe calibration's release epsilons: use "
+                                   "calibration='safe' with delta, or delta=None", argument="calibration")
         self._p = optimal_noise_decay(self._q, calibration) if p is None else require_positive(p, argument="p")
         if not self._q < self._p < 1.0:
             raise ParameterError(f"the noise decay must lie in (q, 1) = ({self._q}, 1), got {p!r}", argument="p")
@@ -197,8 +181,8 @@ class DPDistributedGradient(Algorithm):
 
     @property
     def calibrated_to_rounds(self) -> bool:  # type: ignore[override]
-        """Whether the noise depends on T: only through the ``horizon`` of the solver's term (class doc); without
-        it the noise of round t depends on t alone (Eq. (27)'s schedule), and a run extends."""
+        """Whether the noise depends on T: only through the ``horizon`` (the solver's term, or ``delta``'s factor);
+        without it the noise of round t depends on t alone (Eq. (27)'s schedule), and a run extends."""
         return self.horizon is not None
 
     @property
@@ -233,21 +217,34 @@ class DPDistributedGradient(Algorithm):
                                      solver_error=solver_error, norm="l1", agent=agent.name).l1
 
     def prepare(self, problem: DistributedProblem, topology: Topology, rounds: int) -> DPDistributedGradient:
-        """Check the problem, fix c (1 / max L_i) when it was not given, and the horizon T of the solver's term
-        (the run's ``rounds``) when an agent's set is projected by a solver under the safe calibration."""
+        """Check the problem, fix c (1 / max L_i) when it was not given, and the horizon T (the run's ``rounds``)
+        when an agent's set is projected by a solver under the safe calibration, or with ``delta`` (then kappa too)."""
         self.check(problem, topology)
         if self.horizon is not None and self.horizon < rounds:
-            raise ParameterError(f"a run of {rounds} rounds releases past the horizon {self.horizon} that the "
-                                 "solver's term is paid over: give horizon >= rounds, or None (the rounds)",
-                                 argument="horizon")
+            raise ParameterError(f"a run of {rounds} rounds releases past the horizon {self.horizon} its noise is "
+                                 "calibrated to: give horizon >= rounds, or None (the rounds)", argument="horizon")
         ready = self
         if self._c is None and isinstance(self._kind, str):
             ready = ready.clone(c=self._default_c(problem))
-        if self.horizon is None and self.private and self.calibration == "safe" and any(
-                _may_pay_solver_term(agent, layout) for agent, layout in zip(problem.agents, problem.layouts,
-                                                                             strict=True)):
+        solver_terms = [_may_pay_solver_term(*pair) for pair in zip(problem.agents, problem.layouts, strict=True)
+                        if not holds_no_private_data(pair[0])]
+        if self.delta is not None and self.private:
+            ready = ready.clone(horizon=ready.horizon or rounds)
+            units = [ready.release_epsilons(solver_term) for solver_term in solver_terms]
+            ready._factor = laplace_multiplier(np.max(units, axis=0), self._epsilon, self._delta) if units else 1.0
+        elif self.horizon is None and self.private and self.calibration == "safe" and any(solver_terms):
             ready = ready.clone(horizon=rounds)
         return ready
+
+    def release_epsilons(self, solver_term: bool) -> list[float]:
+        """The epsilons Delta(t-1) / M_t of the releases t = 2..T+1 (T the horizon) without ``delta``'s factor: an
+        agent's with S = 1 (and E = 1 if ``solver_term``), which are every agent's of that kind (module doc)."""
+        if self.horizon is None:
+            raise ParameterError("the release epsilons are a run's: prepare the algorithm (or give horizon=T)",
+                                 argument="horizon")
+        gamma, term = self.schedule(), float(solver_term)
+        return [(gamma(t - 1) + term) / self._schedule_scale(1.0, t, term) if gamma(t - 1) > 0.0 else 0.0
+                for t in range(2, self.horizon + 2)]
 
     @staticmethod
     def _default_c(problem: DistributedProblem) -> float:
@@ -278,7 +275,12 @@ class DPDistributedGradient(Algorithm):
         """M_t for an agent whose release has L1 sensitivity S per unit step: Eq. (8) ("paper") or divided by p
         ("safe"). With the solver's term E = ``solver_term`` > 0 ("safe"), the release of x(t-1) in round t >= 2
         gets epsilon_t = S gamma_{t-1} / M_t[(1 - share) epsilon] + share epsilon / T and M_t = (S gamma_{t-1} + E) /
-        epsilon_t (module doc)."""
+        epsilon_t (module doc). With ``delta``, divided by the run's factor kappa."""
+        if self._factor is None:
+            raise ParameterError("delta's factor kappa is fixed for a run: prepare the algorithm", argument="delta")
+        return self._schedule_scale(sensitivity, t, solver_term) / self._factor
+
+    def _schedule_scale(self, sensitivity: float, t: int, solver_term: float) -> float:
         c = 1.0 if self._c is None else self._c
         share = self.solver_share if solver_term > 0.0 and self.calibration == "safe" else 0.0
         scale = sensitivity * c * self._p ** (t - 1) / (self._epsilon * (1.0 - share) * (self._p - self._q))

@@ -1,5 +1,5 @@
 """A run's Laplace noise set for a total (epsilon, delta): the methods whose releases are pure epsilon-DP Laplace
-releases of public sensitivities (RandomizedADMM, RandomizedDGD, DPP2, DiaDSP, PPDC).
+releases of public sensitivities (RandomizedADMM, RandomizedDGD, DPP2, DiaDSP, PPDC, and DPDG with ``delta``).
 
 Such a method's run releases, for its worst-off agent, a known sequence of Laplace releases whose epsilons are
 ``c * unit`` (``unit``: the epsilons at the template's noise; c: one public factor, a noise rate or the inverse of a
