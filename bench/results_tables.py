@@ -6,9 +6,12 @@
   the settings alone (`powerflow_calibration.table`, which also gets ``--solver-error``).
 * ``--kind total`` (the same total epsilon): final-round mean ± std, ``noise_magnitude`` the final round's mean,
   ``epsilon_spent`` the largest over seeds.
+* ``--kind digits`` (Figure 5's tables, either budget): as ``nominal`` with the test error, standard deviations to
+  3 digits, and ``epsilon_spent`` the runs' report (valid: ObjG's ``worst_case`` sensitivity, OutG derived from it).
 
     python bench/results_tables.py out/case14_paper --kind nominal --case case14 --zones 3
     python bench/results_tables.py out/case118_total --kind total
+    python bench/results_tables.py out/digits --kind digits
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import pandas as pd
 from powerflow_calibration import table as calibration_table
 
 
-def _value(mean: float, std: float) -> str:
-    return f"{mean:.3g} ± {std:.2g}"
+def _value(mean: float, std: float, digits: int = 2) -> str:
+    return f"{mean:.3g} ± {std:.{digits}g}"
 
 
 def _split(label: str) -> tuple[str, str]:
@@ -40,11 +43,20 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _over_runs(folder: Path) -> pd.DataFrame:
+    """Per method, setting and epsilon: the worst violation and the mean noise magnitude over all rounds and seeds."""
+    return pd.read_csv(folder / "runs.csv").groupby(["method", "setting", "epsilon"]).agg(
+        worst=("max_violation", "max"), noise=("noise_magnitude", "mean"))
+
+
+def _sorted(rows: list[dict[str, object]], keys: list[str]) -> str:
+    frame = pd.DataFrame(rows).sort_values(keys)
+    return _markdown(frame.assign(eps=frame["eps"].map("{:g}".format)))
+
+
 def nominal(folder: Path, case: str, zones: str, solver_error: float | None) -> str:
     summary = pd.read_csv(folder / "summary.csv")
-    runs = pd.read_csv(folder / "runs.csv")
-    over_runs = runs.groupby(["method", "setting", "epsilon"]).agg(worst=("max_violation", "max"),
-                                                                 noise=("noise_magnitude", "mean"))
+    over_runs = _over_runs(folder)
     rounds = int(summary["rounds"].max())
     extra = {} if solver_error is None else {"solver_error": solver_error}
     valid = calibration_table(case, zones, sorted(summary["epsilon"].unique()), [1, 5], rounds, 1e-2, 0.01, 100.0,
@@ -60,8 +72,23 @@ def nominal(folder: Path, case: str, zones: str, solver_error: float | None) -> 
                      "max_violation_worst": f"{worst:.3g}", "noise_magnitude_avg": f"{noise:.3g}",
                      "epsilon_spent (nominal)": _value(row.epsilon_spent_mean, row.epsilon_spent_std),
                      "epsilon_valid": f"{valid.loc[(method, calibration, row.epsilon, updates)]:.3g}"})
-    frame = pd.DataFrame(rows).sort_values(["method", "calibration", "eps", "E"])
-    return _markdown(frame.assign(eps=frame["eps"].map("{:g}".format)))
+    return _sorted(rows, ["method", "calibration", "eps", "E"])
+
+
+def digits(folder: Path) -> str:
+    summary = pd.read_csv(folder / "summary.csv")
+    over_runs = _over_runs(folder)
+    rows = []
+    for row in summary.itertuples(index=False):
+        method, calibration = _split(row.method)
+        worst, noise = over_runs.loc[(row.method, row.setting, row.epsilon)]
+        rows.append({"method": method, "calibration": "worst_case" if calibration == "paper" else calibration,
+                     "eps": row.epsilon, "E": _local_updates(row.setting),
+                     **{column: _value(getattr(row, f"{column}_mean"), getattr(row, f"{column}_std"), 3)
+                        for column in ("objective", "consensus_residual", "test_error")},
+                     "max_violation_worst": f"{worst:.3g}", "noise_magnitude_avg": f"{noise:.3g}",
+                     "epsilon_spent": _value(row.epsilon_spent_mean, row.epsilon_spent_std, 3)})
+    return _sorted(rows, ["method", "calibration", "eps", "E"])
 
 
 def total(folder: Path) -> str:
@@ -71,20 +98,19 @@ def total(folder: Path) -> str:
              "consensus_residual": _value(row.consensus_residual_mean, row.consensus_residual_std),
              "noise_magnitude": f"{row.noise_magnitude_mean:.3g}", "epsilon_spent": f"{row.epsilon_spent_max:.3g}"}
             for row in summary.itertuples(index=False)]
-    frame = pd.DataFrame(rows).sort_values(["method", "E", "eps"])
-    return _markdown(frame.assign(eps=frame["eps"].map("{:g}".format)))
+    return _sorted(rows, ["method", "E", "eps"])
 
 
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--kind", choices=("nominal", "total"), required=True)
+    parser.add_argument("--kind", choices=("nominal", "total", "digits"), required=True)
     parser.add_argument("--case", default="case14")
     parser.add_argument("--zones", default="3", help='number of zones or "standin" (case118)')
     parser.add_argument("--solver-error", type=float, default=None, help="OutPert's e, when the preset sets one")
     args = parser.parse_args(argv)
-    text = (nominal(args.folder, args.case, args.zones, args.solver_error) if args.kind == "nominal"
-            else total(args.folder))
+    text = {"nominal": lambda: nominal(args.folder, args.case, args.zones, args.solver_error),
+            "total": lambda: total(args.folder), "digits": lambda: digits(args.folder)}[args.kind]()
     print(text)
     return text
 
