@@ -72,12 +72,12 @@ from typing import NamedTuple
 
 import clarabel
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 
 from privcvx.localsolve.cvxpy_adapter import ConicData
 from privcvx.localsolve.exact_feasibility import ExactFeasibility
 from privcvx.localsolve.polish import NEWTON_DAMPING, ActiveSetPolish
+from privcvx.localsolve.proven import ProvenCones, eigenvalue_floor, exact, rounded_up, soc_projection
 
 #: The bound on ||z_released - z_exact||_2 over the penalized coordinates that `LocalProblem(..., certified=True)`
 #: declares (`LocalProblem.error_bound`; a number declares its own, as OutPert's and DPDG's `solver_error` do):
@@ -126,18 +126,6 @@ def certifiable_cones(cones: list) -> bool:
     return all(type(cone).__name__ in ("ZeroConeT", "NonnegativeConeT", "SecondOrderConeT") for cone in cones)
 
 
-def soc_projection(v: np.ndarray) -> np.ndarray:
-    """The Euclidean projection onto {(t, u): ||u|| <= t}."""
-    t, u = v[0], v[1:]
-    norm = np.sqrt(u @ u)  # in v's precision (`polish.EXTENDED` for a refined point)
-    if norm <= t:
-        return v.copy()
-    if norm <= -t:
-        return np.zeros_like(v)
-    half = 0.5 * (t + norm)
-    return np.concatenate([[half], half * u / norm])
-
-
 def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | None:
     """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
     a cone other than zero, nonneg and SOC, or an auxiliary column (no quadratic term in f_p and no penalty: the dual
@@ -160,17 +148,6 @@ def _separated_rank(matrix: np.ndarray) -> int | None:
     return rank if int(np.sum(values > 1e-15 * values[0])) == rank else None
 
 
-def _exact(value: float | np.floating) -> Fraction:
-    """A float64 or extended-precision number as the exact rational it stores."""
-    return Fraction(*value.as_integer_ratio())
-
-
-def _rounded_up(value: Fraction) -> float:
-    """The smallest float at least ``value``."""
-    rounded = float(value)
-    return rounded if Fraction(rounded) >= value else math.nextafter(rounded, math.inf)
-
-
 def _quiet_settings() -> clarabel.DefaultSettings:
     settings = clarabel.DefaultSettings()
     settings.verbose = False
@@ -186,7 +163,7 @@ class Certificate(NamedTuple):
     distance: float
 
 
-class Certifier(ActiveSetPolish, ExactFeasibility):
+class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
     """One local problem's public certificate data: cone blocks, the zero rows' least-squares operator, a Slater point.
 
     ``penalized_columns``: the columns of x that carry the penalty (their weights are passed to `certify`)."""
@@ -327,25 +304,13 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
                 margin.append(max(float(v[0] - np.sqrt(v[1:] @ v[1:])) / math.sqrt(2.0), 0.0))
         return np.array(dist), np.array(margin)
 
-    def dual_cone_projection(self, y: np.ndarray) -> np.ndarray:
-        """y projected onto K* (zero rows free; nonneg and SOC are self-dual)."""
-        y = y.copy()
-        for kind, start, size in self.blocks:
-            if kind == "nonneg":
-                y[start] = max(y[start], 0.0)
-            elif kind == "soc":
-                y[start:start + size] = soc_projection(y[start:start + size])
-        return y
-
     # ---- per weight vector -----------------------------------------------------------------------------------
     def set_hessian(self, hessian: sp.spmatrix, key: float | bytes | None = None) -> bool:
         """Take the round's P (with the penalty), for the weights ``key``; False when it is not positive definite
         (every certificate is then infinite)."""
         self.key = key
         dense = hessian.toarray()
-        block = dense[np.ix_(self.quadratic, self.quadratic)]  # P_SS (P's other rows are 0)
-        lowest = float(np.min(np.diag(block))) if not np.any(block - np.diag(np.diag(block))) else \
-            float(scipy.linalg.eigvalsh(block)[0])
+        lowest = eigenvalue_floor(dense[np.ix_(self.quadratic, self.quadratic)])  # P_SS (P's other rows are 0)
         self.hessian, self.lowest = dense, lowest
         self.damping = NEWTON_DAMPING * max(1.0, float(np.max(np.abs(np.diag(dense)), initial=0.0)))
         self.abs_p = np.abs(dense)
@@ -358,7 +323,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
                 target: float = 0.0) -> Certificate:
         """The best of the unpolished certificate of the answer (x, y) and the polished ones (module docstring): the
         first polish always, then from wider initial active sets (`ACTIVE_RATIOS`) while it is above ``target``."""
-        best = self.bound(x, self.dual_cone_projection(y), q, min_weight)
+        best = self.bound(x, y, q, min_weight)
         for ratio in ACTIVE_RATIOS:
             if ratio != ACTIVE_RATIOS[0] and best.distance <= target:  # the first polish always runs
                 break
@@ -368,9 +333,10 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
         return best
 
     def bound(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float) -> Certificate:
-        """Steps 2-5 of the module docstring for a dual y in K*."""
+        """Steps 2-5 of the module docstring for a dual y, first put in K* (`ProvenCones.proven_dual`)."""
         if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
             return Certificate(x, math.inf)
+        y = self.proven_dual(y)
         x_e = self.on_equalities(x)
         dist, _ = self.distances(self.b - self.A @ x_e)
         if np.any((dist > 0.0) & (self.margin <= 0.0)):
@@ -379,7 +345,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
         x_f = x_e if theta == 0.0 else self.toward_slater(x_e, theta)
         for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
             slack = self.b - self.A @ x_f
-            dist, own = self.distances(slack)
+            dist, _ = self.distances(slack)
             if not np.any(dist > 0.0):
                 break
             theta = max(4.0 * theta, 64.0 * float(np.finfo(x_e.dtype).eps))
@@ -388,7 +354,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
             return Certificate(x_f, math.inf)
         y_cones = y.copy()
         y_cones[:self.data.zero] = 0.0  # y's'' = y_K's_K'': the zero rows of s'' are 0
-        delta, step, drift = self.exact_move(x_f, slack, own, y_cones)
+        delta, step, drift = self.exact_move(x_f, slack, self.proven_room(x_f, slack), y_cones)
         if not self.lowest > 0.0 or not math.isfinite(delta):
             return Certificate(x_f, math.inf)
         move = delta + step * (float(np.linalg.norm(self.x0 - x_f)) * (1.0 + 1e-12) + delta + self.slater_shift)
@@ -421,14 +387,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
         rounding = (x.size + self.b.size + 4) * eps * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
         if rounding <= 1e-3 * abs(value):
             return value + rounding
-        total = Fraction(0)
-        for row in np.flatnonzero(y):
-            start, end = self.rows.indptr[row], self.rows.indptr[row + 1]
-            slack = Fraction(float(self.b[row]))
-            for column, value in zip(self.rows.indices[start:end], self.rows.data[start:end], strict=True):
-                slack -= _exact(value) * _exact(x[column])
-            total += _exact(y[row]) * slack
-        return _rounded_up(total)
+        return rounded_up(sum((exact(y[row]) * self.exact_slack(x, row) for row in np.flatnonzero(y)), Fraction(0)))
 
     def auxiliary_term(self, y: np.ndarray, q: np.ndarray) -> float:
         """|c_N|' W with c_N = q_N + A_N'y in rational arithmetic (exact for the stored floats), rounded up."""
@@ -437,6 +396,6 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
             start, end = self.columns.indptr[column], self.columns.indptr[column + 1]
             value = Fraction(float(q[column]))
             for row, entry in zip(self.columns.indices[start:end], self.columns.data[start:end], strict=True):
-                value += _exact(entry) * _exact(y[row])
+                value += exact(entry) * exact(y[row])
             total += abs(value) * Fraction(float(self.width[position]))
-        return _rounded_up(total)
+        return rounded_up(total)
