@@ -127,3 +127,49 @@ def test_the_eigenvalue_floor_is_below_the_exact_smallest_eigenvalue_and_close_t
     diagonal = np.diag([3.0, 0.5, 7.0])
     assert eigenvalue_floor(diagonal) == 0.5  # exact for a diagonal matrix
     assert scipy.linalg.eigvalsh(matrix)[0] > exact  # the fixture: the float estimate is above the exact value
+
+
+class _Misreported:
+    """A Clarabel solution whose objective value and dual are off by ``factor`` (a solver's claim, not a proof)."""
+
+    def __init__(self, solution, factor: float) -> None:
+        self.solution, self.factor = solution, factor
+
+    def __getattr__(self, name: str):
+        value = getattr(self.solution, name)
+        return value * self.factor if name == "obj_val" else np.asarray(value) * self.factor if name == "z" else value
+
+
+def test_auxiliary_widths_are_proven_even_from_a_misreporting_solver(monkeypatch):
+    """||x||_2 <= t' <= t <= 2 with the objective t (CVXPY's conic form: t and its copy t' are auxiliary columns):
+    both range over [0, 2] exactly. With Clarabel's objective values and duals scaled by 1/4, the old widths (twice
+    Clarabel's max - min, plus 1e-6) were 1.0 < 2, and the old certifier used them; the proven widths rest only on the
+    duals put in K* and the residuals they leave, so they stay at least 2 (and within 1e-6 of 2 from the true
+    answers, where the old ones were 4.000003)."""
+    import cvxpy as cp
+
+    import privcvx as pc
+    from privcvx.localsolve import LocalProblem
+
+    def widths() -> np.ndarray:
+        x, t = cp.Variable(2), cp.Variable()
+        agent = pc.Agent(t, [cp.norm(x) <= t, t <= 2.0], shared=x, name="lifted")
+        problem = pc.DistributedProblem([agent])
+        local = LocalProblem(agent, problem.layouts[0], objective=True, penalized=problem.layouts[0].shared_local,
+                             certified=True)
+        assert local.certifier is not None and local.certifier.auxiliary.size == 2
+        return local.certifier.width
+
+    proven = widths()
+    assert np.all((proven >= 2.0) & (proven <= 2.0 + 1e-6))  # Clarabel's duality gap, about 1e-9
+    solver = clarabel.DefaultSolver
+
+    class Misreporting:
+        def __init__(self, *args) -> None:
+            self.solver = solver(*args)
+
+        def solve(self):
+            return _Misreported(self.solver.solve(), 0.25)
+
+    monkeypatch.setattr(clarabel, "DefaultSolver", Misreporting)
+    assert np.all(widths() >= 2.0)

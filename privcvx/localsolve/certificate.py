@@ -272,23 +272,33 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
         return self.on_equalities(np.where(np.isfinite(x0), x0, 0.0))
 
     def auxiliary_widths(self) -> np.ndarray:
-        """Per auxiliary column j, a public bound on |x_j - x'_j| over the feasible set: (max x_j - min x_j), each by
-        Clarabel on the public data, doubled plus 1e-6 (1 + |max| + |min|) for the solver's error; inf when the set
-        is unbounded in x_j. (It multiplies |c_N| at round-off in (gap), so the margin is ample.)"""
-        widths = []
+        """Per auxiliary column j, a proven bound on |x_j - x'_j| over the feasible set: for every column k and sign,
+        Clarabel's dual z of min +-x_k, put in K* exactly, bounds +-x_k >= level - ||rho||_1 X on the feasible set
+        (`proven.ProvenCones.column_floor`, X = max_k |x_k| there); then X <= max_k |ends_k| / (1 - max ||rho||_1)
+        and W_j = (upper_j - lower_j) + (||rho_j^+||_1 + ||rho_j^-||_1) X, rounded up. inf for every column when the
+        feasible set is not shown bounded (a solve that fails, or max ||rho||_1 >= 1). Without auxiliary columns
+        nothing is solved."""
+        if not self.auxiliary.size:
+            return np.zeros(0)
         n = self.A.shape[1]
-        for column in self.auxiliary:
-            ends = []
-            for sign in (1.0, -1.0):
+        floors = np.empty((n, 2, 2))  # per column and sign (+x_k, -x_k): the level and ||rho||_1
+        for column in range(n):
+            for side, sign in enumerate((1.0, -1.0)):
                 linear = np.zeros(n)
                 linear[column] = sign
                 solution = clarabel.DefaultSolver(sp.csc_matrix((n, n)), linear, self.data.A, self.b, self.data.cones,
                                                   _quiet_settings()).solve()
-                ends.append(sign * solution.obj_val if str(solution.status) == "Solved" else math.nan)
-            low, high = ends
-            width = 2.0 * (high - low) + 1e-6 * (1.0 + abs(high) + abs(low))
-            widths.append(width if math.isfinite(width) else math.inf)
-        return np.array(widths)
+                if str(solution.status) != "Solved" or not np.all(np.isfinite(solution.z)):
+                    return np.full(self.auxiliary.size, math.inf)
+                floors[column, side] = self.column_floor(np.asarray(solution.z), column, sign)
+        lower, upper, slack = floors[:, 0, 0], -floors[:, 1, 0], floors[:, :, 1]
+        eps = float(np.finfo(float).eps)
+        largest = float(np.max(slack))
+        if not largest < 1.0 or not np.all(np.isfinite(floors)):
+            return np.full(self.auxiliary.size, math.inf)
+        extent = float(np.max(np.maximum(np.abs(lower), np.abs(upper)))) / (1.0 - largest) * (1.0 + 8.0 * eps)
+        widths = (np.maximum(upper - lower, 0.0) + slack.sum(axis=1) * extent)[self.auxiliary] * (1.0 + 8.0 * eps)
+        return np.nextafter(widths, math.inf)
 
     def distances(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per non-zero block: dist(s_i, K_i), and the radius of the largest ball about s_i inside K_i."""

@@ -138,6 +138,23 @@ class ProvenCones:
             slack -= exact(value) * exact(x[column])
         return slack
 
+    def column_floor(self, z: np.ndarray, column: int, sign: float) -> tuple[float, float]:
+        """For a dual z of min sign x_k (Clarabel: z in K*, A'z + sign e_k = rho at round-off): a level and an upper
+        bound on ||rho||_1 with sign x_k >= level - ||rho||_1 max_j |x_j| for every feasible x (sign x_k = rho'x -
+        b'z + z's and z's >= 0 once z is put in K*, `proven_dual`); -b'z and rho with Higham's rounding bounds
+        (gamma_(m+2) on sums of m + 1 terms), rounded outward."""
+        z = self.proven_dual(z)
+        eps = np.finfo(z.dtype).eps
+        gamma = (self.b.size + 2) * eps
+        magnitude = np.abs(z)
+        level = -(self.b @ z) - gamma * (np.abs(self.b) @ magnitude)
+        rho = self.A.T @ z
+        rho[column] += sign
+        slack = (np.sum(np.abs(rho)) + gamma * (np.sum(self.abs_a.T @ magnitude) + 1.0)) * (
+            1 + (z.size + rho.size + 2) * eps)
+        return _float_below(level * (1 - 4 * eps) if level > 0 else level * (1 + 4 * eps)), \
+            -_float_below(-slack)
+
     def dual_cone_projection(self, y: np.ndarray) -> np.ndarray:
         """y projected onto K* in floating point (zero rows free; nonneg and SOC are self-dual)."""
         y = y.copy()
