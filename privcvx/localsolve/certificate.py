@@ -46,9 +46,9 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
    N (P's rows N are 0: CVXPY's epigraph variables). g* = g(x*) >= L(x*, y) >= min_{x_S} L + c_N'x*_N, and without
    cancellation
        g(x'') - g* <= 1/2 r_S'P_SS^-1 r_S + y's'' + c_N'(x''_N - x*_N),   r = P x'' + c (dual residual at x''),  (gap)
-   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's'' + |r_N|' W, W a public bound on the
-   width of the feasible set in the columns N (`auxiliary_widths`: x'' and x* are both feasible). A problem whose
-   feasible set is unbounded in an auxiliary column is not certified (`certifier_for` returns None): its
+   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's'' + |r_N|' W, W a proven public bound on
+   the width of the feasible set in the columns N (`auxiliary_widths`: x'' and x* are both feasible). A problem with
+   auxiliary columns whose feasible set is not shown bounded is not certified (`certifier_for` returns None): its
    `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed). x'' is not formed:
    ||r_S(x'')|| <= ||r_S(x_f)|| + ||P|| E, and y's'' = y_K's_K(x'') (its zero rows are 0) <= y_K's_K(x_f) + drift +
    theta (y_K's_K(x0) + ||A_K'y_K|| ||d0||), the drift from the rows that d moves (`Move`).
@@ -57,11 +57,15 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
 
 Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); |c_N|'W is
 evaluated in rational arithmetic, and y's_f in floating point plus its rounding bound, or in rational arithmetic
-when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the cone
-membership of s_f is checked in floating point (`distances`; step 3 takes s_f in K as given), and so is the dual's
-membership in K* (`dual_cone_projection`); lambda_min(P_SS) is computed in floating point (exact for a diagonal P, the
-projections' case); the widths W of auxiliary columns come from a solver, with a 2x margin (they multiply |c_N|,
-itself at round-off).
+when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. The cone checks are
+proven for the stored floats (`proven`, session 39): step 2's repair is a floating-point heuristic, and step 3 takes
+the balls about s(x_f) (and s(x0)) from `ProvenCones.proven_room` (a rounding bound, and rational arithmetic for a
+block it does not place inside K): a block that lies outside K by round-off is one more reach for the Slater point.
+The dual is put in K* exactly (`ProvenCones.proven_dual`: an SOC block's y_0 raised, in extended precision, when
+rational arithmetic finds it short); lambda_min(P_SS) is a proven lower bound (`proven.eigenvalue_floor`: exact for a
+diagonal P, the projections' case; a shifted Cholesky factorization with Higham's bound otherwise), and the widths W
+of auxiliary columns are proven from Clarabel's duals (`auxiliary_widths`). Not covered: P - diag(w) is taken PSD as
+built (P = P_f + diag(w) in floating point), and x86's extended precision is assumed to round as IEEE does.
 """
 
 from __future__ import annotations
@@ -156,7 +160,7 @@ def _quiet_settings() -> clarabel.DefaultSettings:
 
 
 class Certificate(NamedTuple):
-    """The released point x_f (cones checked in floating point, zero rows to round-off) and c >= ||z_pen,f -
+    """The released point x_f (in K and on the zero rows up to a proven move, module docstring) and c >= ||z_pen,f -
     z*_pen||_2."""
 
     x: np.ndarray
