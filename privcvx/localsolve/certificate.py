@@ -152,6 +152,12 @@ def _separated_rank(matrix: np.ndarray) -> int | None:
     return rank if int(np.sum(values > 1e-15 * values[0])) == rank else None
 
 
+def _coarser_eps(*arrays: np.ndarray) -> float:
+    """The largest unit roundoff of the arrays' precisions (float64, or `polish.EXTENDED` for a refined point or a
+    dual raised into K*): a product of two of them is rounded in each operand's precision before they are mixed."""
+    return max(float(np.finfo(array.dtype).eps) for array in arrays)
+
+
 def _quiet_settings() -> clarabel.DefaultSettings:
     settings = clarabel.DefaultSettings()
     settings.verbose = False
@@ -374,9 +380,9 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
         move = delta + step * (float(np.linalg.norm(self.x0 - x_f)) * (1.0 + 1e-12) + delta + self.slater_shift)
         n, rows = x.size, self.b.size
         # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum, in the precision of
-        # x_f and y: float64, or `polish.EXTENDED` for a refined point); y's_f exactly
+        # x_f or y, the coarser: float64, or `polish.EXTENDED` for a refined point); y's_f exactly
         r = self.hessian @ x_f + q + self.A.T @ y
-        eps = float(np.finfo(r.dtype).eps)
+        eps = _coarser_eps(x_f, y)  # P x_f is rounded in x_f's precision, A'y in y's
         r_round = (n + rows + 2) * eps * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
         # (1 - theta) y_K's_K(x_f - d) + theta y_K's_K(x0')
         complementarity = max(self.complementarity_bound(x_f, y_cones) + drift, 0.0)
@@ -397,7 +403,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
         terms) when that bound is below 1e-3 of the value, else in rational arithmetic on the rows where y is not 0
         (exact for the stored floats), rounded up."""
         product = y @ (self.b - self.A @ x)
-        value, eps = float(product), float(np.finfo(product.dtype).eps)
+        value, eps = float(product), _coarser_eps(x, y)
         rounding = (x.size + self.b.size + 4) * eps * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
         if rounding <= 1e-3 * abs(value):
             return value + rounding
