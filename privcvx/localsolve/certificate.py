@@ -81,7 +81,15 @@ import scipy.sparse as sp
 from privcvx.localsolve.cvxpy_adapter import ConicData
 from privcvx.localsolve.exact_feasibility import ExactFeasibility
 from privcvx.localsolve.polish import NEWTON_DAMPING, ActiveSetPolish
-from privcvx.localsolve.proven import ProvenCones, eigenvalue_floor, exact, rounded_up, soc_projection
+from privcvx.localsolve.proven import (
+    ProvenCones,
+    dyadic,
+    dyadic_sum,
+    eigenvalue_floor,
+    exact,
+    rounded_up,
+    soc_projection,
+)
 
 #: The bound on ||z_released - z_exact||_2 over the penalized coordinates that `LocalProblem(..., certified=True)`
 #: declares (`LocalProblem.error_bound`; a number declares its own, as OutPert's and DPDG's `solver_error` do):
@@ -407,7 +415,12 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
         rounding = (x.size + self.b.size + 4) * eps * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
         if rounding <= 1e-3 * abs(value):
             return value + rounding
-        return rounded_up(sum((exact(y[row]) * self.exact_slack(x, row) for row in np.flatnonzero(y)), Fraction(0)))
+        products = []
+        for row in np.flatnonzero(y):
+            (dual, dual_k), (slack, slack_k) = dyadic(y[row]), self.exact_slack(x, row)
+            products.append((dual * slack, dual_k + slack_k))
+        total, k = dyadic_sum(products)
+        return rounded_up(Fraction(total, 1 << k))
 
     def auxiliary_term(self, y: np.ndarray, q: np.ndarray) -> float:
         """|c_N|' W with c_N = q_N + A_N'y in rational arithmetic (exact for the stored floats), rounded up."""

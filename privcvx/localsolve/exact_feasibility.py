@@ -18,6 +18,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
+from privcvx.localsolve.proven import dyadic, dyadic_sum
+
 if TYPE_CHECKING:
     from privcvx.localsolve.certificate import Block
 
@@ -27,12 +29,6 @@ HOLD_PASSES = 3
 def block_norm(values: np.ndarray, block: Block) -> float:
     """The l2 (Frobenius) norm of a block's rows of a vector or matrix."""
     return float(np.linalg.norm(values[block.start:block.start + block.size]))
-
-
-def _dyadic(value: float | np.floating) -> tuple[int, int]:
-    """A float64 or extended-precision number as (numerator, k) with value = numerator / 2**k exactly."""
-    numerator, denominator = value.as_integer_ratio()
-    return numerator, denominator.bit_length() - 1
 
 
 def _dyadic_upper(numerator: int, k: int) -> float:
@@ -150,7 +146,7 @@ class ExactFeasibility:
         zero, eps = self.data.zero, float(np.finfo(float).eps)
         rows = sp.csr_matrix(self.equalities)
         terms = [([int(j) for j in rows.indices[rows.indptr[i]:rows.indptr[i + 1]]],
-                  [_dyadic(v) for v in rows.data[rows.indptr[i]:rows.indptr[i + 1]]], _dyadic(self.b[i]))
+                  [dyadic(v) for v in rows.data[rows.indptr[i]:rows.indptr[i + 1]]], dyadic(self.b[i]))
                  for i in range(zero)]
         self.independent = _without_multiples(terms)
         self.zero_terms = [terms[i] for i in self.independent]
@@ -173,15 +169,13 @@ class ExactFeasibility:
         values: dict[int, tuple[int, int]] = {}
         residual = np.zeros(len(self.zero_terms))
         for i, (columns, entries, (b_numerator, b_k)) in enumerate(self.zero_terms):
-            total, k = -b_numerator, b_k
+            terms = [(-b_numerator, b_k)]
             for column, (numerator, shift) in zip(columns, entries, strict=True):
                 if column not in values:
-                    values[column] = _dyadic(x[column])
+                    values[column] = dyadic(x[column])
                 x_numerator, x_k = values[column]
-                term, term_k = numerator * x_numerator, shift + x_k
-                if term_k > k:
-                    total, k = total << (term_k - k), term_k
-                total += term << (k - term_k)
+                terms.append((numerator * x_numerator, shift + x_k))
+            total, k = dyadic_sum(terms)
             residual[i] = math.copysign(_dyadic_upper(total, k), total)
         # |r_i - residual_i| <= 2 ulp(residual_i) <= 4 eps |residual_i| (normal numbers; 1e-300 covers subnormals)
         return residual, (4.0 * float(np.finfo(float).eps) * float(np.linalg.norm(residual)) + 1e-300) * (1.0 + 1e-12)

@@ -20,7 +20,9 @@ error bounds, exact rational arithmetic where those do not decide).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 import scipy.linalg
@@ -37,6 +39,36 @@ UNDERFLOW = 1e-150
 def exact(value: float | np.floating) -> Fraction:
     """A float64 or extended-precision number as the exact rational it stores."""
     return Fraction(*value.as_integer_ratio())
+
+
+def dyadic(value: float | np.floating) -> tuple[int, int]:
+    """A float64 or extended-precision number as (numerator, k) with value = numerator / 2**k exactly."""
+    numerator, denominator = value.as_integer_ratio()
+    return numerator, denominator.bit_length() - 1
+
+
+def dyadic_sum(terms: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """The exact sum of dyadic rationals (numerator, k) (integer arithmetic: no gcd, unlike `Fraction`)."""
+    total, k = 0, 0
+    for numerator, shift in terms:
+        if shift > k:
+            total, k = total << (shift - k), shift
+        total += numerator << (k - shift)
+    return total, k
+
+
+def _squares(values: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """The exact sum of the squares of dyadic rationals."""
+    return dyadic_sum((numerator * numerator, 2 * k) for numerator, k in values)
+
+
+def _fraction(value: tuple[int, int]) -> Fraction:
+    return Fraction(value[0], 1 << value[1])
+
+
+def _at_least(left: tuple[int, int], right: tuple[int, int]) -> bool:
+    """Whether the dyadic rational ``left`` is at least ``right``."""
+    return dyadic_sum([left, (-right[0], right[1])])[0] >= 0
 
 
 def rounded_up(value: Fraction) -> float:
@@ -64,16 +96,18 @@ def _float_below(value: np.floating) -> float:
     return rounded if rounded <= value else math.nextafter(rounded, -math.inf)
 
 
-def soc_room(t: Fraction, u: list[Fraction]) -> float:
-    """A lower bound on t - ||u|| (negative: minus an upper bound on ||u|| - t) for exact t and u (module
+def soc_room(t: tuple[int, int], u: list[tuple[int, int]]) -> float:
+    """A lower bound on t - ||u|| (negative: minus an upper bound on ||u|| - t) for exact dyadic t and u (module
     docstring)."""
-    difference = t * t - sum(entry * entry for entry in u)
-    if t > 0:
-        return rounded_down(difference / (2 * t)) if difference >= 0 else -rounded_up(-difference / (2 * t))
+    squares = _squares(u)
+    difference = _fraction(dyadic_sum([(t[0] * t[0], 2 * t[1]), (-squares[0], squares[1])]))
+    head = _fraction(t)
+    if head > 0:
+        return rounded_down(difference / (2 * head)) if difference >= 0 else -rounded_up(-difference / (2 * head))
     if difference == 0:
         return 0.0  # t = 0 and u = 0: the apex
-    squares = rounded_up(sum(entry * entry for entry in u))
-    return -math.nextafter(math.nextafter(math.sqrt(squares), math.inf) + rounded_up(-t), math.inf)
+    norm = math.nextafter(math.sqrt(rounded_up(_fraction(squares))), math.inf)
+    return -math.nextafter(norm + rounded_up(-head), math.inf)
 
 
 def eigenvalue_floor(matrix: np.ndarray) -> float:
@@ -112,31 +146,43 @@ class ProvenCones:
         eps = np.finfo(slack.dtype).eps
         error = (x.size + 2) * eps * (np.abs(self.b) + self.abs_a @ np.abs(x))  # >= |fl(s) - s|
         room = np.empty(len(self.conic_blocks))
+        positions, rows = self.nonneg_blocks
+        low = np.nextafter(slack[rows] - error[rows], -np.inf)  # one rounding of the subtraction
+        near = low.astype(np.float64)
+        room[positions] = np.where(near > low, np.nextafter(near, -np.inf), near)  # rounded down to float64
+        for position, row in zip(positions[low < 0], rows[low < 0], strict=True):
+            room[position] = self.exact_room(x, row, 1)
         for number, (kind, start, size) in enumerate(self.conic_blocks):
+            if kind != "soc":
+                continue
             v, bound = slack[start:start + size], error[start:start + size]
-            if kind == "nonneg":
-                low = np.nextafter(v[0] - bound[0], -np.inf, dtype=v.dtype)
-            else:
-                reach = norm_upper(v[1:]) + norm_upper(bound[1:]) + bound[0]
-                low = ((v[0] - reach) - 4 * eps * (abs(v[0]) + reach)) / np.sqrt(v.dtype.type(2)) * (1 - 4 * eps)
+            reach = norm_upper(v[1:]) + norm_upper(bound[1:]) + bound[0]
+            low = ((v[0] - reach) - 4 * eps * (abs(v[0]) + reach)) / np.sqrt(v.dtype.type(2)) * (1 - 4 * eps)
             room[number] = _float_below(low) if low >= 0 else self.exact_room(x, start, size)
         return room
+
+    @cached_property
+    def nonneg_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The positions of the nonneg blocks among the conic blocks, and their rows."""
+        positions = [number for number, block in enumerate(self.conic_blocks) if block.kind == "nonneg"]
+        return np.array(positions, dtype=int), np.array([self.conic_blocks[i].start for i in positions], dtype=int)
 
     def exact_room(self, x: np.ndarray, start: int, size: int) -> float:
         """`proven_room` of one block, in rational arithmetic on the stored floats."""
         s = [self.exact_slack(x, row) for row in range(start, start + size)]
         if size == 1:
-            return rounded_down(s[0])
+            return rounded_down(_fraction(s[0]))
         room = soc_room(s[0], s[1:])
         return room * math.sqrt(0.5) * (1.0 - 4.0 * float(np.finfo(float).eps)) if room > 0.0 else room
 
-    def exact_slack(self, x: np.ndarray, row: int) -> Fraction:
-        """b_i - A_i x exactly, for the stored floats."""
+    def exact_slack(self, x: np.ndarray, row: int) -> tuple[int, int]:
+        """b_i - A_i x exactly, for the stored floats, as a dyadic rational (numerator, k)."""
         begin, end = self.rows.indptr[row], self.rows.indptr[row + 1]
-        slack = Fraction(float(self.b[row]))
+        terms = [dyadic(float(self.b[row]))]
         for column, value in zip(self.rows.indices[begin:end], self.rows.data[begin:end], strict=True):
-            slack -= exact(value) * exact(x[column])
-        return slack
+            (a, a_k), (b, b_k) = dyadic(value), dyadic(x[column])
+            terms.append((-a * b, a_k + b_k))
+        return dyadic_sum(terms)
 
     def column_floor(self, z: np.ndarray, column: int, sign: float) -> tuple[float, float]:
         """For a dual z of min sign x_k (Clarabel: z in K*, A'z + sign e_k = rho at round-off): a level and an upper
@@ -172,12 +218,12 @@ class ProvenCones:
         for kind, start, size in self.blocks:
             if kind != "soc" or y[start] >= norm_upper(y[start + 1:start + size]):
                 continue
-            squares = sum(exact(entry) ** 2 for entry in y[start + 1:start + size])
-            if y[start] >= 0 and exact(y[start]) ** 2 >= squares:
+            squares = _squares(dyadic(entry) for entry in y[start + 1:start + size])
+            if y[start] >= 0 and _at_least(_squares([dyadic(y[start])]), squares):
                 continue
             y = y.astype(EXTENDED)
             head = np.sqrt(y[start + 1:start + size] @ y[start + 1:start + size])
-            while exact(head) ** 2 < squares:
+            while not _at_least(_squares([dyadic(head)]), squares):
                 head = np.nextafter(head, np.inf, dtype=EXTENDED)
             y[start] = head
         return y
