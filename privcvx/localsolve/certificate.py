@@ -19,7 +19,8 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
    in K, t <= 1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0)
    in K_i (nonneg: s0_i; SOC: (t - ||u||)/sqrt 2). With d_i = dist(s_i(x_e), K_i) and theta = max_i d_i/(d_i + m_i),
    x_f = (1 - theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e,
-   and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
+   and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K in exact arithmetic; the
+   floats are a heuristic here, and step 3 proves what they leave (`proven.ProvenCones.proven_room`).
 3. **Exact feasibility** (the zero rows; `exact_feasibility.ExactFeasibility.exact_move`). x_f meets A_0 x = b_0
    only to round-off. r_0 = A_0 x_f - b_0 is evaluated exactly (integer arithmetic on the stored floats' dyadic
    rationals, `zero_residual`), and steps 4-5 are taken at a point x'' that meets (C) exactly, E >= ||x'' - x_f||_2
@@ -32,6 +33,8 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
      (r_0, 0), H the active nonneg rows and, per active SOC block, its normal row nu'A_i (nu = (1, -v), v the dual's
      direction), with a right inverse proven per answer; a held SOC block then leaves K by a second-order term
      ||w_u||^2 / (2 ||u||) (about 1e-30) and the rounding of its row, and y_i's_i moves only by that rounding;
+   - the balls about the blocks of s(x_f) and s(x0) are proven for the stored floats (`proven_room`: a block that
+     lies outside K by round-off has a negative radius, minus how far, which adds to its reach below);
    - what d still pushes out of K (reach_i) is absorbed by the Slater point as in step 2, with x0' = x0 - d0 (d0 its
      own correction, ||d0|| = slater_shift) and margins m_i' = m_i - ||A_i,R|| ||d0|| - (rounding of s(x0)):
      x'' = (1 - theta)(x_f - d) + theta x0', theta = max_i reach_i / (reach_i + m_i'), E = ||d|| + theta (||x0 - x_f||
