@@ -19,7 +19,8 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
    in K, t <= 1, e = 1 on nonneg rows and on each SOC's axis) has, per cone block i, a ball of radius m_i about s_i(x0)
    in K_i (nonneg: s0_i; SOC: (t - ||u||)/sqrt 2). With d_i = dist(s_i(x_e), K_i) and theta = max_i d_i/(d_i + m_i),
    x_f = (1 - theta) x_e + theta x0 has s_f = (1 - theta)(s_e + D) + [theta s0 - (1 - theta) D], D = proj_K(s_e) - s_e,
-   and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K.
+   and the bracket lies in K since ||(1 - theta) D_i|| <= theta m_i blockwise: s_f is in K in exact arithmetic; the
+   floats are a heuristic here, and step 3 proves what they leave (`proven.ProvenCones.proven_room`).
 3. **Exact feasibility** (the zero rows; `exact_feasibility.ExactFeasibility.exact_move`). x_f meets A_0 x = b_0
    only to round-off. r_0 = A_0 x_f - b_0 is evaluated exactly (integer arithmetic on the stored floats' dyadic
    rationals, `zero_residual`), and steps 4-5 are taken at a point x'' that meets (C) exactly, E >= ||x'' - x_f||_2
@@ -32,6 +33,8 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
      (r_0, 0), H the active nonneg rows and, per active SOC block, its normal row nu'A_i (nu = (1, -v), v the dual's
      direction), with a right inverse proven per answer; a held SOC block then leaves K by a second-order term
      ||w_u||^2 / (2 ||u||) (about 1e-30) and the rounding of its row, and y_i's_i moves only by that rounding;
+   - the balls about the blocks of s(x_f) and s(x0) are proven for the stored floats (`proven_room`: a block that
+     lies outside K by round-off has a negative radius, minus how far, which adds to its reach below);
    - what d still pushes out of K (reach_i) is absorbed by the Slater point as in step 2, with x0' = x0 - d0 (d0 its
      own correction, ||d0|| = slater_shift) and margins m_i' = m_i - ||A_i,R|| ||d0|| - (rounding of s(x0)):
      x'' = (1 - theta)(x_f - d) + theta x0', theta = max_i reach_i / (reach_i + m_i'), E = ||d|| + theta (||x0 - x_f||
@@ -46,9 +49,9 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
    N (P's rows N are 0: CVXPY's epigraph variables). g* = g(x*) >= L(x*, y) >= min_{x_S} L + c_N'x*_N, and without
    cancellation
        g(x'') - g* <= 1/2 r_S'P_SS^-1 r_S + y's'' + c_N'(x''_N - x*_N),   r = P x'' + c (dual residual at x''),  (gap)
-   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's'' + |r_N|' W, W a public bound on the
-   width of the feasible set in the columns N (`auxiliary_widths`: x'' and x* are both feasible). A problem whose
-   feasible set is unbounded in an auxiliary column is not certified (`certifier_for` returns None): its
+   with c_N = r_N, bounded above by 1/2 ||r_S||^2 / lambda_min(P_SS) + y's'' + |r_N|' W, W a proven public bound on
+   the width of the feasible set in the columns N (`auxiliary_widths`: x'' and x* are both feasible). A problem with
+   auxiliary columns whose feasible set is not shown bounded is not certified (`certifier_for` returns None): its
    `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed). x'' is not formed:
    ||r_S(x'')|| <= ||r_S(x_f)|| + ||P|| E, and y's'' = y_K's_K(x'') (its zero rows are 0) <= y_K's_K(x_f) + drift +
    theta (y_K's_K(x0) + ||A_K'y_K|| ||d0||), the drift from the rows that d moves (`Move`).
@@ -57,11 +60,15 @@ coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x a
 
 Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); |c_N|'W is
 evaluated in rational arithmetic, and y's_f in floating point plus its rounding bound, or in rational arithmetic
-when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. Not covered: the cone
-membership of s_f is checked in floating point (`distances`; step 3 takes s_f in K as given), and so is the dual's
-membership in K* (`dual_cone_projection`); lambda_min(P_SS) is computed in floating point (exact for a diagonal P, the
-projections' case); the widths W of auxiliary columns come from a solver, with a 2x margin (they multiply |c_N|,
-itself at round-off).
+when that bound is not small (exact for the stored floats A, b, q, x_f, y, W), rounded up. The cone checks are
+proven for the stored floats (`proven`, session 39): step 2's repair is a floating-point heuristic, and step 3 takes
+the balls about s(x_f) (and s(x0)) from `ProvenCones.proven_room` (a rounding bound, and rational arithmetic for a
+block it does not place inside K): a block that lies outside K by round-off is one more reach for the Slater point.
+The dual is put in K* exactly (`ProvenCones.proven_dual`: an SOC block's y_0 raised, in extended precision, when
+rational arithmetic finds it short); lambda_min(P_SS) is a proven lower bound (`proven.eigenvalue_floor`: exact for a
+diagonal P, the projections' case; a shifted Cholesky factorization with Higham's bound otherwise), and the widths W
+of auxiliary columns are proven from Clarabel's duals (`auxiliary_widths`). Not covered: P - diag(w) is taken PSD as
+built (P = P_f + diag(w) in floating point), and x86's extended precision is assumed to round as IEEE does.
 """
 
 from __future__ import annotations
@@ -72,12 +79,20 @@ from typing import NamedTuple
 
 import clarabel
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 
 from privcvx.localsolve.cvxpy_adapter import ConicData
 from privcvx.localsolve.exact_feasibility import ExactFeasibility
 from privcvx.localsolve.polish import NEWTON_DAMPING, ActiveSetPolish
+from privcvx.localsolve.proven import (
+    ProvenCones,
+    dyadic,
+    dyadic_sum,
+    eigenvalue_floor,
+    exact,
+    rounded_up,
+    soc_projection,
+)
 
 #: The bound on ||z_released - z_exact||_2 over the penalized coordinates that `LocalProblem(..., certified=True)`
 #: declares (`LocalProblem.error_bound`; a number declares its own, as OutPert's and DPDG's `solver_error` do):
@@ -126,18 +141,6 @@ def certifiable_cones(cones: list) -> bool:
     return all(type(cone).__name__ in ("ZeroConeT", "NonnegativeConeT", "SecondOrderConeT") for cone in cones)
 
 
-def soc_projection(v: np.ndarray) -> np.ndarray:
-    """The Euclidean projection onto {(t, u): ||u|| <= t}."""
-    t, u = v[0], v[1:]
-    norm = np.sqrt(u @ u)  # in v's precision (`polish.EXTENDED` for a refined point)
-    if norm <= t:
-        return v.copy()
-    if norm <= -t:
-        return np.zeros_like(v)
-    half = 0.5 * (t + norm)
-    return np.concatenate([[half], half * u / norm])
-
-
 def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | None:
     """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
     a cone other than zero, nonneg and SOC, or an auxiliary column (no quadratic term in f_p and no penalty: the dual
@@ -160,15 +163,10 @@ def _separated_rank(matrix: np.ndarray) -> int | None:
     return rank if int(np.sum(values > 1e-15 * values[0])) == rank else None
 
 
-def _exact(value: float | np.floating) -> Fraction:
-    """A float64 or extended-precision number as the exact rational it stores."""
-    return Fraction(*value.as_integer_ratio())
-
-
-def _rounded_up(value: Fraction) -> float:
-    """The smallest float at least ``value``."""
-    rounded = float(value)
-    return rounded if Fraction(rounded) >= value else math.nextafter(rounded, math.inf)
+def _coarser_eps(*arrays: np.ndarray) -> float:
+    """The largest unit roundoff of the arrays' precisions (float64, or `polish.EXTENDED` for a refined point or a
+    dual raised into K*): a product of two of them is rounded in each operand's precision before they are mixed."""
+    return max(float(np.finfo(array.dtype).eps) for array in arrays)
 
 
 def _quiet_settings() -> clarabel.DefaultSettings:
@@ -179,14 +177,14 @@ def _quiet_settings() -> clarabel.DefaultSettings:
 
 
 class Certificate(NamedTuple):
-    """The released point x_f (cones checked in floating point, zero rows to round-off) and c >= ||z_pen,f -
+    """The released point x_f (in K and on the zero rows up to a proven move, module docstring) and c >= ||z_pen,f -
     z*_pen||_2."""
 
     x: np.ndarray
     distance: float
 
 
-class Certifier(ActiveSetPolish, ExactFeasibility):
+class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
     """One local problem's public certificate data: cone blocks, the zero rows' least-squares operator, a Slater point.
 
     ``penalized_columns``: the columns of x that carry the penalty (their weights are passed to `certify`)."""
@@ -295,23 +293,33 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
         return self.on_equalities(np.where(np.isfinite(x0), x0, 0.0))
 
     def auxiliary_widths(self) -> np.ndarray:
-        """Per auxiliary column j, a public bound on |x_j - x'_j| over the feasible set: (max x_j - min x_j), each by
-        Clarabel on the public data, doubled plus 1e-6 (1 + |max| + |min|) for the solver's error; inf when the set
-        is unbounded in x_j. (It multiplies |c_N| at round-off in (gap), so the margin is ample.)"""
-        widths = []
+        """Per auxiliary column j, a proven bound on |x_j - x'_j| over the feasible set: for every column k and sign,
+        Clarabel's dual z of min +-x_k, put in K* exactly, bounds +-x_k >= level - ||rho||_1 X on the feasible set
+        (`proven.ProvenCones.column_floor`, X = max_k |x_k| there); then X <= max_k |ends_k| / (1 - max ||rho||_1)
+        and W_j = (upper_j - lower_j) + (||rho_j^+||_1 + ||rho_j^-||_1) X, rounded up. inf for every column when the
+        feasible set is not shown bounded (a solve that fails, or max ||rho||_1 >= 1). Without auxiliary columns
+        nothing is solved."""
+        if not self.auxiliary.size:
+            return np.zeros(0)
         n = self.A.shape[1]
-        for column in self.auxiliary:
-            ends = []
-            for sign in (1.0, -1.0):
+        floors = np.empty((n, 2, 2))  # per column and sign (+x_k, -x_k): the level and ||rho||_1
+        for column in range(n):
+            for side, sign in enumerate((1.0, -1.0)):
                 linear = np.zeros(n)
                 linear[column] = sign
                 solution = clarabel.DefaultSolver(sp.csc_matrix((n, n)), linear, self.data.A, self.b, self.data.cones,
                                                   _quiet_settings()).solve()
-                ends.append(sign * solution.obj_val if str(solution.status) == "Solved" else math.nan)
-            low, high = ends
-            width = 2.0 * (high - low) + 1e-6 * (1.0 + abs(high) + abs(low))
-            widths.append(width if math.isfinite(width) else math.inf)
-        return np.array(widths)
+                if str(solution.status) != "Solved" or not np.all(np.isfinite(solution.z)):
+                    return np.full(self.auxiliary.size, math.inf)
+                floors[column, side] = self.column_floor(np.asarray(solution.z), column, sign)
+        lower, upper, slack = floors[:, 0, 0], -floors[:, 1, 0], floors[:, :, 1]
+        eps = float(np.finfo(float).eps)
+        largest = float(np.max(slack))
+        if not largest < 1.0 or not np.all(np.isfinite(floors)):
+            return np.full(self.auxiliary.size, math.inf)
+        extent = float(np.max(np.maximum(np.abs(lower), np.abs(upper)))) / (1.0 - largest) * (1.0 + 8.0 * eps)
+        widths = (np.maximum(upper - lower, 0.0) + slack.sum(axis=1) * extent)[self.auxiliary] * (1.0 + 8.0 * eps)
+        return np.nextafter(widths, math.inf)
 
     def distances(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per non-zero block: dist(s_i, K_i), and the radius of the largest ball about s_i inside K_i."""
@@ -327,25 +335,13 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
                 margin.append(max(float(v[0] - np.sqrt(v[1:] @ v[1:])) / math.sqrt(2.0), 0.0))
         return np.array(dist), np.array(margin)
 
-    def dual_cone_projection(self, y: np.ndarray) -> np.ndarray:
-        """y projected onto K* (zero rows free; nonneg and SOC are self-dual)."""
-        y = y.copy()
-        for kind, start, size in self.blocks:
-            if kind == "nonneg":
-                y[start] = max(y[start], 0.0)
-            elif kind == "soc":
-                y[start:start + size] = soc_projection(y[start:start + size])
-        return y
-
     # ---- per weight vector -----------------------------------------------------------------------------------
     def set_hessian(self, hessian: sp.spmatrix, key: float | bytes | None = None) -> bool:
         """Take the round's P (with the penalty), for the weights ``key``; False when it is not positive definite
         (every certificate is then infinite)."""
         self.key = key
         dense = hessian.toarray()
-        block = dense[np.ix_(self.quadratic, self.quadratic)]  # P_SS (P's other rows are 0)
-        lowest = float(np.min(np.diag(block))) if not np.any(block - np.diag(np.diag(block))) else \
-            float(scipy.linalg.eigvalsh(block)[0])
+        lowest = eigenvalue_floor(dense[np.ix_(self.quadratic, self.quadratic)])  # P_SS (P's other rows are 0)
         self.hessian, self.lowest = dense, lowest
         self.damping = NEWTON_DAMPING * max(1.0, float(np.max(np.abs(np.diag(dense)), initial=0.0)))
         self.abs_p = np.abs(dense)
@@ -358,7 +354,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
                 target: float = 0.0) -> Certificate:
         """The best of the unpolished certificate of the answer (x, y) and the polished ones (module docstring): the
         first polish always, then from wider initial active sets (`ACTIVE_RATIOS`) while it is above ``target``."""
-        best = self.bound(x, self.dual_cone_projection(y), q, min_weight)
+        best = self.bound(x, y, q, min_weight)
         for ratio in ACTIVE_RATIOS:
             if ratio != ACTIVE_RATIOS[0] and best.distance <= target:  # the first polish always runs
                 break
@@ -368,9 +364,10 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
         return best
 
     def bound(self, x: np.ndarray, y: np.ndarray, q: np.ndarray, min_weight: float) -> Certificate:
-        """Steps 2-5 of the module docstring for a dual y in K*."""
+        """Steps 2-5 of the module docstring for a dual y, first put in K* (`ProvenCones.proven_dual`)."""
         if not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
             return Certificate(x, math.inf)
+        y = self.proven_dual(y)
         x_e = self.on_equalities(x)
         dist, _ = self.distances(self.b - self.A @ x_e)
         if np.any((dist > 0.0) & (self.margin <= 0.0)):
@@ -379,7 +376,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
         x_f = x_e if theta == 0.0 else self.toward_slater(x_e, theta)
         for _ in range(REPAIR_STEPS):  # a theta below round-off moves nothing: larger steps toward x0
             slack = self.b - self.A @ x_f
-            dist, own = self.distances(slack)
+            dist, _ = self.distances(slack)
             if not np.any(dist > 0.0):
                 break
             theta = max(4.0 * theta, 64.0 * float(np.finfo(x_e.dtype).eps))
@@ -388,15 +385,15 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
             return Certificate(x_f, math.inf)
         y_cones = y.copy()
         y_cones[:self.data.zero] = 0.0  # y's'' = y_K's_K'': the zero rows of s'' are 0
-        delta, step, drift = self.exact_move(x_f, slack, own, y_cones)
+        delta, step, drift = self.exact_move(x_f, slack, self.proven_room(x_f, slack), y_cones)
         if not self.lowest > 0.0 or not math.isfinite(delta):
             return Certificate(x_f, math.inf)
         move = delta + step * (float(np.linalg.norm(self.x0 - x_f)) * (1.0 + 1e-12) + delta + self.slater_shift)
         n, rows = x.size, self.b.size
         # r = P x_f + q + A'y with the bound on its rounding (gamma_k |terms|, k terms per sum, in the precision of
-        # x_f and y: float64, or `polish.EXTENDED` for a refined point); y's_f exactly
+        # x_f or y, the coarser: float64, or `polish.EXTENDED` for a refined point); y's_f exactly
         r = self.hessian @ x_f + q + self.A.T @ y
-        eps = float(np.finfo(r.dtype).eps)
+        eps = _coarser_eps(x_f, y)  # P x_f is rounded in x_f's precision, A'y in y's
         r_round = (n + rows + 2) * eps * (self.abs_p @ np.abs(x_f) + np.abs(q) + self.abs_a.T @ np.abs(y))
         # (1 - theta) y_K's_K(x_f - d) + theta y_K's_K(x0')
         complementarity = max(self.complementarity_bound(x_f, y_cones) + drift, 0.0)
@@ -417,18 +414,16 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
         terms) when that bound is below 1e-3 of the value, else in rational arithmetic on the rows where y is not 0
         (exact for the stored floats), rounded up."""
         product = y @ (self.b - self.A @ x)
-        value, eps = float(product), float(np.finfo(product.dtype).eps)
+        value, eps = float(product), _coarser_eps(x, y)
         rounding = (x.size + self.b.size + 4) * eps * float(np.abs(y) @ (np.abs(self.b) + self.abs_a @ np.abs(x)))
         if rounding <= 1e-3 * abs(value):
             return value + rounding
-        total = Fraction(0)
+        products = []
         for row in np.flatnonzero(y):
-            start, end = self.rows.indptr[row], self.rows.indptr[row + 1]
-            slack = Fraction(float(self.b[row]))
-            for column, value in zip(self.rows.indices[start:end], self.rows.data[start:end], strict=True):
-                slack -= _exact(value) * _exact(x[column])
-            total += _exact(y[row]) * slack
-        return _rounded_up(total)
+            (dual, dual_k), (slack, slack_k) = dyadic(y[row]), self.exact_slack(x, row)
+            products.append((dual * slack, dual_k + slack_k))
+        total, k = dyadic_sum(products)
+        return rounded_up(Fraction(total, 1 << k))
 
     def auxiliary_term(self, y: np.ndarray, q: np.ndarray) -> float:
         """|c_N|' W with c_N = q_N + A_N'y in rational arithmetic (exact for the stored floats), rounded up."""
@@ -437,6 +432,6 @@ class Certifier(ActiveSetPolish, ExactFeasibility):
             start, end = self.columns.indptr[column], self.columns.indptr[column + 1]
             value = Fraction(float(q[column]))
             for row, entry in zip(self.columns.indices[start:end], self.columns.data[start:end], strict=True):
-                value += _exact(entry) * _exact(y[row])
+                value += exact(entry) * exact(y[row])
             total += abs(value) * Fraction(float(self.width[position]))
-        return _rounded_up(total)
+        return rounded_up(total)

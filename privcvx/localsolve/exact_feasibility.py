@@ -18,6 +18,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
+from privcvx.localsolve.proven import dyadic, dyadic_sum
+
 if TYPE_CHECKING:
     from privcvx.localsolve.certificate import Block
 
@@ -27,12 +29,6 @@ HOLD_PASSES = 3
 def block_norm(values: np.ndarray, block: Block) -> float:
     """The l2 (Frobenius) norm of a block's rows of a vector or matrix."""
     return float(np.linalg.norm(values[block.start:block.start + block.size]))
-
-
-def _dyadic(value: float | np.floating) -> tuple[int, int]:
-    """A float64 or extended-precision number as (numerator, k) with value = numerator / 2**k exactly."""
-    numerator, denominator = value.as_integer_ratio()
-    return numerator, denominator.bit_length() - 1
 
 
 def _dyadic_upper(numerator: int, k: int) -> float:
@@ -145,11 +141,12 @@ class ExactFeasibility:
         right inverse of A_0R (R the free columns, A_0 those rows; `right_inverse`; None when A_0R is not shown to
         have full row rank: every certificate is then infinite); per cone block the norm of its rows in R; the
         Slater point's distance slater_shift to x0' = x0 - A_0R^+ (A_0 x0 - b_0), and the radii slater_margin of
-        balls in K about the blocks of s(x0') (the margins of s(x0) less that move and the rounding of s(x0))."""
+        balls in K about the blocks of s(x0') (`proven.ProvenCones.proven_room` of s(x0), less that move; negative:
+        minus how far the block may lie outside K)."""
         zero, eps = self.data.zero, float(np.finfo(float).eps)
         rows = sp.csr_matrix(self.equalities)
         terms = [([int(j) for j in rows.indices[rows.indptr[i]:rows.indptr[i + 1]]],
-                  [_dyadic(v) for v in rows.data[rows.indptr[i]:rows.indptr[i + 1]]], _dyadic(self.b[i]))
+                  [dyadic(v) for v in rows.data[rows.indptr[i]:rows.indptr[i + 1]]], dyadic(self.b[i]))
                  for i in range(zero)]
         self.independent = _without_multiples(terms)
         self.zero_terms = [terms[i] for i in self.independent]
@@ -164,10 +161,7 @@ class ExactFeasibility:
         if not math.isfinite(self.slater_shift):
             self.slater_margin = np.full(len(self.conic_blocks), -math.inf)
             return
-        rounding = [block_norm(self.slack_round, block)  # and an SOC margin's own rounding
-                    + (8.0 * eps * block_norm(self.slater_slack, block) if block.kind == "soc" else 0.0)
-                    for block in self.conic_blocks]
-        self.slater_margin = self.margin - self.block_norms * self.slater_shift - np.array(rounding)
+        self.slater_margin = self.proven_room(self.x0, self.slater_slack) - self.block_norms * self.slater_shift
 
     def zero_residual(self, x: np.ndarray) -> tuple[np.ndarray, float]:
         """A_0 x - b_0 exact for the stored floats (integer arithmetic on dyadic rationals), rounded to floats, and a
@@ -175,15 +169,13 @@ class ExactFeasibility:
         values: dict[int, tuple[int, int]] = {}
         residual = np.zeros(len(self.zero_terms))
         for i, (columns, entries, (b_numerator, b_k)) in enumerate(self.zero_terms):
-            total, k = -b_numerator, b_k
+            terms = [(-b_numerator, b_k)]
             for column, (numerator, shift) in zip(columns, entries, strict=True):
                 if column not in values:
-                    values[column] = _dyadic(x[column])
+                    values[column] = dyadic(x[column])
                 x_numerator, x_k = values[column]
-                term, term_k = numerator * x_numerator, shift + x_k
-                if term_k > k:
-                    total, k = total << (term_k - k), term_k
-                total += term << (k - term_k)
+                terms.append((numerator * x_numerator, shift + x_k))
+            total, k = dyadic_sum(terms)
             residual[i] = math.copysign(_dyadic_upper(total, k), total)
         # |r_i - residual_i| <= 2 ulp(residual_i) <= 4 eps |residual_i| (normal numbers; 1e-300 covers subnormals)
         return residual, (4.0 * float(np.finfo(float).eps) * float(np.linalg.norm(residual)) + 1e-300) * (1.0 + 1e-12)
@@ -199,16 +191,18 @@ class ExactFeasibility:
     def exact_move(self, x_f: np.ndarray, slack: np.ndarray, own: np.ndarray, y: np.ndarray) -> Move:
         """Step 3 of the module docstring (`Move`): d with the slacks of the blocks it would push out of K held
         (`held_move`), else d = A_0R^+ r_0 and the Slater point; delta inf when neither is shown to exist. ``slack``:
-        s(x_f); ``own``: the radii of balls in K about its blocks; ``y``: the dual, 0 on the zero rows."""
+        s(x_f); ``own``: the radii of balls in K about its blocks, proven for the exact s(x_f) (negative: minus how
+        far the block may lie outside K, which the Slater point absorbs; `proven.ProvenCones.proven_room`); ``y``:
+        the dual, 0 on the zero rows."""
         if not self.zero_terms:
-            return Move(0.0, 0.0, 0.0)
+            return self.slater_move(0.0, -own, 0.0)
         if self.zero_inverse is None:
             return _NO_MOVE
         residual, error = self.zero_residual(x_f)
         delta = self.zero_inverse.solution_norm(residual, error)
         if not math.isfinite(delta):
             return _NO_MOVE
-        reach = np.maximum(self.block_norms * delta - own, 0.0)
+        reach = self.block_norms * delta - own
         active = reach > 0.0
         if not np.any(active):
             return Move(delta, 0.0, self.pull(np.abs(y)) * delta)
@@ -262,8 +256,8 @@ class ExactFeasibility:
         if inverse is None:
             return None
         delta = inverse.solution_norm(np.concatenate([residual, np.zeros(len(rows) - 1)]), error)
-        reach = np.maximum(self.block_norms * delta - own, 0.0)
-        reach[held] = 0.0
+        reach = self.block_norms * delta - own
+        reach[held] = -own[held]  # a held nonneg row's slack does not move
         drift = self.pull(weights) * delta
         for number, length, direction, rounding in cones:
             block = self.conic_blocks[number]
@@ -271,20 +265,26 @@ class ExactFeasibility:
             shift = 2.0 * block_norm(slack_round, block)  # >= ||u - fl(u)||: the direction of the exact u
             tilt = float(np.linalg.norm(slack[block.start + 1:block.start + block.size].astype(np.float64) / length
                                         - direction)) + 2.0 * shift / length + 8.0 * eps * block.size
-            reach[number] = (tilt * moved + tau + moved ** 2 / (2.0 * (length - shift))) * (1.0 + 1e-12)
+            reach[number] = (tilt * moved + tau + moved ** 2 / (2.0 * (length - shift)) + max(-own[number], 0.0)) * (
+                1.0 + 1e-12)
             if y[block.start] > 0.0:
                 drift += float(y[block.start]) * (tau + 4.0 * eps * float(np.linalg.norm(direction)) * moved)
         return self.slater_move(delta, reach, drift), reach
 
     def slater_move(self, delta: float, reach: np.ndarray, drift: float) -> Move:
         """The `Move` with d (``delta``, ``drift``) and the smallest theta whose step toward x0' puts back into K every
-        block that d leaves by at most ``reach``."""
+        block that d leaves by at most ``reach`` (a negative reach: a ball of radius -reach in K about the block),
+        provided every block of s(x0') that may lie outside K (slater_margin < 0) is absorbed by its ball:
+        (1 - theta)(-reach_i) >= theta |slater_margin_i|."""
         pushed = reach > 0.0
         if not np.any(pushed):
             return Move(delta, 0.0, drift)
         if np.any(self.slater_margin[pushed] <= 0.0):
             return _NO_MOVE
         theta = float(np.max(reach[pushed] / (reach[pushed] + self.slater_margin[pushed]))) * (1.0 + 1e-12)
+        short = self.slater_margin < 0.0
+        if np.any((1.0 - theta) * -reach[short] < theta * -self.slater_margin[short] * (1.0 + 1e-12)):
+            return _NO_MOVE
         return Move(delta, theta, drift) if theta < 1.0 else _NO_MOVE
 
     def pull(self, weights: np.ndarray) -> float:
