@@ -223,7 +223,7 @@ class ConsensusDuals:
         change = w - w_previous
         if np.ndim(rho):
             change = rho * change
-        (gap_sq,) = self._totals(gap)
+        gap_sq = _in_order(self.parts.sums(np.multiply(gap, gap, out=gap)))  # its squares in place: read no more
         dual = math.sqrt(self._held_total(change))
         w = _kept(w)  # the scales read it later: as the record keeps it (`LineEight.of`)
         out = RoundResiduals({"primal_residual": math.sqrt(gap_sq),
