@@ -133,18 +133,32 @@ class ConsensusDuals:
         """A vector over the copies as its rows (a view)."""
         return stacked.reshape(self.rows, -1)
 
+    def _on_row(self, vector: np.ndarray) -> np.ndarray:
+        """A vector over w on one row of the copies: its entries ``held`` (the vector itself when a row is all of w in
+        order: no view or gather, and line 8's record recognizes it by identity)."""
+        return vector if self.whole_row else vector[self.held]
+
+    def _scatter(self, sums: np.ndarray) -> np.ndarray:
+        """A vector over w from sums over the rows formed from 0 (``np.add.reduce(..., axis=0, initial=0.0)``): each
+        entry's values on the row added in order from 0 (bincount), which is the sums themselves when a row is all
+        of w in order. With one row per agent, each entry is on a row once: 0 + s = s, s never being -0.0 (a sum
+        from +0.0 is -0.0 only if every term and the start are); with one row, 0 + (0 + t_1) + ... is the sum from
+        0 of the terms t_1, ... bitwise (0 + t_1 differs from t_1 only for -0.0, which adds as +0.0 does to a sum
+        that is not -0.0). Either way, each entry's copies added in agent order from 0."""
+        return sums if self.whole_row else np.bincount(self.held_index, weights=sums, minlength=self.dim)
+
     def _row(self, rho: float | np.ndarray) -> float | np.ndarray:
         """rho on one row of the copies (broadcast over the rows): the number itself, or the vector at ``held``."""
-        return rho[self.held] if np.ndim(rho) else rho
+        return self._on_row(rho) if np.ndim(rho) else rho
 
     def copies(self, rho: float | np.ndarray) -> float | np.ndarray:
         """rho on every copy: the number itself, or the vector over w on every copy."""
-        return np.tile(rho[self.held], self.rows) if np.ndim(rho) else rho
+        return np.tile(self._on_row(rho), self.rows) if np.ndim(rho) else rho
 
     def per_agent(self, vector: np.ndarray) -> list[np.ndarray]:
         """Every agent's copy A_p v of a vector over w, read-only (`read_only`: ``vector`` too, if ``held`` is a range
         and the copies are views of it); agents holding the same entries share one array."""
-        return self.row_parts.split(read_only(vector[self.held])) * self.rows
+        return self.row_parts.split(read_only(self._on_row(vector))) * self.rows
 
     def assemble(self, parts: list[np.ndarray], previous: np.ndarray) -> np.ndarray:
         """The inverse of `per_agent`: a vector over w from every agent's slice of it, each entry from its last
@@ -166,16 +180,12 @@ class ConsensusDuals:
         return np.concatenate(released)
 
     def average(self, released: list[np.ndarray], rho: float | np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
-        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders; a new read-only array
-        (`read_only`). The terms are formed in the work array (`__init__`); the rows are added one after the other
-        (a reduce over them), then each entry's sum over the row is formed from 0 in the row's order (bincount):
-        with one row per agent, 0 + (t_1 + ... + t_n), with one row, 0 + t_1 + ... + t_n, both the sum in agent order
-        from 0 bitwise (the two differ only when t_1 is -0.0, where 0 + t_1 is 0.0, and then only while the sum is
-        a zero: its sign, which 0 + sum makes +0.0 as the sum from 0 is)."""
+        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders, added in agent order from 0; a
+        new read-only array (`read_only`). The terms are formed in the work array (`__init__`), the rows added one
+        after the other from 0, then the row's entries (`_scatter`)."""
         rows = np.divide(self._on_rows(self.flat), self._row(rho), out=self._on_rows(self._work))
         np.subtract(self._on_rows(self.stacked(released)), rows, out=rows)
-        sums = np.bincount(self.held_index, weights=np.add.reduce(rows, axis=0), minlength=self.dim)
-        return read_only(sums / multiplicity)
+        return read_only(self._scatter(np.add.reduce(rows, axis=0, initial=0.0)) / multiplicity)
 
     def _squares(self, value: np.ndarray, parts: Parts) -> list[float]:
         """Each part's sum of the squares of ``value`` (its pairwise sum), formed in the work array (`__init__`)."""
@@ -189,7 +199,7 @@ class ConsensusDuals:
     def _held_total(self, vector: np.ndarray) -> float:
         """sum_p ||A_p v||^2 for a vector v over w, as `_totals` of its copies forms it: each agent's term from
         ``vector`` at ``held`` (each row's term once, the same for every row), added in agent order from 0."""
-        return _in_order(self._squares(vector[self.held], self.row_parts) * self.rows)
+        return _in_order(self._squares(self._on_row(vector), self.row_parts) * self.rows)
 
     def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
                used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
@@ -211,7 +221,7 @@ class ConsensusDuals:
         before = self.flat
         stacked = self.stacked(released)
         gap = self._gap  # (`__init__`); the new duals are a new array: messages and the record keep the old ones
-        np.subtract(w[self.held], self._on_rows(stacked), out=self._on_rows(gap))  # w broadcast over the rows
+        np.subtract(self._on_row(w), self._on_rows(stacked), out=self._on_rows(gap))  # w broadcast over the rows
         step = gap if used is None else np.concatenate(used) - stacked
         flat = np.multiply(self._row(rho), self._on_rows(step)).reshape(-1)
         flat += self.flat  # lambda + rho step, as rho step + lambda: the same sum
@@ -242,11 +252,10 @@ class ConsensusDuals:
                         released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per entry k of w: the squared primal residual sum_p (w_k - z_pk)^2 over its copies, and the squared
         change of its copies, multiplicity_k (w_k^{t+1} - w_k^t)^2 (residual balancing per key); each entry's sum
-        formed as line 5's (`average`)."""
-        primal = (w[self.held] - self._on_rows(self.stacked(released))) ** 2
-        change = np.broadcast_to((w - w_previous)[self.held] ** 2, primal.shape)
-        return tuple(np.bincount(self.held_index, weights=np.add.reduce(squares, axis=0), minlength=self.dim)
-                     for squares in (primal, change))
+        formed as line 5's (`_scatter`)."""
+        primal = (self._on_row(w) - self._on_rows(self.stacked(released))) ** 2
+        change = np.broadcast_to(self._on_row(w - w_previous) ** 2, primal.shape)
+        return tuple(self._scatter(np.add.reduce(squares, axis=0, initial=0.0)) for squares in (primal, change))
 
 
 class Parts:
@@ -261,7 +270,9 @@ class Parts:
         self.equal = len(set(sizes)) == 1
 
     def split(self, vector: np.ndarray) -> list[np.ndarray]:
-        """The parts of ``vector`` (views)."""
+        """The parts of ``vector`` (views; one part that is all of it: the vector itself)."""
+        if len(self.sizes) == 1 and vector.size == self.total:
+            return [vector]
         return [vector[part] for part in self.slices]
 
     def sums(self, vector: np.ndarray) -> list[float]:
