@@ -71,9 +71,9 @@ class ConsensusDuals:
     one such vector (``flat``), so each operation runs once over all agents. The copies are ``rows`` equal rows of
     the entries ``held`` of w: when every agent holds the same entries of w in the same order (full consensus: all of
     w), one row per agent, its entries broadcast over the rows, else one row of every agent's entries one after the
-    other (``held`` a slice when they are a range of w: a view, no gather). Every operation is the same for both; a
-    sum over an agent's entries is numpy's pairwise sum of that agent's slice; sums over agents add them in agent
-    order from 0, as a loop over the agents would, bitwise.
+    other (``held`` a slice when they are a range of w: a view, no gather; w itself when a row is all of w in order,
+    `_on_row`). Every operation is the same for both; a sum over an agent's entries is numpy's pairwise sum of that
+    agent's slice; sums over agents add them in agent order from 0, as a loop over the agents would, bitwise.
     """
 
     def __init__(self, layouts: list[AgentLayout], dim: int) -> None:
@@ -156,8 +156,8 @@ class ConsensusDuals:
         return np.tile(self._on_row(rho), self.rows) if np.ndim(rho) else rho
 
     def per_agent(self, vector: np.ndarray) -> list[np.ndarray]:
-        """Every agent's copy A_p v of a vector over w, read-only (`read_only`: ``vector`` too, if ``held`` is a range
-        and the copies are views of it); agents holding the same entries share one array."""
+        """Every agent's copy A_p v of a vector over w, read-only (`read_only`: ``vector`` too, when the copies are
+        views of it or it); agents holding the same entries share one array (under full consensus, ``vector``)."""
         return self.row_parts.split(read_only(self._on_row(vector))) * self.rows
 
     def assemble(self, parts: list[np.ndarray], previous: np.ndarray) -> np.ndarray:
