@@ -17,7 +17,7 @@ import numpy as np
 
 from privcvx.acceleration import Anderson, AndersonMixer
 from privcvx.algorithms.base import Coordinator, Monitor
-from privcvx.algorithms.consensus import ConsensusDuals, key_groups, read_only
+from privcvx.algorithms.consensus import ConsensusDuals, is_vector, key_groups, read_only
 from privcvx.errors import PrivcvxError
 from privcvx.messages import Message
 from privcvx.problem import DistributedProblem
@@ -69,7 +69,7 @@ class ADMMServer(Coordinator):
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Line 8 on the releases of round t - 1 (or the initial points), then line 5 and the broadcast."""
         released, by_sender = self._released(inbox)
-        first = np.ndim(self.rho_used) == 0 and math.isnan(self.rho_used)  # the inbox holds the initial points
+        first = not is_vector(self.rho_used) and math.isnan(self.rho_used)  # the inbox holds the initial points
         sent = self.duals.flat
         if first:
             finite = [float(m["smoothness"]) for m in by_sender.values() if "smoothness" in m.payload]
@@ -89,7 +89,7 @@ class ADMMServer(Coordinator):
         # every agent's slice A_p w (and of a per-key rho; a number as one 0-d array), read-only: agents that hold
         # the same entries share one array (all of them in full consensus)
         slices = self.duals.per_agent(self.w)
-        rhos = self.duals.per_agent(rho) if np.ndim(rho) else [read_only(np.array(rho, dtype=float))] * len(slices)
+        rhos = self.duals.per_agent(rho) if is_vector(rho) else [read_only(np.array(rho, dtype=float))] * len(slices)
         if self.relaxation != 1.0:  # Boyd et al. Sec. 3.4.3: A_p w -> alpha A_p w + (1 - alpha) z_p, in the
             # agent's step and in line 8 (w is ADMM's first block here: the server averages before the agents step)
             self.used = [read_only(self.relaxation * w_p + (1.0 - self.relaxation) * z_p)
@@ -157,7 +157,7 @@ class ADMMMonitor(Monitor):
                 uplink[m.sender] = m
         downlink = [to_agent[name] for name in self.names]
         w_previous = self.w
-        vector = np.ndim(downlink[0]["rho"]) > 0
+        vector = is_vector(downlink[0]["rho"])
         relaxed = "average" in downlink[0].payload
         # w (and a per-key rho) from the messages' slices (`ConsensusDuals.assemble`: the server's w itself when one
         # slice is all of w, which line 8 then recognizes), never written again: line 8's record keeps it, read-only

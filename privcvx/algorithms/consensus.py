@@ -24,6 +24,12 @@ from privcvx.problem import AgentLayout, DistributedProblem
 from privcvx.topology import Topology
 
 
+def is_vector(rho: float | np.ndarray) -> bool:
+    """Whether a penalty rho is a vector over the entries of w (an array of one or more dimensions), not a number:
+    ``np.ndim(rho) > 0`` without its wrapper (which takes about 1 us for a float, several times a round)."""
+    return isinstance(rho, np.ndarray) and rho.ndim > 0
+
+
 def key_groups(problem: DistributedProblem) -> np.ndarray:
     """The index of its shared key for every entry of w."""
     index = np.zeros(problem.dim, dtype=int)
@@ -150,11 +156,11 @@ class ConsensusDuals:
 
     def _row(self, rho: float | np.ndarray) -> float | np.ndarray:
         """rho on one row of the copies (broadcast over the rows): the number itself, or the vector at ``held``."""
-        return self._on_row(rho) if np.ndim(rho) else rho
+        return self._on_row(rho) if is_vector(rho) else rho
 
     def copies(self, rho: float | np.ndarray) -> float | np.ndarray:
         """rho on every copy: the number itself, or the vector over w on every copy."""
-        return np.tile(self._on_row(rho), self.rows) if np.ndim(rho) else rho
+        return np.tile(self._on_row(rho), self.rows) if is_vector(rho) else rho
 
     def per_agent(self, vector: np.ndarray) -> list[np.ndarray]:
         """Every agent's copy A_p v of a vector over w, read-only (`read_only`: ``vector`` too, when the copies are
@@ -233,13 +239,13 @@ class ConsensusDuals:
             self.last = LineEight.of(before, w, w_previous, released, rho, used, self.flat, stacked, None)
             return {}
         change = w - w_previous
-        if np.ndim(rho):
+        if is_vector(rho):
             change = rho * change
         gap_sq = _in_order(self.parts.sums(np.multiply(gap, gap, out=gap)))  # its squares in place: read no more
         dual = math.sqrt(self._row_total(self._on_row(change)))
         w = _kept(w)  # the scales read it later: as the record keeps it (`LineEight.of`)
         out = RoundResiduals({"primal_residual": math.sqrt(gap_sq),
-                              "dual_residual": dual if np.ndim(rho) else rho * dual,
+                              "dual_residual": dual if is_vector(rho) else rho * dual,
                               "entries": float(self.parts.total)}, (self, stacked, w, self.flat))
         self.last = LineEight.of(before, w, w_previous, released, rho, used, self.flat, stacked, out)
         return out.copy()
