@@ -236,3 +236,48 @@ def test_diadsp_default_step_estimates_the_constants_without_noise():
     assert A.DiaDSP().prepare(bare, ring, 900).alpha == pytest.approx(declared, rel=1e-3)
     result = bare.solve(A.DiaDSP(), ring, rounds=900, reference=True)
     np.testing.assert_allclose(result.w, result.reference.w, atol=1e-6)
+
+
+def _full_signs(points: list[np.ndarray], steps: list[float]) -> bool:
+    """The divergence test's verdict on 2K + 1 points with no residual, every value computed (the formula of
+    `Divergence` written out, norms as np.linalg.norm forms them)."""
+    div, k = pc.runtime.loop.Divergence, pc.runtime.loop.Divergence.WINDOW
+    norm = np.linalg.norm
+    norms = [norm(points[0]), norm(points[k]), norm(points[2 * k])]
+    if 0.0 < div.GROWTH * norms[0] <= norms[1] and div.GROWTH * norms[1] <= norms[2]:
+        return True
+    moves = [norm(b - a) for a, b in zip(points, points[1:], strict=False)]
+    before, after = points[k] - points[0], points[2 * k] - points[k]
+    if norm(before) < div.STRAIGHT * sum(moves[:k]) or norm(after) < div.STRAIGHT * sum(moves[k:]):
+        return False
+    old = before / max(sum(steps[1:k + 1]), np.finfo(float).tiny)
+    new = after / max(sum(steps[k + 1:]), np.finfo(float).tiny)
+    if not norm(old) > 0.0 or norm(new) < (1.0 - div.SLACK) * norm(old):
+        return False
+    return bool(float(old @ new) >= div.ALIGNED * norm(old) * norm(new) and norms[0] < norms[1] < norms[2]
+                and norm(after) > div.FLOOR * max(1.0, norms[2]))
+
+
+def test_the_divergence_tests_shortcut_for_a_shrinking_window_decides_as_the_whole_test():
+    """`Divergence._signs` decides "the second window shrinks" from the displacements' norms, with a margin for the
+    rounding (`Divergence.rounding`), before forming the scaled displacements: on straight paths whose second window
+    is within 1e-4 of the threshold (1 - SLACK) either way, down to a few units of rounding, its verdicts are those
+    of the whole test, and both verdicts occur."""
+    rng = np.random.default_rng(11)
+    div, k = pc.runtime.loop.Divergence, pc.runtime.loop.Divergence.WINDOW
+    verdicts = []
+    for case in range(600):
+        n = int(rng.integers(2, 300))
+        start, direction = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4), rng.standard_normal(n)
+        direction *= np.sign(start @ direction) or 1.0  # moving away from 0: the norms grow
+        steps = [1.0] * (2 * k + 1) if case % 2 else list(1.0 / np.arange(1, 2 * k + 2) ** 0.75)
+        ratio = (1.0 - div.SLACK) * (1.0 + rng.choice([-1.0, 1.0]) * 10.0 ** rng.uniform(-16, -4))
+        # the first window's steps s_1..s_K move by steps[i], the second's by ratio x steps[i] (per-step ratio)
+        moves = [0.0] + [steps[i] for i in range(1, k + 1)] + [ratio * steps[i] for i in range(k + 1, 2 * k + 1)]
+        points = [start + direction * float(np.sum(moves[:i + 1])) for i in range(2 * k + 1)]
+        tail = div()
+        for point, step in zip(points, steps, strict=True):
+            tail.diverging(point, None if case % 2 else step)
+        verdicts.append(tail._signs())
+        assert verdicts[-1] == _full_signs(points, steps), case
+    assert 100 < sum(verdicts) < 500

@@ -17,7 +17,7 @@ import numpy as np
 
 from privcvx.acceleration import Anderson, AndersonMixer
 from privcvx.algorithms.base import Coordinator, Monitor
-from privcvx.algorithms.consensus import ConsensusDuals, key_groups, read_only, rho_of
+from privcvx.algorithms.consensus import ConsensusDuals, is_vector, key_groups, read_only
 from privcvx.errors import PrivcvxError
 from privcvx.messages import Message
 from privcvx.problem import DistributedProblem
@@ -69,7 +69,7 @@ class ADMMServer(Coordinator):
     def step(self, t: int, inbox: list[Message]) -> list[Message]:
         """Line 8 on the releases of round t - 1 (or the initial points), then line 5 and the broadcast."""
         released, by_sender = self._released(inbox)
-        first = np.ndim(self.rho_used) == 0 and math.isnan(self.rho_used)  # the inbox holds the initial points
+        first = not is_vector(self.rho_used) and math.isnan(self.rho_used)  # the inbox holds the initial points
         sent = self.duals.flat
         if first:
             finite = [float(m["smoothness"]) for m in by_sender.values() if "smoothness" in m.payload]
@@ -86,22 +86,17 @@ class ADMMServer(Coordinator):
             w = self._accelerate(w, sent, rho)
         self.rho_used = rho
         self.w_previous, self.w = self.w, w
+        # every agent's slice A_p w (and of a per-key rho; a number as one 0-d array), read-only: agents that hold
+        # the same entries share one array (all of them in full consensus)
+        slices = self.duals.per_agent(self.w)
+        rhos = self.duals.per_agent(rho) if is_vector(rho) else [read_only(np.array(rho, dtype=float))] * len(slices)
         if self.relaxation != 1.0:  # Boyd et al. Sec. 3.4.3: A_p w -> alpha A_p w + (1 - alpha) z_p, in the
             # agent's step and in line 8 (w is ADMM's first block here: the server averages before the agents step)
-            self.used = [read_only(self.relaxation * self.w[layout.shared_global] + (1.0 - self.relaxation) * z_p)
-                         for layout, z_p in zip(self.layouts, released, strict=True)]
+            self.used = [read_only(self.relaxation * w_p + (1.0 - self.relaxation) * z_p)
+                         for w_p, z_p in zip(slices, released, strict=True)]
         messages = []
-        full = self.duals.full
-        # a number as the one 0-d array every message holds, read-only; when every agent's slice A_p w (and of a
-        # per-key rho) is all of it, the messages share w (and rho), read-only
-        sent_rho = read_only(np.array(rho, dtype=float)) if np.ndim(rho) == 0 else rho if full else None
-        if full:
-            self.w.flags.writeable = False
-            sent_rho.flags.writeable = False
-        for p, (name, layout) in enumerate(zip(self.names, self.layouts, strict=True)):
-            w_p = self.w if full else self.w[layout.shared_global]
-            payload = {"w": w_p if self.used is None else self.used[p],
-                       "rho": rho_of(rho, layout) if sent_rho is None else sent_rho}
+        for p, (name, w_p, rho_p) in enumerate(zip(self.names, slices, rhos, strict=True)):
+            payload = {"w": w_p if self.used is None else self.used[p], "rho": rho_p}
             if self.used is not None:  # the unrelaxed slice, for the public metrics and result.w
                 payload["average"] = w_p
             if self.mixer is not None:  # the agent's dual is the server's, mixed from released messages
@@ -162,21 +157,13 @@ class ADMMMonitor(Monitor):
                 uplink[m.sender] = m
         downlink = [to_agent[name] for name in self.names]
         w_previous = self.w
-        vector = np.ndim(downlink[0]["rho"]) > 0
+        vector = is_vector(downlink[0]["rho"])
         relaxed = "average" in downlink[0].payload
-        if self.duals.full:  # every message's slice is all of w, in order: the loop below would keep the last's
-            last = downlink[-1].payload
-            # the server's w itself (read-only; a float array is not copied), which line 8 then recognizes
-            w = np.asarray(last["average" if relaxed else "w"], dtype=float)
-            rho = np.array(last["rho"], dtype=float) if vector else float(downlink[0]["rho"])
-        else:
-            w = self.w.copy()
-            rho = np.zeros(w.size) if vector else float(downlink[0]["rho"])
-            for layout, message in zip(self.layouts, downlink, strict=True):
-                w[layout.shared_global] = message["average" if relaxed else "w"]
-                if vector:
-                    rho[layout.shared_global] = message["rho"]
-            read_only(w)  # never written again: line 8's record keeps it without a copy (`LineEight.of`)
+        # w (and a per-key rho) from the messages' slices (`ConsensusDuals.assemble`: the server's w itself when one
+        # slice is all of w, which line 8 then recognizes), never written again: line 8's record keeps it, read-only
+        w = read_only(self.duals.assemble([message["average" if relaxed else "w"] for message in downlink], self.w))
+        rho = self.duals.assemble([message["rho"] for message in downlink], np.zeros(w.size)) if vector \
+            else float(downlink[0]["rho"])
         if "lam" in downlink[0].payload:  # the server accelerates: line 8 starts from the duals it sent
             self.duals.assign([message["lam"] for message in downlink])
         self.w = w

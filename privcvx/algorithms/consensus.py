@@ -1,10 +1,11 @@
 """Consensus bookkeeping the ADMM methods share: who holds which shared key, the duals and public metrics.
 
 `ConsensusDuals` keeps the duals lambda_p of line 8 of Algorithm 1 (paper 004), computes the residuals and the
-average of line 5 (Boyd et al. Secs. 3.3, 7.1), for its server and its public monitor; `key_groups` and `rho_of` map a
-penalty over the entries of w to shared keys and to agents. `key_holders`, `sharing_graph` and
-`check_key_connectivity` say which agents must agree on each key, and `ConsensusADMMMonitor` and `GeneralFormMonitor`
-are the public metrics of the decentralized ADMMs (`privcvx.algorithms.decentralized_admm`).
+average of line 5 (Boyd et al. Secs. 3.3, 7.1), for its server and its public monitor, and every agent's slice of a
+vector over w (`ConsensusDuals.per_agent`); `key_groups` maps a penalty over the entries of w to shared keys.
+`key_holders`, `sharing_graph` and `check_key_connectivity` say which agents must agree on each key, and
+`ConsensusADMMMonitor` and `GeneralFormMonitor` are the public metrics of the decentralized ADMMs
+(`privcvx.algorithms.decentralized_admm`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from privcvx.problem import AgentLayout, DistributedProblem
 from privcvx.topology import Topology
 
 
-def rho_of(rho: float | np.ndarray, layout: AgentLayout) -> float | np.ndarray:
-    """rho on an agent's shared entries: the number itself, or the agent's slice of a per-key vector over w."""
-    return rho[layout.shared_global] if np.ndim(rho) else rho
+def is_vector(rho: float | np.ndarray) -> bool:
+    """Whether a penalty rho is a vector over the entries of w (an array of one or more dimensions), not a number:
+    ``np.ndim(rho) > 0`` without its wrapper (which takes about 1 us for a float, several times a round)."""
+    return isinstance(rho, np.ndarray) and rho.ndim > 0
 
 
 def key_groups(problem: DistributedProblem) -> np.ndarray:
@@ -71,28 +73,37 @@ def check_key_connectivity(problem: DistributedProblem, topology: Topology) -> N
 class ConsensusDuals:
     """The duals lambda_p of line 8, the consensus-ADMM residuals and the average of line 5.
 
-    The copies A_p w of all agents stand one after the other in one vector (``index``: the entry of w of each copy),
-    and the duals are the agents' slices of one such vector (``lam``), so each operation runs once over all agents.
-    A sum over an agent's entries is numpy's pairwise sum of that agent's slice; sums over agents add them in agent
-    order from 0, as a loop over the agents would, bitwise.
+    The copies A_p w of all agents stand one after the other in one vector, and the duals are the agents' slices of
+    one such vector (``flat``), so each operation runs once over all agents. The copies are ``rows`` equal rows of
+    the entries ``held`` of w: when every agent holds the same entries of w in the same order (full consensus: all of
+    w), one row per agent, its entries broadcast over the rows, else one row of every agent's entries one after the
+    other (``held`` a slice when they are a range of w: a view, no gather; w itself when a row is all of w in order,
+    `_on_row`). Every operation is the same for both; a sum over an agent's entries is numpy's pairwise sum of that
+    agent's slice; sums over agents add them in agent order from 0, as a loop over the agents would, bitwise.
     """
 
     def __init__(self, layouts: list[AgentLayout], dim: int) -> None:
         self.dim = dim
         self.sizes = [layout.shared_local.size for layout in layouts]
-        self.index = np.concatenate([layout.shared_global for layout in layouts]).astype(int)
-        ends = np.cumsum(self.sizes).tolist()
-        self._slices = [slice(end - size, end) for size, end in zip(self.sizes, ends, strict=True)]
-        #: Equal slices are the rows of one array: an agent's sum is then its row's (the same pairwise sum).
-        self._rows = len(self.sizes) if len(set(self.sizes)) == 1 else None
-        #: Every agent holds every entry of w, in w's order (A_p = I): the server's messages may share one w.
-        self.full = all(np.array_equal(layout.shared_global, np.arange(dim)) for layout in layouts)
-        self._set(np.zeros(self.index.size))
+        self.patterns = [layout.shared_global.astype(int) for layout in layouts]
+        alike = all(np.array_equal(pattern, self.patterns[0]) for pattern in self.patterns)
+        #: The copies as rows of equal entries: one row per agent if every agent holds the same entries, else one.
+        self.rows = len(layouts) if alike else 1
+        self.held_index = self.patterns[0] if alike else np.concatenate(self.patterns)
+        self.held = _as_slice(self.held_index)  # indexes w: a view when the entries are a range
+        self.index = np.tile(self.held_index, self.rows)  # the entry of w of every copy
+        self.whole_row = isinstance(self.held, slice) and self.held == slice(0, dim)  # a row is all of w, in order
+        #: The agents' slices of one row (all of it when every agent holds the same entries) and of all copies.
+        self.row_parts = Parts(self.sizes[-1:] if alike else self.sizes)
+        self.parts = Parts(self.sizes)
+        #: The agents of the last row: each entry's last holder is one of them (the others' rows hold the same).
+        self.last_row = range(len(layouts) - len(self.row_parts.sizes), len(layouts))
+        self._set(np.zeros(self.parts.total))
         self._released: tuple[list[np.ndarray], np.ndarray] | None = None
         # Work arrays of the copies' size, kept from round to round: the gap of line 8 and the squares of the
         # residuals (a new array of 51 kB per operation on digits, its memory cold in every round, made line 8 and
         # the residuals take several times what they take warm; the same operations, into them)
-        self._gap, self._work = np.empty(self.index.size), np.empty(self.index.size)
+        self._gap, self._work = np.empty(self.parts.total), np.empty(self.parts.total)
         self.last: LineEight | None = None  # the last `update`: its inputs and what it computed
         self.leader: ConsensusDuals | None = None  # whose line 8 this one may take (`follow`)
 
@@ -102,9 +113,6 @@ class ConsensusDuals:
         t + 1, on the inputs its public monitor replayed it on in round t's history row (the same numbers,
         computed once)."""
         self.leader = leader
-
-    def _split(self, flat: np.ndarray) -> list[np.ndarray]:
-        return [flat[part] for part in self._slices]
 
     def _set(self, flat: np.ndarray) -> None:
         """Make ``flat`` the duals, read-only (`read_only`): a record of line 8 keeps it by identity, and messages may
@@ -117,7 +125,7 @@ class ConsensusDuals:
         """The duals lambda_p, each agent's slice of ``flat`` (split when first read: a monitor reads them only for a
         checkpoint, and a server only to send them)."""
         if self._lam is None:
-            self._lam = self._split(self.flat)
+            self._lam = self.parts.split(self.flat)
         return self._lam
 
     def assign(self, lam: list[np.ndarray]) -> None:
@@ -126,11 +134,51 @@ class ConsensusDuals:
 
     def assign_scaled(self, scaled: np.ndarray, rho: float | np.ndarray) -> None:
         """Replace the duals by ``scaled`` (all of them, stacked, divided by rho) times rho."""
-        self.assign(self._split(scaled * self.copies(rho)))
+        self.assign(self.parts.split(scaled * self.copies(rho)))
+
+    def _on_rows(self, stacked: np.ndarray) -> np.ndarray:
+        """A vector over the copies as its rows (a view)."""
+        return stacked.reshape(self.rows, -1)
+
+    def _on_row(self, vector: np.ndarray) -> np.ndarray:
+        """A vector over w on one row of the copies: its entries ``held`` (the vector itself when a row is all of w in
+        order: no view or gather, and line 8's record recognizes it by identity)."""
+        return vector if self.whole_row else vector[self.held]
+
+    def _scatter(self, rows: np.ndarray) -> np.ndarray:
+        """A vector over w from values on the copies, given as their rows: each entry's copies added in agent order
+        from 0. When a row is all of w in order, the rows added one after the other from 0 (a reduce over them);
+        else each copy added to its entry in order (bincount over `index`; a reduce over the one row first would
+        cost a pass more over the copies)."""
+        if self.whole_row:
+            return np.add.reduce(rows, axis=0, initial=0.0)
+        return np.bincount(self.index, weights=rows.reshape(-1), minlength=self.dim)
+
+    def _row(self, rho: float | np.ndarray) -> float | np.ndarray:
+        """rho on one row of the copies (broadcast over the rows): the number itself, or the vector at ``held``."""
+        return self._on_row(rho) if is_vector(rho) else rho
 
     def copies(self, rho: float | np.ndarray) -> float | np.ndarray:
-        """rho on every copy: the number itself, or the vector over w at ``index``."""
-        return rho[self.index] if np.ndim(rho) else rho
+        """rho on every copy: the number itself, or the vector over w on every copy."""
+        return np.tile(self._on_row(rho), self.rows) if is_vector(rho) else rho
+
+    def per_agent(self, vector: np.ndarray) -> list[np.ndarray]:
+        """Every agent's copy A_p v of a vector over w, read-only (`read_only`: ``vector`` too, when the copies are
+        views of it or it); agents holding the same entries share one array (under full consensus, ``vector``)."""
+        return self.row_parts.split(read_only(self._on_row(vector))) * self.rows
+
+    def assemble(self, parts: list[np.ndarray], previous: np.ndarray) -> np.ndarray:
+        """The inverse of `per_agent`: a vector over w from every agent's slice of it, each entry from its last
+        holder, the others from ``previous`` (as a loop writing the slices in agent order leaves it). The agents of
+        the last row (`last_row`) hold every entry the others hold; when their row is all of w in order, it is the
+        vector (their one array itself, no copy)."""
+        row = [np.asarray(parts[p], dtype=float) for p in self.last_row]
+        if self.whole_row:
+            return row[0] if len(row) == 1 else np.concatenate(row)
+        vector = previous.copy()
+        for p, part in zip(self.last_row, row, strict=True):
+            vector[self.patterns[p]] = part
+        return vector
 
     def stacked(self, released: list[np.ndarray]) -> np.ndarray:
         """The agents' releases in one vector (those of the last line 8, if it saw this list)."""
@@ -139,48 +187,27 @@ class ConsensusDuals:
         return np.concatenate(released)
 
     def average(self, released: list[np.ndarray], rho: float | np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
-        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders (added in agent order from 0; the
-        terms formed in the work array, `__init__`); a new read-only array (`read_only`)."""
-        if self.full:  # every copy is all of w: the rows added in agent order from 0, as bincount adds them (a
-            # reduce over the rows from initial 0.0: one row after the other into the sums, 0.0 + first row first)
-            rows = np.divide(self._by_agent(self.flat), rho, out=self._by_agent(self._work))
-            np.subtract(self._by_agent(self.stacked(released)), rows, out=rows)
-            return read_only(np.add.reduce(rows, axis=0, initial=0.0) / multiplicity)
-        terms = np.divide(self.flat, self.copies(rho), out=self._work)
-        np.subtract(self.stacked(released), terms, out=terms)
-        return read_only(np.bincount(self.index, weights=terms, minlength=self.dim) / multiplicity)
+        """Line 5: each entry of w averages (z_p - lambda_p / rho) over its holders, added in agent order from 0; a
+        new read-only array (`read_only`). The terms are formed in the work array (`__init__`), the rows added one
+        after the other from 0, then the row's entries (`_scatter`)."""
+        rows = np.divide(self._on_rows(self.flat), self._row(rho), out=self._on_rows(self._work))
+        np.subtract(self._on_rows(self.stacked(released)), rows, out=rows)
+        return read_only(self._scatter(rows) / multiplicity)
 
-    def _by_agent(self, stacked: np.ndarray) -> np.ndarray:
-        """A stacked vector as one row per agent (a view; every agent holds all of w)."""
-        return stacked.reshape(len(self.sizes), self.dim)
-
-    def _repeated(self, term: float) -> float:
-        """sum_p term over the agents, added in agent order from 0 (the sum `_totals` forms when the terms are
-        alike)."""
-        total = 0.0
-        for _ in self.sizes:
-            total += term
-        return total
+    def _squares(self, value: np.ndarray, parts: Parts) -> list[float]:
+        """Each part's sum of the squares of ``value`` (its pairwise sum), formed in the work array (`__init__`)."""
+        return parts.sums(np.multiply(value, value, out=self._work[:value.size]))
 
     def _totals(self, *values: np.ndarray) -> list[float]:
-        """sum_p ||values_p||^2 over the agents' slices, for each of ``values``: each agent's term a pairwise sum,
-        added in agent order from 0. Equal slices: one reduce over the rows of each value's squares (a row's reduce
-        is the 1-d pairwise sum of that row, bitwise; the values are not stacked first: a copy of them all, 150 kB
-        on digits, cost more in a round than the reduces)."""
-        square = self._work  # each value's squares, in turn (`__init__`)
-        if self._rows is not None:
-            rows = [np.add.reduce(np.multiply(value, value, out=square).reshape(self._rows, -1), axis=1).tolist()
-                    for value in values]
-        else:
-            rows = [[float(part.sum()) for part in self._split(np.multiply(value, value, out=square))]
-                    for value in values]
-        totals = []
-        for sums in rows:
-            total = 0.0
-            for term in sums:
-                total += term
-            totals.append(total)
-        return totals
+        """sum_p ||values_p||^2 over the agents' slices of vectors over the copies, for each of ``values``: each
+        agent's term a pairwise sum, added in agent order from 0."""
+        return [_in_order(self._squares(value, self.parts)) for value in values]
+
+    def _row_total(self, row: np.ndarray) -> float:
+        """sum_p ||A_p v||^2 for a vector v over w given on one row (`_on_row`), as `_totals` of its copies forms
+        it: each agent's term a pairwise sum (each row's terms once, the same for every row), added in agent order
+        from 0."""
+        return _in_order(self._squares(row, self.row_parts) * self.rows)
 
     def update(self, w: np.ndarray, w_previous: np.ndarray, released: list[np.ndarray], rho: float | np.ndarray,
                used: list[np.ndarray] | None = None, residuals: bool = True) -> dict[str, float]:
@@ -202,14 +229,9 @@ class ConsensusDuals:
         before = self.flat
         stacked = self.stacked(released)
         gap = self._gap  # (`__init__`); the new duals are a new array: messages and the record keep the old ones
-        if self.full:  # every copy is all of w: w and rho broadcast over the agents' rows (the gathers' numbers)
-            np.subtract(w, self._by_agent(stacked), out=self._by_agent(gap))
-            step = gap if used is None else np.concatenate(used) - stacked
-            flat = np.multiply(rho, self._by_agent(step)).reshape(-1)
-        else:
-            copies = w[self.index]
-            np.subtract(copies, stacked, out=gap)
-            flat = self.copies(rho) * (gap if used is None else np.concatenate(used) - stacked)
+        np.subtract(self._on_row(w), self._on_rows(stacked), out=self._on_rows(gap))  # w broadcast over the rows
+        step = gap if used is None else np.concatenate(used) - stacked
+        flat = np.multiply(self._row(rho), self._on_rows(step)).reshape(-1)
         flat += self.flat  # lambda + rho step, as rho step + lambda: the same sum
         self._set(flat)
         self._released = (released, read_only(stacked))
@@ -217,38 +239,72 @@ class ConsensusDuals:
             self.last = LineEight.of(before, w, w_previous, released, rho, used, self.flat, stacked, None)
             return {}
         change = w - w_previous
-        if np.ndim(rho):
+        if is_vector(rho):
             change = rho * change
-        if self.full:  # the copies of w and of its change are alike: each agent's sum once, added once per agent
-            (gap_sq,) = self._totals(gap)
-            change_sq = self._repeated(float(np.add.reduce(change * change)))
-            copies = w = _kept(w)  # the scales read it later: as the record keeps it (`LineEight.of`)
-        else:
-            change_sq, gap_sq = self._totals(change[self.index], gap)
-        dual = math.sqrt(change_sq)
+        gap_sq = _in_order(self.parts.sums(np.multiply(gap, gap, out=gap)))  # its squares in place: read no more
+        dual = math.sqrt(self._row_total(self._on_row(change)))
+        w = _kept(w)  # the scales read it later: as the record keeps it (`LineEight.of`)
         out = RoundResiduals({"primal_residual": math.sqrt(gap_sq),
-                              "dual_residual": dual if np.ndim(rho) else rho * dual,
-                              "entries": float(self.index.size)}, (self, stacked, copies, self.flat))
+                              "dual_residual": dual if is_vector(rho) else rho * dual,
+                              "entries": float(self.parts.total)}, (self, stacked, w, self.flat))
         self.last = LineEight.of(before, w, w_previous, released, rho, used, self.flat, stacked, out)
         return out.copy()
 
-    def scales(self, stacked: np.ndarray, copies: np.ndarray, flat: np.ndarray) -> dict[str, float]:
+    def scales(self, stacked: np.ndarray, w: np.ndarray, flat: np.ndarray) -> dict[str, float]:
         """The residuals' relative scales (Boyd et al. Eq. (3.12)): max(||A w||, ||z||) and ||lambda|| (all duals
-        stacked), the same sums as `_totals` (``copies``: w itself when every agent holds all of it)."""
-        if self.full:
-            stacked_sq, flat_sq = self._totals(stacked, flat)
-            copies_sq = self._repeated(float(np.add.reduce(copies * copies)))
-        else:
-            stacked_sq, copies_sq, flat_sq = self._totals(stacked, copies, flat)
-        return {"scale_primal": math.sqrt(max(stacked_sq, copies_sq)), "scale_dual": math.sqrt(flat_sq)}
+        stacked), the same sums as `_totals`."""
+        stacked_sq, flat_sq = self._totals(stacked, flat)
+        return {"scale_primal": math.sqrt(max(stacked_sq, self._row_total(self._on_row(w)))),
+                "scale_dual": math.sqrt(flat_sq)}
 
     def entry_residuals(self, w: np.ndarray, w_previous: np.ndarray,
                         released: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per entry k of w: the squared primal residual sum_p (w_k - z_pk)^2 over its copies, and the squared
-        change of its copies, multiplicity_k (w_k^{t+1} - w_k^t)^2 (residual balancing per key)."""
-        primal_sq = np.bincount(self.index, weights=(w[self.index] - self.stacked(released)) ** 2, minlength=self.dim)
-        change_sq = np.bincount(self.index, weights=(w - w_previous)[self.index] ** 2, minlength=self.dim)
-        return primal_sq, change_sq
+        change of its copies, multiplicity_k (w_k^{t+1} - w_k^t)^2 (residual balancing per key); each entry's sum
+        formed as line 5's (`_scatter`)."""
+        primal = (self._on_row(w) - self._on_rows(self.stacked(released))) ** 2
+        change = self._on_rows((w - w_previous)[self.index] ** 2)
+        return tuple(self._scatter(squares) for squares in (primal, change))
+
+
+class Parts:
+    """Consecutive slices of a vector, of the given sizes (the agents' parts of the copies, `ConsensusDuals`)."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.total = sum(sizes)
+        ends = np.cumsum(sizes).tolist()
+        self.slices = [slice(end - size, end) for size, end in zip(sizes, ends, strict=True)]
+        #: Equal parts are the rows of one array: a part's sum is then its row's (the same pairwise sum).
+        self.equal = len(set(sizes)) == 1
+
+    def split(self, vector: np.ndarray) -> list[np.ndarray]:
+        """The parts of ``vector`` (views; one part that is all of it: the vector itself)."""
+        if len(self.sizes) == 1 and vector.size == self.total:
+            return [vector]
+        return [vector[part] for part in self.slices]
+
+    def sums(self, vector: np.ndarray) -> list[float]:
+        """Each part's pairwise sum (equal parts: one reduce over the rows, a row's reduce being the 1-d pairwise sum
+        of that row, bitwise)."""
+        if self.equal:
+            return np.add.reduce(vector.reshape(len(self.sizes), -1), axis=1).tolist()
+        return [float(part.sum()) for part in self.split(vector)]
+
+
+def _in_order(terms: list[float]) -> float:
+    """The terms added in order from 0 (as a loop over the agents adds them)."""
+    total = 0.0
+    for term in terms:
+        total += term
+    return total
+
+
+def _as_slice(index: np.ndarray) -> slice | np.ndarray:
+    """``index`` as a slice if it is a range of consecutive entries (indexing with it is then a view), else itself."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0]) + index.size)
+    return index
 
 
 #: The entries of `RoundResiduals` computed when first read.
