@@ -12,6 +12,7 @@
     python bench/results_tables.py out/case14_paper --kind nominal --case case14 --zones 3
     python bench/results_tables.py out/case118_total --kind total
     python bench/results_tables.py out/digits --kind digits
+    python bench/results_tables.py part1 part2 ... --kind nominal   # folders merged run by run (later ones win)
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 from powerflow_calibration import table as calibration_table
+
+from privcvx.comparison import summarize
 
 
 def _value(mean: float, std: float, digits: int = 2) -> str:
@@ -43,9 +46,21 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _over_runs(folder: Path) -> pd.DataFrame:
+def _load(folders: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, runs) of one compare folder, or of several merged run by run: a run (method, setting, epsilon,
+    seed) found in more than one is taken from the last folder given, and the summary is recomputed."""
+    if len(folders) == 1:
+        return pd.read_csv(folders[0] / "summary.csv"), pd.read_csv(folders[0] / "runs.csv")
+    key = ["method", "setting", "epsilon", "seed"]
+    runs = pd.concat([pd.read_csv(folder / "runs.csv", keep_default_na=False).assign(folder=i)
+                      for i, folder in enumerate(folders)], ignore_index=True)
+    runs = runs[runs["folder"] == runs.groupby(key)["folder"].transform("max")].drop(columns="folder")
+    return summarize(runs), runs
+
+
+def _over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Per method, setting and epsilon: the worst violation and the mean noise magnitude over all rounds and seeds."""
-    return pd.read_csv(folder / "runs.csv").groupby(["method", "setting", "epsilon"]).agg(
+    return runs.groupby(["method", "setting", "epsilon"]).agg(
         worst=("max_violation", "max"), noise=("noise_magnitude", "mean"))
 
 
@@ -54,9 +69,9 @@ def _sorted(rows: list[dict[str, object]], keys: list[str]) -> str:
     return _markdown(frame.assign(eps=frame["eps"].map("{:g}".format)))
 
 
-def nominal(folder: Path, case: str, zones: str, solver_error: float | None) -> str:
-    summary = pd.read_csv(folder / "summary.csv")
-    over_runs = _over_runs(folder)
+def nominal(folders: list[Path], case: str, zones: str, solver_error: float | None) -> str:
+    summary, runs = _load(folders)
+    over_runs = _over_runs(runs)
     rounds = int(summary["rounds"].max())
     extra = {} if solver_error is None else {"solver_error": solver_error}
     valid = calibration_table(case, zones, sorted(summary["epsilon"].unique()), [1, 5], rounds, 1e-2, 0.01, 100.0,
@@ -75,9 +90,9 @@ def nominal(folder: Path, case: str, zones: str, solver_error: float | None) -> 
     return _sorted(rows, ["method", "calibration", "eps", "E"])
 
 
-def digits(folder: Path) -> str:
-    summary = pd.read_csv(folder / "summary.csv")
-    over_runs = _over_runs(folder)
+def digits(folders: list[Path]) -> str:
+    summary, runs = _load(folders)
+    over_runs = _over_runs(runs)
     rows = []
     for row in summary.itertuples(index=False):
         method, calibration = _split(row.method)
@@ -91,8 +106,8 @@ def digits(folder: Path) -> str:
     return _sorted(rows, ["method", "calibration", "eps", "E"])
 
 
-def total(folder: Path) -> str:
-    summary = pd.read_csv(folder / "summary.csv")
+def total(folders: list[Path]) -> str:
+    summary = _load(folders)[0]
     rows = [{"method": row.method, "E": _local_updates(row.setting), "eps": row.epsilon,
              "objective": _value(row.objective_mean, row.objective_std),
              "consensus_residual": _value(row.consensus_residual_mean, row.consensus_residual_std),
@@ -103,14 +118,14 @@ def total(folder: Path) -> str:
 
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folders", type=Path, nargs="+", help="a compare output folder, or several to merge")
     parser.add_argument("--kind", choices=("nominal", "total", "digits"), required=True)
     parser.add_argument("--case", default="case14")
     parser.add_argument("--zones", default="3", help='number of zones or "standin" (case118)')
     parser.add_argument("--solver-error", type=float, default=None, help="OutPert's e, when the preset sets one")
     args = parser.parse_args(argv)
-    text = {"nominal": lambda: nominal(args.folder, args.case, args.zones, args.solver_error),
-            "total": lambda: total(args.folder), "digits": lambda: digits(args.folder)}[args.kind]()
+    text = {"nominal": lambda: nominal(args.folders, args.case, args.zones, args.solver_error),
+            "total": lambda: total(args.folders), "digits": lambda: digits(args.folders)}[args.kind]()
     print(text)
     return text
 
