@@ -6,8 +6,10 @@ plain numpy floor, round by round in one process.
 
 - **digits**: the set-up of ``bench_numpy_floor.py`` (scikit-learn's digits, ``federated_logistic`` with 10 IID
   agents, the box [-0.1, 0.1], Algorithm 1 = ``LinearizedADMM`` with E = 5, rho = 0.01, eta = "auto",
-  non-private, serial backend). The floor is that bench's ``NumpyAlgorithm1`` (no diagnostics), and the floor
-  plus its numpy objective sum_p f_p at the releases.
+  non-private, serial backend). The floor is that bench's ``NumpyAlgorithm1`` (no diagnostics), the floor
+  plus its numpy objective sum_p f_p at the releases, and the floor with its gradient computed in the layout of
+  ``problems.LogisticLoss`` (scores K x I_p, ``transposed=True``): against it, what privcvx adds beyond the
+  agents' arithmetic (the driver, messages, line 8 and the public metrics).
 - **ridge**: 6 agents, f_p(x) = ||A_p x - b_p||^2 + 0.1 ||x||^2 in R^4 (A_p 30 x 4, no constraints), full
   consensus. The floor is consensus ADMM in numpy with each agent's Cholesky factor of 2 A_p^T A_p + (0.2 + rho) I
   cached, and sum_p f_p in numpy at each round (Boyd et al. 2011, Sec. 7.1). privcvx runs the defaults
@@ -198,6 +200,9 @@ def digits(rounds: int, repeats: int) -> None:
     def floor() -> Callable[[int], None]:
         return NumpyAlgorithm1(X, y, shares, rho=rho, private=False).round
 
+    def floor_transposed() -> Callable[[int], None]:
+        return NumpyAlgorithm1(X, y, shares, rho=rho, private=False, transposed=True).round
+
     def floor_with_objective() -> Callable[[int], None]:
         method = NumpyAlgorithm1(X, y, shares, rho=rho, private=False)
         return lambda t: (method.round(t), method.objective())
@@ -212,6 +217,8 @@ def digits(rounds: int, repeats: int) -> None:
             floor, sides, problem, rounds, repeats, "numpy Algorithm 1 (the floor)")
     compare("the same, the floor with its numpy objective", floor_objective, sides, problem, rounds, repeats,
             "numpy Algorithm 1 + objective")
+    compare("the same, the floor's gradient in the layout of problems.LogisticLoss (scores K x I_p)",
+            floor_transposed, sides, problem, rounds, repeats, "numpy Algorithm 1, transposed gradient")
 
 
 def ridge(rounds: int, repeats: int) -> None:

@@ -61,11 +61,15 @@ class NumpyAlgorithm1:
     """
 
     def __init__(self, X: np.ndarray, y: np.ndarray, shares: list[np.ndarray], *, rho: float, private: bool,
-                 seed: int = 0) -> None:
+                 seed: int = 0, transposed: bool = False) -> None:
         X = X / np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
         Y = (y[:, None] == np.unique(y)[None, :]).astype(float)
         self.total = X.shape[0]
         self.data = [(X[rows], Y[rows]) for rows in shares]
+        # ``transposed``: the gradient in the layout K x I_p (`transposed_gradient`), with each agent's X_p^T and
+        # Y_p^T kept in C order beside X_p
+        self.transposed = [(np.ascontiguousarray(X.T), np.ascontiguousarray(Y.T)) for X, Y in self.data] \
+            if transposed else None
         self.smoothness = [rows.size / (2.0 * self.total) for rows in shares]
         self.rho = rho
         self.private = private
@@ -79,12 +83,24 @@ class NumpyAlgorithm1:
         self.w = np.zeros(shape)
 
     def gradient(self, p: int, W: np.ndarray) -> np.ndarray:
+        if self.transposed is not None:
+            return self.transposed_gradient(p, W)
         X, Y = self.data[p]
         scores = X @ W
         scores -= scores.max(axis=1, keepdims=True)
         soft = np.exp(scores)
         soft /= soft.sum(axis=1, keepdims=True)
         return X.T @ (soft - Y) / self.total
+
+    def transposed_gradient(self, p: int, W: np.ndarray) -> np.ndarray:
+        """The same gradient with the scores S = W^T X_p^T (K x I_p): softmax down the columns,
+        G^T = (S - Y_p^T) X_p."""
+        (X, _), (XT, YT) = self.data[p], self.transposed[p]
+        scores = W.T @ XT
+        scores -= scores.max(axis=0)
+        soft = np.exp(scores)
+        soft /= soft.sum(axis=0)
+        return ((soft - YT) @ X / self.total).T
 
     def objective(self) -> float:
         """sum_p f_p at the releases (what privcvx's diagnostics compute each round)."""

@@ -30,7 +30,6 @@ from scipy.special import expit, logsumexp
 
 import privcvx as pc
 from privcvx.algorithms.privacy_audit import NeighbouringPair
-from privcvx.diagnostics import row_maximum
 from privcvx.errors import DeclarationError, ParameterError, check_int, check_scalar, require_positive
 
 Split = Literal["iid", "dirichlet"]
@@ -118,14 +117,20 @@ class LogisticLoss:
     normalizer: int
 
     def __post_init__(self) -> None:
-        """X and Y become the arrays CVXPY holds for them (its constants copy what they are given), on which
-        `expression` builds f_p: the oracles and f_p compiled for the diagnostics then read one copy of the agent's
-        data, which the round's gradients have just brought into the cache (on digits a second copy made the
-        diagnostics 16% slower; docs/performance.md, "The driver's work on digits")."""
-        constants = (cp.Constant(self.X), cp.Constant(self.Y))
+        """The data are held transposed, X_p^T (J x I_p) and Y_p^T (K x I_p), as the C-order arrays CVXPY holds for
+        them (its constants copy what they are given); ``X`` and ``Y`` become their transposes, views of the same
+        memory. So the agent's data are kept once, and the gradient, f_p and the f_p compiled for the diagnostics
+        (`expression`) all compute the scores as S = W^T X_p^T (K x I_p), one row per class: the softmax's reductions
+        over the classes run across K rows of I_p entries instead of along I_p rows of K entries, and S @ X_p is
+        G^T, whose C-order entries are vec(G) in the column-major order of z_p (no copy to reorder it). On digits a
+        gradient takes 18 against 26 us in the layout X_p W (docs/performance.md, "The logistic gradient's
+        layout")."""
+        constants = (cp.Constant(np.asarray(self.X, dtype=float).T), cp.Constant(np.asarray(self.Y, dtype=float).T))
+        transposed = (constants[0].value, constants[1].value)
         object.__setattr__(self, "_constants", constants)
-        object.__setattr__(self, "X", constants[0].value)
-        object.__setattr__(self, "Y", constants[1].value)
+        object.__setattr__(self, "_transposed", transposed)  # read by the gradient at every local update
+        object.__setattr__(self, "X", transposed[0].T)
+        object.__setattr__(self, "Y", transposed[1].T)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -133,31 +138,33 @@ class LogisticLoss:
         return (self.X.shape[1], self.Y.shape[1])
 
     def expression(self, W: cp.Expression) -> cp.Expression:
-        """f_p as a DCP CVXPY expression in the J x K variable ``W``."""
-        X, Y = self._constants  # X and Y themselves (`__post_init__`)
-        scores = X @ W
-        return (cp.sum(cp.log_sum_exp(scores, axis=1)) - cp.sum(cp.multiply(Y, scores))) / self.normalizer
+        """f_p as a DCP CVXPY expression in the J x K variable ``W``: the log-sum-exp over the classes (the rows of
+        S = W^T X_p^T) of every sample, less <Y_p^T, S>, over n_p."""
+        XT, YT = self._constants  # X^T and Y^T themselves (`__post_init__`)
+        scores = W.T @ XT
+        return (cp.sum(cp.log_sum_exp(scores, axis=0)) - cp.sum(cp.multiply(YT, scores))) / self.normalizer
 
     def value(self, W: np.ndarray) -> float:
         """f_p evaluated in numpy."""
-        scores = self.X @ W
-        return float((logsumexp(scores, axis=1).sum() - np.sum(self.Y * scores)) / self.normalizer)
+        scores = W.T @ self.X.T
+        return float((logsumexp(scores, axis=0).sum() - np.sum(self.Y.T * scores)) / self.normalizer)
 
     def gradient(self, W: np.ndarray) -> np.ndarray:
         """Gradient of f_p: (1/n_p) X_p^T (softmax(X_p W) - Y_p), shaped J x K like ``W``.
 
-        The row softmax is ``scipy.special.softmax``'s arithmetic written out (shift by the row maximum, exp,
-        divide by the row sum: the same numbers), without its dispatch, which costs about as much as the
-        arithmetic on one agent's data; the gradient runs at every local update. Each step overwrites the one
-        array of scores, which the same operations into new arrays would compute bitwise alike."""
-        scores = self.X @ W
-        scores -= row_maximum(scores)  # the row maxima in one pass (the same numbers as ndarray.max)
+        Computed transposed (`__post_init__`): S = W^T X_p^T, each column shifted by its maximum, exp, divided by
+        its sum (``scipy.special.softmax``'s arithmetic over the classes, without its dispatch), less Y_p^T, then
+        G^T = S X_p / n_p; G is returned as the transpose of G^T (a column-major view of the new array). Each step
+        overwrites the one array of scores."""
+        XT, YT = self._transposed
+        scores = W.T @ XT
+        scores -= np.maximum.reduce(scores, axis=0)
         np.exp(scores, out=scores)
-        scores /= np.add.reduce(scores, axis=1, keepdims=True)  # ndarray.sum without its wrapper
-        scores -= self.Y
-        gradient = self.X.T @ scores
-        gradient /= self.normalizer
-        return gradient
+        scores /= np.add.reduce(scores, axis=0)  # ndarray.sum without its wrapper
+        scores -= YT
+        transposed = scores @ self.X
+        transposed /= self.normalizer
+        return transposed.T
 
     def smoothness(self) -> float:
         """Data-independent Lipschitz constant of the gradient: L_p = I_p / (2 n_p).

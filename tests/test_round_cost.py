@@ -226,8 +226,10 @@ def test_logistic_oracle_is_scipys_softmax_formula_bitwise(digits) -> None:
     rng = np.random.default_rng(7)
     for scale in (1e-3, 0.1, 10.0):
         W = rng.standard_normal(loss.shape) * scale
-        expected = loss.X.T @ (softmax(loss.X @ W, axis=1) - loss.Y) / loss.normalizer
-        assert loss.gradient(W).tobytes() == expected.tobytes()
+        transposed = (softmax(W.T @ loss.X.T, axis=0) - loss.Y.T) @ loss.X / loss.normalizer  # the layout K x I_p
+        assert loss.gradient(W).tobytes() == transposed.T.tobytes()
+        textbook = loss.X.T @ (softmax(loss.X @ W, axis=1) - loss.Y) / loss.normalizer  # Eq. (30)'s, as the floor
+        np.testing.assert_allclose(loss.gradient(W), textbook, rtol=1e-12, atol=1e-18)
 
 
 def test_running_epsilon_past_sixteen_mechanisms_matches_the_whole_ledger() -> None:
