@@ -25,7 +25,8 @@ the floor. "diagnostics" is the wall time spent in the agents' ``diagnostics`` c
 
 ``--calls`` times the diagnostics alone, outside a run: every agent's compiled f_p and violation
 (``GradientEvaluator.value`` and ``.violation``, what ``ADMMAgent.diagnostics`` calls) at fixed points in W_p,
-against the floor's numpy objective at the same points, by the thread's CPU clock; each figure is the least of
+against the floor's numpy objective at the same points, and on digits every agent's gradient against the floor's
+two (`gradients`), by the thread's CPU clock; each figure is the least of
 ``--repeats`` timings of 200 calls, the sides alternating (the least is the one least disturbed by other jobs).
 
 Runs that keep diagnostics also time every agent's step for ``result.info["hosts"]``: its wall time and the CPU
@@ -279,6 +280,29 @@ def calls(repeats: int) -> None:
         both = least["value"] + least["violation"]
         print(f"| {name} | {least['numpy']:.1f} | {least['value']:.1f} | {least['violation']:.1f} | {both:.1f} | "
               f"{both / least['numpy']:.2f} |")
+    print()
+    gradients(problem, points, X, y, repeats)
+
+
+def gradients(problem: pc.DistributedProblem, points: list[np.ndarray], X: np.ndarray, y: np.ndarray,
+              repeats: int) -> None:
+    """Every digits agent's gradient at its point: privcvx's (``GradientEvaluator.gradient``, the oracle of
+    ``problems.LogisticLoss`` with z_p reshaped in and out) against the floor's, textbook and transposed."""
+    evaluators = [GradientEvaluator(agent, layout) for agent, layout in zip(problem.agents, problem.layouts,
+                                                                            strict=True)]
+    shares = problem.info["shares"]
+    floors = {layout: NumpyAlgorithm1(X, y, shares, rho=0.01, private=False, transposed=layout == "transposed")
+              for layout in ("textbook", "transposed")}
+    matrices = [z.reshape(floors["textbook"].w.shape, order="F") for z in points]
+    least = least_cpu_us({"privcvx": lambda: [e.gradient(z) for e, z in zip(evaluators, points, strict=True)],
+                          **{f"numpy, {layout}": lambda floor=floor: [floor.gradient(p, W) for p, W in
+                                                                      enumerate(matrices)]
+                             for layout, floor in floors.items()}}, repeats)
+    print(f"the gradients alone, digits, CPU us for all {len(points)} agents, least of {repeats} x 200 calls")
+    print()
+    print("| " + " | ".join(least) + " |")
+    print("|" + "---|" * len(least))
+    print("| " + " | ".join(f"{value:.1f}" for value in least.values()) + " |")
     print()
 
 
