@@ -8,11 +8,15 @@
   ``epsilon_spent`` the largest over seeds.
 * ``--kind digits`` (Figure 5's tables, either budget): as ``nominal`` with the test error, standard deviations to
   3 digits, and ``epsilon_spent`` the runs' report (valid: ObjG's ``worst_case`` sensitivity, OutG derived from it).
+* ``--figure PATH`` also draws the runs as `privcvx compare` draws its figure.png (`privcvx.comparison.plot_rounds`,
+  the centralized optima of the folders' reference.csv), on the merged runs when several folders are given, and
+  saves it as a 256-colour palette PNG (as docs/figures holds it).
 
     python bench/results_tables.py out/case14_paper --kind nominal --case case14 --zones 3
     python bench/results_tables.py out/case118_total --kind total
     python bench/results_tables.py out/digits --kind digits
     python bench/results_tables.py part1 part2 ... --kind nominal   # folders merged run by run (later ones win)
+    python bench/results_tables.py part1 part2 ... --kind nominal --figure docs/figures/case118.png
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from PIL import Image
 from powerflow_calibration import table as calibration_table
 
-from privcvx.comparison import summarize
+from privcvx.comparison import plot_rounds, summarize
 
 
 def _value(mean: float, std: float, digits: int = 2) -> str:
@@ -56,6 +61,20 @@ def _load(folders: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
                       for i, folder in enumerate(folders)], ignore_index=True)
     runs = runs[runs["folder"] == runs.groupby(key)["folder"].transform("max")].drop(columns="folder")
     return summarize(runs), runs
+
+
+def references(folders: list[Path]) -> dict[str, float]:
+    """figure.png's reference lines (name: centralized optimum) from the folders' reference.csv, a method's from the
+    last folder that has it (as `_load` takes its runs)."""
+    frame = pd.concat([pd.read_csv(folder / "reference.csv") for folder in folders])
+    frame = frame.drop_duplicates("method", keep="last")
+    return dict(zip(frame["reference"], frame["objective"], strict=True))
+
+
+def figure(folders: list[Path], path: Path) -> None:
+    """`plot_rounds` of the folders' (merged) runs to ``path``, requantized to a 256-colour palette PNG."""
+    plot_rounds(_load(folders)[1], references(folders), path)
+    Image.open(path).convert("RGB").quantize(256).save(path, optimize=True)
 
 
 def _over_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -123,7 +142,10 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--case", default="case14")
     parser.add_argument("--zones", default="3", help='number of zones or "standin" (case118)')
     parser.add_argument("--solver-error", type=float, default=None, help="OutPert's e, when the preset sets one")
+    parser.add_argument("--figure", type=Path, default=None, help="also draw the runs' figure.png to this path")
     args = parser.parse_args(argv)
+    if args.figure is not None:
+        figure(args.folders, args.figure)
     text = {"nominal": lambda: nominal(args.folders, args.case, args.zones, args.solver_error),
             "total": lambda: total(args.folders), "digits": lambda: digits(args.folders)}[args.kind]()
     print(text)
