@@ -348,11 +348,11 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
         self.key = key
         dense = hessian.toarray()
         lowest = eigenvalue_floor(dense[np.ix_(self.quadratic, self.quadratic)])  # P_SS (P's other rows are 0)
-        rounding = 0.5 * float(np.finfo(float).eps) * float(np.max(np.abs(np.diag(dense)), initial=0.0))
-        if not (self.objective_margin > 0.0 and self.objective_margin >= rounding):
-            lowest = min(lowest, 0.0)
+        largest = float(np.max(np.abs(np.diag(dense)), initial=0.0))
+        if not (self.objective_margin > 0.0 and self.objective_margin >= 0.5 * float(np.finfo(float).eps) * largest):
+            lowest = min(lowest, 0.0)  # P - diag(w) not shown PSD: half an ulp of P's diagonal beyond the margin
         self.hessian, self.lowest = dense, lowest
-        self.damping = NEWTON_DAMPING * max(1.0, float(np.max(np.abs(np.diag(dense)), initial=0.0)))
+        self.damping = NEWTON_DAMPING * max(1.0, largest)
         self.abs_p = np.abs(dense)
         inflation = 1.0 + (dense.shape[0] + 2) * float(np.finfo(float).eps)
         self.p_norm = float(np.max(self.abs_p.sum(axis=1), initial=0.0)) * inflation  # >= ||P||_2 (P symmetric)
