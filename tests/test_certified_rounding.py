@@ -9,12 +9,15 @@ from __future__ import annotations
 from fractions import Fraction
 
 import clarabel
+import cvxpy as cp
 import mpmath
 import numpy as np
 import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
+import privcvx as pc
+from privcvx.localsolve import LocalProblem
 from privcvx.localsolve.certificate import Certifier
 from privcvx.localsolve.cvxpy_adapter import ConicData
 from privcvx.localsolve.proven import eigenvalue_floor
@@ -23,12 +26,18 @@ from privcvx.localsolve.proven import eigenvalue_floor
 TILT = 2.0 ** -27
 
 
+def _disc(quadratic: np.ndarray, radius: float) -> Certifier:
+    """min 1/2 x'Px + q'x s.t. ||x||_2 <= radius in Clarabel's form, s = b - Ax = (radius, x1, x2) in SOC(3), with P_f
+    ``quadratic`` (the round's penalty comes with `Certifier.set_hessian`)."""
+    data = ConicData(P=sp.csc_matrix(quadratic), q=np.zeros(2), A=sp.csc_matrix([[0.0, 0.0], [-1.0, 0.0], [0.0, -1.0]]),
+                     b=np.array([radius, 0.0, 0.0]), cones=[clarabel.SecondOrderConeT(3)], columns=np.arange(2),
+                     zero=0, nonneg=0, qp=False)
+    return Certifier(data, np.zeros(0, dtype=int))
+
+
 def _unit_disc() -> Certifier:
-    """min 1/2 ||x - p||^2 s.t. ||x||_2 <= 1 in Clarabel's form: s = b - Ax = (1, x1, x2) in SOC(3)."""
-    data = ConicData(P=sp.csc_matrix((2, 2)), q=np.zeros(2), A=sp.csc_matrix([[0.0, 0.0], [-1.0, 0.0], [0.0, -1.0]]),
-                     b=np.array([1.0, 0.0, 0.0]), cones=[clarabel.SecondOrderConeT(3)], columns=np.arange(2), zero=0,
-                     nonneg=0, qp=False)
-    certifier = Certifier(data, np.zeros(0, dtype=int))
+    """min 1/2 ||x - p||^2 s.t. ||x||_2 <= 1."""
+    certifier = _disc(np.zeros((2, 2)), 1.0)
     assert certifier.set_hessian(sp.identity(2, format="csc"))
     return certifier
 
@@ -146,11 +155,6 @@ def test_auxiliary_widths_are_proven_even_from_a_misreporting_solver(monkeypatch
     Clarabel's max - min, plus 1e-6) were 1.0 < 2, and the old certifier used them; the proven widths rest only on the
     duals put in K* and the residuals they leave, so they stay at least 2 (and within 1e-6 of 2 from the true
     answers, where the old ones were 4.000003)."""
-    import cvxpy as cp
-
-    import privcvx as pc
-    from privcvx.localsolve import LocalProblem
-
     def widths() -> np.ndarray:
         x, t = cp.Variable(2), cp.Variable()
         agent = pc.Agent(t, [cp.norm(x) <= t, t <= 2.0], shared=x, name="lifted")
@@ -173,3 +177,59 @@ def test_auxiliary_widths_are_proven_even_from_a_misreporting_solver(monkeypatch
 
     monkeypatch.setattr(clarabel, "DefaultSolver", Misreporting)
     assert np.all(widths() >= 2.0)
+
+
+#: P_f = [[0, 0.9], [0.9, 0]] (eigenvalues -0.9 and 0.9): f_p is not convex, yet P_f + I (eigenvalues 0.1 and 1.9)
+#: is positive definite, so lambda_min(P_SS) alone does not see it. CVXPY takes it through `psd_wrap`.
+INDEFINITE = np.array([[0.0, 0.9], [0.9, 0.0]])
+
+
+def _indefinite_objective() -> tuple[Certifier, np.ndarray, np.ndarray, list[Fraction]]:
+    """min 1/2 x'(P_f + I)x + q'x s.t. ||x||_2 <= 10, with x* = (0.5, 0.25) + O(eps) interior (computed here in
+    rationals from the stored floats); the certifier, q, the Hessian as built, and x*."""
+    hessian = INDEFINITE + np.eye(2)
+    q = -(hessian @ np.array([0.5, 0.25]))
+    (a, b), (c, d) = [[Fraction(float(v)) for v in row] for row in hessian]
+    determinant = a * d - b * c
+    exact = [(-d * Fraction(float(q[0])) + b * Fraction(float(q[1]))) / determinant,
+             (c * Fraction(float(q[0])) - a * Fraction(float(q[1]))) / determinant]  # P x = -q, Cramer's rule
+    return _disc(INDEFINITE, 10.0), q, hessian, exact
+
+
+def test_an_objective_whose_quadratic_is_not_shown_psd_is_not_certified():
+    """P - diag(w) = P_f must be PSD for g to be (min w)-strongly convex (step 5 of `certificate`); here it has the
+    eigenvalue -0.9, and g only 0.1-strongly convex. An answer 1e-4 from x* along that eigenvector was certified at
+    3.2e-5 before session 40 (with min w = 1 where 0.1 holds). Now the certifier refuses the Hessian (every
+    certificate infinite), and a local problem with that objective has no certifier, so private calibrations refuse
+    it (fail closed)."""
+    certifier, q, hessian, exact = _indefinite_objective()
+    certifier.set_hessian(sp.csc_matrix(hessian))
+    x = np.array([0.5, 0.25]) + 1e-4 * np.array([1.0, -1.0]) / np.sqrt(2.0)
+    certificate = certifier.bound(x, np.zeros(3), q, 1.0)
+    true = float(sum((Fraction(float(v)) - e) ** 2 for v, e in zip(certificate.x, exact, strict=True))) ** 0.5
+    assert true > 9e-5
+    assert true <= certificate.distance
+    z = cp.Variable(2)
+    agent = pc.Agent(0.5 * cp.quad_form(z, cp.psd_wrap(INDEFINITE)), [cp.norm(z) <= 10.0], shared=z, name="saddle")
+    layout = pc.DistributedProblem([agent]).layouts[0]
+    local = LocalProblem(agent, layout, objective=True, penalized=layout.shared_local, certified=True)
+    assert local.certifier is None and local.error_bound == np.inf
+
+
+def test_a_penalty_whose_rounding_leaves_p_minus_diag_w_indefinite_is_refused():
+    """P_f = [[1 + h, 1 + h], [1 + h, 1 + 2h]], h = 2^-20, is positive definite (lambda_min about h / 2, proven), but
+    fl(P_f + 2^40 I) drops h and 2h from the diagonal (half an ulp of 2^40 is 2^-13): P - 2^40 I is [[1, 1 + h],
+    [1 + h, 1]] exactly, with v'(P - 2^40 I)v = -2h for v = (1, -1), so g is not 2^40-strongly convex as the
+    certificate would claim. The certifier refuses that Hessian (before session 40 it took it), and takes P_f + I,
+    whose rounding its margin covers."""
+    h = 2.0 ** -20
+    quadratic = np.array([[1.0 + h, 1.0 + h], [1.0 + h, 1.0 + 2.0 * h]])
+    certifier = _disc(quadratic, 1.0)
+    assert 0.0 < certifier.objective_margin <= h / 2.0
+    weight = 2.0 ** 40
+    built = quadratic + weight * np.eye(2)
+    shifted = [[Fraction(float(built[i, j])) - (weight if i == j else 0) for j in range(2)] for i in range(2)]
+    assert shifted[0][0] - 2 * shifted[0][1] + shifted[1][1] == -2 * Fraction(h)  # v'(P - w I)v < 0 exactly
+    assert not certifier.set_hessian(sp.csc_matrix(built))
+    assert certifier.bound(np.zeros(2), np.zeros(3), np.zeros(2), weight).distance == np.inf
+    assert certifier.set_hessian(sp.csc_matrix(quadratic + np.eye(2)))

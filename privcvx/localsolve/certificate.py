@@ -4,9 +4,10 @@ The local-solve layer's solvers answer (LS) in Clarabel's form (`cvxpy_adapter.C
 
     min g(x) = 1/2 x'Px + q'x   s.t.   Ax + s = b,  s in K = {0}^m0 x R_+^m1 x SOC x ... x SOC,     (C)
 
-z = x[columns], and P - diag(w on the penalized columns) is PSD, so g is (min w)-strongly convex in the penalized
-coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer x and a dual y (Clarabel's z; OSQP's y),
-`Certifier.certify` returns a point x_f with slack in K and a number c with ||z_pen,f - z*_pen||_2 <= c:
+z = x[columns], and P - diag(w on the penalized columns) is PSD (proven as built: `Certifier.set_hessian`), so g is
+(min w)-strongly convex in the penalized coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer
+x and a dual y (Clarabel's z; OSQP's y), `Certifier.certify` returns a point x_f with slack in K and a number c with
+||z_pen,f - z*_pen||_2 <= c:
 
 1. **Active-set polish** (`polish.ActiveSetPolish`): Newton's method on the KKT system of the constraints the answer
    holds active, the active set corrected one change at a time, gives a second pair (x, y) with y in K* and y's and
@@ -67,8 +68,10 @@ block it does not place inside K): a block that lies outside K by round-off is o
 The dual is put in K* exactly (`ProvenCones.proven_dual`: an SOC block's y_0 raised, in extended precision, when
 rational arithmetic finds it short); lambda_min(P_SS) is a proven lower bound (`proven.eigenvalue_floor`: exact for a
 diagonal P, the projections' case; a shifted Cholesky factorization with Higham's bound otherwise), and the widths W
-of auxiliary columns are proven from Clarabel's duals (`auxiliary_widths`). Not covered: P - diag(w) is taken PSD as
-built (P = P_f + diag(w) in floating point), and x86's extended precision is assumed to round as IEEE does.
+of auxiliary columns are proven from Clarabel's duals (`auxiliary_widths`). P - diag(w) is PSD as built (P = P_f +
+diag(w) in floating point; `proven.objective_margin`: exact for a diagonal P_f, Higham's bound otherwise; a P_f not
+shown PSD, a singular non-diagonal one included, is not certified). Not covered: x86's extended precision is assumed
+to round as IEEE does.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ from privcvx.localsolve.proven import (
     dyadic_sum,
     eigenvalue_floor,
     exact,
+    objective_margin,
     rounded_up,
     soc_projection,
 )
@@ -143,14 +147,15 @@ def certifiable_cones(cones: list) -> bool:
 
 def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | None:
     """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
-    a cone other than zero, nonneg and SOC, or an auxiliary column (no quadratic term in f_p and no penalty: the dual
-    bound of step 4 is then -inf up to round-off). ``penalized``: the positions in z of the penalized entries."""
+    a cone other than zero, nonneg and SOC, an auxiliary column (no quadratic term in f_p and no penalty: the dual
+    bound of step 4 is then -inf up to round-off) in a feasible set not shown bounded, or a quadratic term P_f not
+    shown PSD (`proven.objective_margin`). ``penalized``: the positions in z of the penalized entries."""
     if data is None or not certifiable_cones(data.cones):
         return None
     quadratic = data.P.diagonal() != 0.0  # P is PSD: a zero diagonal entry is a zero row
     quadratic[data.columns[penalized]] = True
     certifier = Certifier(data, np.flatnonzero(~quadratic))
-    return certifier if np.all(np.isfinite(certifier.width)) else None
+    return certifier if np.all(np.isfinite(certifier.width)) and certifier.objective_margin > 0.0 else None
 
 
 def _separated_rank(matrix: np.ndarray) -> int | None:
@@ -191,6 +196,7 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
 
     def __init__(self, data: ConicData, auxiliary: np.ndarray) -> None:
         self.data = data
+        self.objective_margin = objective_margin(data.P.toarray())  # `set_hessian`: P - diag(w) PSD as built
         self.blocks = cone_blocks(data.cones)
         self.A = data.A.toarray()
         self.abs_a = np.abs(self.A)
@@ -337,13 +343,16 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
 
     # ---- per weight vector -----------------------------------------------------------------------------------
     def set_hessian(self, hessian: sp.spmatrix, key: float | bytes | None = None) -> bool:
-        """Take the round's P (with the penalty), for the weights ``key``; False when it is not positive definite
-        (every certificate is then infinite)."""
+        """Take the round's P = fl(P_f + diag(w)) (with the penalty), for the weights ``key``; False when P_SS is not
+        shown positive definite or P - diag(w) PSD (`proven.objective_margin`; every certificate is then infinite)."""
         self.key = key
         dense = hessian.toarray()
         lowest = eigenvalue_floor(dense[np.ix_(self.quadratic, self.quadratic)])  # P_SS (P's other rows are 0)
+        largest = float(np.max(np.abs(np.diag(dense)), initial=0.0))
+        if not (self.objective_margin > 0.0 and self.objective_margin >= 0.5 * float(np.finfo(float).eps) * largest):
+            lowest = min(lowest, 0.0)  # P - diag(w) not shown PSD: half an ulp of P's diagonal beyond the margin
         self.hessian, self.lowest = dense, lowest
-        self.damping = NEWTON_DAMPING * max(1.0, float(np.max(np.abs(np.diag(dense)), initial=0.0)))
+        self.damping = NEWTON_DAMPING * max(1.0, largest)
         self.abs_p = np.abs(dense)
         inflation = 1.0 + (dense.shape[0] + 2) * float(np.finfo(float).eps)
         self.p_norm = float(np.max(self.abs_p.sum(axis=1), initial=0.0)) * inflation  # >= ||P||_2 (P symmetric)

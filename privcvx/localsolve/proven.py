@@ -15,6 +15,12 @@ error bounds, exact rational arithmetic where those do not decide).
   with |dM_ij| <= gamma_(n+1) / (1 - gamma_(n+1)) sqrt(a_ii a_jj) (Higham, Accuracy and Stability, Thm. 10.3 and
   its corollary; any order of the inner products, so LAPACK's blocked factorization too) and |E| <= eps |diag|
   the subtraction's rounding: lambda_min(M) >= mu - gamma / (1 - gamma) trace(fl(M - mu I)) - eps max_i a_ii.
+- **P - diag(w) PSD as built** (`objective_margin`, once per problem; `certificate.Certifier.set_hessian`, per
+  weight vector): the Hessian is P = fl(P_f + diag(d)), d >= min w the penalty's diagonal, so P - diag(d) = P_f +
+  diag(delta) with |delta_j| <= u P_jj (u = eps / 2, one rounding to nearest per diagonal entry). For a diagonal
+  P_f >= 0 this is PSD exactly (rounding is monotone: fl(a + d) >= d for a >= 0 and a float d); otherwise it is PSD
+  when lambda_min(P_f) (`eigenvalue_floor` on P_f's nonzero rows and columns, P_f exactly symmetric) is at least
+  u max_j P_jj. A P_f not shown PSD so is not certified (fail closed): a singular non-diagonal one too.
 """
 
 from __future__ import annotations
@@ -133,6 +139,19 @@ def eigenvalue_floor(matrix: np.ndarray) -> float:
         error = (gamma / (1.0 - gamma) * float(np.sum(diagonal)) + eps * float(np.max(np.abs(diagonal))))
         return math.nextafter(shift - error * (1.0 + 4 * (n + 2) * eps), -math.inf)
     return 0.0
+
+
+def objective_margin(matrix: np.ndarray) -> float:
+    """How much rounding the diagonal of P_f + diag(d) may take with P - diag(d) still PSD (module docstring): inf for
+    a diagonal P_f with nonnegative entries, else a proven lower bound on lambda_min(P_f) over its nonzero rows; not
+    above 0 when P_f is not shown PSD (or is not symmetric)."""
+    diagonal = np.diag(matrix)
+    if not np.any(matrix - np.diag(diagonal)):
+        return math.inf if np.all(diagonal >= 0.0) else -math.inf
+    if not np.array_equal(matrix, matrix.T):
+        return -math.inf
+    rows = np.flatnonzero(np.any(matrix != 0.0, axis=1))
+    return eigenvalue_floor(matrix[np.ix_(rows, rows)])
 
 
 class ProvenCones:
