@@ -132,6 +132,16 @@ class LogisticLoss:
         object.__setattr__(self, "X", transposed[0].T)
         object.__setattr__(self, "Y", transposed[1].T)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickling (the process and Ray backends send the agents): without ``X`` and ``Y``, which pickle would
+        write as arrays of their own, a second copy of the data; `__setstate__` makes them views again."""
+        return {key: value for key, value in self.__dict__.items() if key not in ("X", "Y")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        object.__setattr__(self, "X", state["_transposed"][0].T)
+        object.__setattr__(self, "Y", state["_transposed"][1].T)
+
     @property
     def shape(self) -> tuple[int, int]:
         """Shape (J, K) of the model W."""
