@@ -18,12 +18,13 @@ from privcvx.errors import ParameterError, PrivacyError
 EPSILON, DELTA, Q, ROUNDS, L1, L2, N = 1.0, 1e-6, 0.9, 40, 0.6, 0.3, 3
 
 
-def _least_squares(conic: bool, agents: int = 3) -> pc.DistributedProblem:
+def _least_squares(conic: bool | list[bool], agents: int = 3) -> pc.DistributedProblem:
     """Least squares over the box [-1, 1]^3 (np.clip: S = l1) or the unit ball (a solver: S = sqrt(n) l2, plus the
-    solver's E = 2 sqrt(n) e)."""
+    solver's E = 2 sqrt(n) e); ``conic`` for every agent, or per agent."""
     rng = np.random.default_rng(5)
+    kinds = conic if isinstance(conic, list) else [conic] * agents
     declared = []
-    for p in range(agents):
+    for p, conic in enumerate(kinds):
         a, b = rng.normal(size=(6, N)), rng.normal(size=6)
         x = cp.Variable(N)
         region = [cp.norm(x) <= 1.0] if conic else [x >= -1.0, x <= 1.0]
@@ -50,13 +51,15 @@ def _drawn(problem: pc.DistributedProblem, delta: float | None, monkeypatch) -> 
     return drawn, result
 
 
-def _independent_epsilons(problem: pc.DistributedProblem, drawn: dict, conic: bool) -> list[list[float]]:
+def _independent_epsilons(problem: pc.DistributedProblem, drawn: dict, conic: bool | list[bool]) -> list[list[float]]:
     """Each agent's release epsilons Delta(t) / M_{t+1}: Delta(t) recomputed from the declarations (Lemma 4 and
-    the projection's rule), M_{t+1} the scale drawn."""
+    the projection's rule), M_{t+1} the scale drawn; ``conic`` for every agent, or per agent."""
     c = 1.0 / max(agent.smoothness for agent in problem.agents)
     e = DPDistributedGradient().solver_error
+    kinds = conic if isinstance(conic, list) else [conic] * len(problem.agents)
     per_agent = []
-    for releases in drawn.values():
+    for conic, agent in zip(kinds, problem.agents, strict=True):
+        releases = drawn[agent.name]
         assert len(releases) == ROUNDS + 1 and releases[0][0] == 0.0  # y(1) perturbs the public x(0)
         epsilons = []
         for t, (charged, scale) in enumerate(releases[1:], start=1):
@@ -98,6 +101,19 @@ def test_with_delta_the_ledger_spends_the_total_by_dp_accounting_with_less_noise
     basic = (1 - share) * EPSILON * (1 - (Q / p) ** ROUNDS) + share * EPSILON
     assert factor > 1.2 * EPSILON / basic
     assert max(_composed([(1 + 1e-6) * e for e in epsilons]) for epsilons in per_agent) > EPSILON
+
+
+def test_with_delta_boxes_and_balls_in_one_run_each_spend_the_total(monkeypatch):
+    """Agents on boxes and on balls (a solver's term) in one run: each kind has its own kappa, so every private agent's
+    releases compose to the total by dp-accounting (one kappa from the element-wise largest epsilons of both kinds
+    left each kind below it: 0.91 on the box and 0.84 on the balls here)."""
+    kinds = [False, True, True]
+    problem = _least_squares(kinds)
+    drawn, result = _drawn(problem, DELTA, monkeypatch)
+    spent = [_composed(epsilons) for epsilons in _independent_epsilons(problem, drawn, kinds)]
+    assert max(spent) <= EPSILON * (1 + 1e-9)
+    np.testing.assert_allclose(spent, EPSILON, rtol=1e-6)
+    assert result.history["epsilon"].iloc[-1] == pytest.approx(EPSILON, rel=1e-6)
 
 
 def test_without_delta_the_run_is_todays_bitwise(monkeypatch):

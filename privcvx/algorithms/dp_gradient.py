@@ -38,8 +38,10 @@ the excess. x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
   reported epsilon is valid (it is not nominal); only the requested one is exceeded, by 1/p.
 
 Both spend pure epsilon. With ``delta`` (safe calibration only) epsilon is the total at delta of the T = ``horizon``
-releases: their epsilon_t above times one public factor kappa, the largest at which the worst-off private agent's
-releases compose to at most epsilon at delta (`laplace_multiplier`: basic, advanced or RDP), so M_t / kappa.
+releases: their epsilon_t above times a public factor kappa, one per kind of set (a box or free set; a set projected
+by a solver, whose releases pay the solver's term), the largest at which that kind's releases compose to at most
+epsilon at delta (`laplace_multiplier`: basic, advanced or RDP), so M_t / kappa. Every private agent of a kind releases
+the same epsilons, so each composes to the total.
 
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
@@ -151,7 +153,8 @@ class DPDistributedGradient(Algorithm):
         self._epsilon = None if epsilon is None else check_epsilon(epsilon)
         self._q = check_scalar(q, argument="q", kind=float, low=0.0, high=1.0, closed="neither")
         check_scalar(calibration, argument="calibration", choices=CALIBRATIONS)
-        self._factor: float | None = 1.0 if delta is None else None  # kappa of the module doc, fixed by `prepare`
+        # kappa of the module doc per kind of set (a solver's term or not), fixed by `prepare`
+        self._factor: dict[bool, float] | None = {False: 1.0, True: 1.0} if delta is None else None
         if delta is not None:
             self._delta = check_delta(delta)
             if calibration == "paper":
@@ -230,11 +233,19 @@ class DPDistributedGradient(Algorithm):
                         if not holds_no_private_data(pair[0])]
         if self.delta is not None and self.private:
             ready = ready.clone(horizon=ready.horizon or rounds)
-            units = [ready.release_epsilons(solver_term) for solver_term in solver_terms]
-            ready._factor = laplace_multiplier(np.max(units, axis=0), self._epsilon, self._delta) if units else 1.0
+            ready._factor = ready.factors(set(solver_terms))
         elif self.horizon is None and self.private and self.calibration == "safe" and any(solver_terms):
             ready = ready.clone(horizon=rounds)
         return ready
+
+    def factors(self, kinds: set[bool]) -> dict[bool, float]:
+        """kappa for each kind of set (``True``: projected by a solver, its releases paying the solver's term), the
+        largest at which that kind's releases compose to at most epsilon at delta (`laplace_multiplier`); a kind no
+        private agent has takes the smallest of the others' (1 without private agents): its agents release nothing
+        that is charged."""
+        factors = {kind: laplace_multiplier(self.release_epsilons(kind), self._epsilon, self._delta) for kind in kinds}
+        least = min(factors.values(), default=1.0)
+        return {kind: factors.get(kind, least) for kind in (False, True)}
 
     def release_epsilons(self, solver_term: bool) -> list[float]:
         """The epsilons Delta(t-1) / M_t of the releases t = 2..T+1 (T the horizon) without ``delta``'s factor: an
@@ -278,7 +289,7 @@ class DPDistributedGradient(Algorithm):
         epsilon_t (module doc). With ``delta``, divided by the run's factor kappa."""
         if self._factor is None:
             raise ParameterError("delta's factor kappa is fixed for a run: prepare the algorithm", argument="delta")
-        return self._schedule_scale(sensitivity, t, solver_term) / self._factor
+        return self._schedule_scale(sensitivity, t, solver_term) / self._factor[solver_term > 0.0]
 
     def _schedule_scale(self, sensitivity: float, t: int, solver_term: float) -> float:
         c = 1.0 if self._c is None else self._c
