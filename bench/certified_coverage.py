@@ -9,6 +9,10 @@ README's model, tests/core_problems.py, the builders of problems/ and powerflow/
 f = z'Mz + c'z with M = A'A (`cp.quad_form`) or ||Az - b||^2 (`cp.sum_squares`) for a wide (3 x 6) and a tall
 (12 x 6) A over a box, an l2 ball and an l1 ball.
 
+Then an implicit equality among the inequalities (x_0 + x_1 <= 1 and >= 1, beside a wedge and a ball), against the
+same set with the equality stated: how many of 30 certified projections of random points (seed 0) are released and
+how many end in `SolverError` (every certificate infinite: the Slater point's own block may lie outside K).
+
     PYTHONPATH=. python bench/certified_coverage.py [name filter ...]
 """
 
@@ -122,5 +126,26 @@ def main(filters: list[str]) -> None:
             print(f"{name} / {layout.name}: step {step} | projection {projection}", flush=True)
 
 
+def implicit_equality(runs: int = 30) -> None:
+    """The projections of the module docstring's last paragraph."""
+    rng = np.random.default_rng(0)
+    for form in ("two inequalities", "equality"):
+        x = cp.Variable(4)
+        stated = [x[0] + x[1] == 1.0] if form == "equality" else [x[0] + x[1] <= 1.0, x[0] + x[1] >= 1.0]
+        agent = pc.Agent(cp.sum_squares(x), [*stated, x[3] >= 1.0, x[3] >= 1e-6 * x[2] + 1.0, cp.norm(x) <= 3.0],
+                         shared=x, name="implicit")
+        local = LocalProblem(agent, pc.DistributedProblem([agent]).layouts[0], certified=True)
+        released = failed = 0
+        for _ in range(runs):
+            try:
+                local.project(2.0 * rng.normal(size=4), np.ones(4))
+                released += 1
+            except pc.errors.SolverError:
+                failed += 1
+        print(f"implicit equality as {form}: {released} released, {failed} SolverError", flush=True)
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])
+    if not sys.argv[1:] or "implicit" in sys.argv[1:]:
+        implicit_equality()
