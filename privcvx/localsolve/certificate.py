@@ -152,7 +152,8 @@ def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | 
     """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
     a cone other than zero, nonneg and SOC, an auxiliary column (no quadratic term in f_p and no penalty: the dual
     bound of step 4 is then -inf up to round-off) in a feasible set not shown bounded, or a quadratic term P_f not
-    shown PSD (`proven.objective_margin`). ``penalized``: the positions in z of the penalized entries."""
+    shown PSD up to its round-off, or so only with a negative m on an entry without the penalty
+    (`proven.objective_margin`). ``penalized``: the positions in z of the penalized entries."""
     if data is None or not certifiable_cones(data.cones):
         return None
     quadratic = data.P.diagonal() != 0.0  # P is PSD: a zero diagonal entry is a zero row
