@@ -17,6 +17,8 @@ import scipy.linalg
 import scipy.sparse as sp
 
 import privcvx as pc
+from privcvx.algorithms import PRADMM
+from privcvx.algorithms.base import AgentContext
 from privcvx.localsolve import LocalProblem
 from privcvx.localsolve.certificate import Certifier
 from privcvx.localsolve.cvxpy_adapter import ConicData
@@ -216,20 +218,129 @@ def test_an_objective_whose_quadratic_is_not_shown_psd_is_not_certified():
     assert local.certifier is None and local.error_bound == np.inf
 
 
-def test_a_penalty_whose_rounding_leaves_p_minus_diag_w_indefinite_is_refused():
+def test_a_penalty_whose_rounding_leaves_p_minus_diag_w_indefinite_takes_the_deficit_from_min_w():
     """P_f = [[1 + h, 1 + h], [1 + h, 1 + 2h]], h = 2^-20, is positive definite (lambda_min about h / 2, proven), but
     fl(P_f + 2^40 I) drops h and 2h from the diagonal (half an ulp of 2^40 is 2^-13): P - 2^40 I is [[1, 1 + h],
-    [1 + h, 1]] exactly, with v'(P - 2^40 I)v = -2h for v = (1, -1), so g is not 2^40-strongly convex as the
-    certificate would claim. The certifier refuses that Hessian (before session 40 it took it), and takes P_f + I,
-    whose rounding its margin covers."""
+    [1 + h, 1]] exactly, with the eigenvalue -h (v = (1, -1)), so g is not 2^40-strongly convex as the certificate
+    would claim. Before session 40 the certifier took it at 2^40; then it refused it; now it takes the strong
+    convexity that survives, 2^40 minus a loss (u max P_jj - m) at least h (exact: mpmath), and loses nothing on P_f
+    + I, whose rounding its margin covers."""
     h = 2.0 ** -20
     quadratic = np.array([[1.0 + h, 1.0 + h], [1.0 + h, 1.0 + 2.0 * h]])
     certifier = _disc(quadratic, 1.0)
     assert 0.0 < certifier.objective_margin <= h / 2.0
     weight = 2.0 ** 40
     built = quadratic + weight * np.eye(2)
-    shifted = [[Fraction(float(built[i, j])) - (weight if i == j else 0) for j in range(2)] for i in range(2)]
-    assert shifted[0][0] - 2 * shifted[0][1] + shifted[1][1] == -2 * Fraction(h)  # v'(P - w I)v < 0 exactly
-    assert not certifier.set_hessian(sp.csc_matrix(built))
-    assert certifier.bound(np.zeros(2), np.zeros(3), np.zeros(2), weight).distance == np.inf
-    assert certifier.set_hessian(sp.csc_matrix(quadratic + np.eye(2)))
+    (a, b), (_, c) = [[mpmath.mpf(float(built[i, j])) - (weight if i == j else 0) for j in range(2)] for i in range(2)]
+    deficit = -((a + c) / 2 - mpmath.sqrt(((a - c) / 2) ** 2 + b ** 2))  # -lambda_min(P - w I), exactly h
+    assert deficit == h
+    assert certifier.set_hessian(sp.csc_matrix(built))
+    assert deficit <= certifier.convexity_loss <= 2.0 ** -12
+    assert certifier.set_hessian(sp.csc_matrix(quadratic + np.eye(2))) and certifier.convexity_loss == 0.0
+
+
+
+#: The radius of the ball over which `_wide_least_squares` minimizes (active at the step below).
+RADIUS = 0.5
+
+
+def _wide_least_squares(private: bool) -> tuple[pc.DistributedProblem, np.ndarray, np.ndarray]:
+    """Two agents with f_p(z) = z'Mz + c'z, M = A'A, A 3 x 6 (rank 3: M singular, non-diagonal, and as stored
+    indefinite by round-off), c = -2 A'b, over ||z||_2 <= `RADIUS`; ``private``: z = (x, y), x (4 entries) shared
+    and y a private variable. The problem, M and c."""
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(size=(3, 6)), rng.normal(size=3)
+    matrix, linear = a.T @ a, -2.0 * (a.T @ b)
+    assert np.array_equal(matrix, matrix.T) and np.linalg.matrix_rank(matrix) == 3
+    agents = []
+    for name in ("wide-0", "wide-1"):
+        x, y = cp.Variable(4), cp.Variable(2)
+        z = cp.hstack([x, y]) if private else cp.Variable(6)
+        agents.append(pc.Agent(cp.quad_form(z, matrix) + linear @ z, [cp.norm(z) <= RADIUS],
+                               shared={"x": x} if private else z, name=name,
+                               declared=pc.Declared(sensitivity=pc.Sensitivity(l2=0.1),
+                                                    release_bound=pc.ReleaseBound(shared=0.1, private=0.1))))
+    return pc.DistributedProblem(agents), matrix, linear
+
+
+def _ball_step(matrix: np.ndarray, linear: np.ndarray, weight: float) -> list[mpmath.mpf]:
+    """argmin z'Mz + linear'z + weight/2 ||z||^2 over ||z||_2 <= `RADIUS`, in 50 digits: z(l) = -(2M + (weight + 2l)
+    I)^-1 linear with l >= 0 the root of ||z(l)|| = `RADIUS` (bisection; ||z(l)|| falls as l grows)."""
+    mpmath.mp.dps = 50
+    n = matrix.shape[0]
+
+    def point(multiplier: mpmath.mpf) -> mpmath.matrix:
+        system = mpmath.matrix([[2 * mpmath.mpf(float(matrix[i, j])) + (weight + 2 * multiplier) * (i == j)
+                                 for j in range(n)] for i in range(n)])
+        return -mpmath.lu_solve(system, mpmath.matrix([mpmath.mpf(float(v)) for v in linear]))
+
+    low, high = mpmath.mpf(0), mpmath.mpf(1)
+    assert mpmath.norm(point(low)) > RADIUS  # the ball is active
+    while mpmath.norm(point(high)) > RADIUS:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if mpmath.norm(point(middle)) > RADIUS else (low, middle)
+    return list(point(high))
+
+
+def test_a_singular_quadratic_from_a_wide_least_squares_is_certified():
+    """cp.quad_form(z, A'A) with a wide A: CVXPY keeps P_f = 2 A'A (not diagonal), singular and, as stored, indefinite
+    by round-off (v'Mv < 0 exactly; lambda_min(P_f) >= -2.9e-14 proven). From session 40's first rule (P_f proven PSD
+    with a margin) until this one the step had no certifier, so PR-ADMM and the other private methods refused the
+    agent; now the certificate takes that much (3.0e-14) from min w (`proven`), and the released step (3e-17 from
+    the exact step, mpmath, 50 digits) is within its certificate (2.8e-10)."""
+    problem, matrix, linear = _wide_least_squares(private=False)
+    direction = np.linalg.eigh(matrix)[1][:, 0]
+    assert sum(Fraction(float(direction[i])) * Fraction(float(matrix[i, j])) * Fraction(float(direction[j]))
+               for i in range(6) for j in range(6)) < 0  # indefinite as stored: about -7.2e-17
+    layout = problem.layouts[0]
+    local = LocalProblem(problem.agents[0], layout, objective=True, penalized=layout.shared_local, certified=True)
+    assert local.certifier is not None and -1e-12 < local.certifier.objective_margin < 0.0
+    assert local.error_bound == 1e-4
+    weight, tilt = 1.0, np.array([0.3, -0.2, 0.1, 0.0, 0.4, -0.1])
+    z = local.step(tilt, weight)
+    exact = _ball_step(matrix, linear + tilt, weight)
+    true = float(mpmath.sqrt(sum((mpmath.mpf(float(v)) - e) ** 2 for v, e in zip(z, exact, strict=True))))
+    assert 0.0 < local.certifier.convexity_loss < 1e-12
+    assert true <= local.certificate <= 1e-4
+
+
+def test_a_singular_quadratic_on_a_private_variable_is_refused_naming_the_reason():
+    """The same f_p with z = (x, y), y private (no penalty): the round-off's negative curvature on y is not absorbed by
+    any penalty, so the step has no certifier, and PR-ADMM refuses the agent with a `PrivacyError` that names it and
+    the reason (its quadratic term not proven PSD as built)."""
+    problem, _, _ = _wide_least_squares(private=True)
+    layout = problem.layouts[0]
+    local = LocalProblem(problem.agents[0], layout, objective=True, penalized=layout.shared_local, certified=True)
+    assert local.certifier is None and local.error_bound == np.inf
+    topology = pc.Topology.ring().bind(problem.names)
+    context = AgentContext.for_agent(problem, 0, seed=0, topology=topology, rounds=2)
+    with pytest.raises(pc.errors.PrivacyError, match=r"(?s)wide-0.*quadratic term .* not proven PSD as built"):
+        PRADMM(epsilon=1.0, delta=1e-5, strong_convexity=0.0).agent_program(problem.agents[0], context)
+
+
+def test_a_slightly_indefinite_quadratic_is_certified_with_the_strong_convexity_that_survives():
+    """P_f = [[1, 1], [1, 1 - 2^-34]] (lambda_min about -2^-35, within the round-off tolerance) plus w = 3 2^-36 on
+    both entries: g is only about w / 3-strongly convex. An answer 1e-2 from x* (rationals, Cramer's rule on the
+    stored Hessian) along that eigenvector is within its certificate, which takes m from w; with min w alone (no
+    loss, the rule before this session's) the certificate would be 0.58 of the true distance."""
+    quadratic = np.array([[1.0, 1.0], [1.0, 1.0 - 2.0 ** -34]])
+    weight = 3.0 * 2.0 ** -36
+    certifier = _disc(quadratic, 100.0)
+    assert -2.0 ** -34 < certifier.objective_margin < 0.0
+    hessian = quadratic + weight * np.eye(2)
+    assert certifier.set_hessian(sp.csc_matrix(hessian))
+    q = -(hessian @ np.array([0.5, 0.25]))
+    (a, b), (c, d) = [[Fraction(float(v)) for v in row] for row in hessian]
+    determinant = a * d - b * c
+    exact = [(-d * Fraction(float(q[0])) + b * Fraction(float(q[1]))) / determinant,
+             (c * Fraction(float(q[0])) - a * Fraction(float(q[1]))) / determinant]
+    direction = np.linalg.eigh(hessian)[1][:, 0]
+    x = np.array([float(v) for v in exact]) + 1e-2 * direction
+    certificate = certifier.bound(x, np.zeros(3), q, weight)
+    true = float(sum((Fraction(float(v)) - e) ** 2 for v, e in zip(certificate.x, exact, strict=True))) ** 0.5
+    assert true > 9.9e-3
+    assert true <= certificate.distance < 1.1 * true
+    certifier.convexity_loss = 0.0
+    assert certifier.bound(x, np.zeros(3), q, weight).distance < 0.65 * true

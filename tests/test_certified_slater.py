@@ -3,7 +3,9 @@ a hair outside its cone: floating point puts the slack on the boundary (s_i = 0,
 2e-17 outside. `ProvenCones.proven_room` gives such a block a negative room (minus how far it may lie outside), and
 `ExactFeasibility.exact_move` must absorb it by the step toward the public Slater point, with zero rows (through
 `held_move`, which holds the block) and without. Before session 39's fix (a76966c) a problem without zero rows took no
-step (Move(0, 0, 0)) and a held block's reach was set to 0, so the certificate missed the violation.
+step (Move(0, 0, 0)) and a held block's reach was set to 0, so the certificate missed the violation. The last test
+is the step's refusal when the Slater point's own block may lie outside K (an implicit equality among the
+inequalities), which no step toward it can repair.
 
 Each answer is what a scripted Clarabel returns to `LocalProblem.project` (the public path: the strategy certifies it,
 polish included, and releases the certified point); the released point is compared with the exact projection of the
@@ -19,6 +21,7 @@ import cvxpy as cp
 import mpmath
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import privcvx as pc
 from privcvx.localsolve import LocalProblem
@@ -158,3 +161,45 @@ def test_an_soc_slack_a_hair_outside_is_absorbed_by_the_slater_step_past_the_hel
     assert rooms and min(rooms) < 0.0
     unpolished = certifier.bound(x, z, -2.0 * point, 2.0)
     assert _disc_distance(unpolished.x, point) <= unpolished.distance < 1e-7
+
+
+def _exact_slack(certifier, x: np.ndarray) -> list[Fraction]:
+    """b - Ax in rationals for the stored floats."""
+    return [Fraction(float(certifier.b[i])) - sum(Fraction(float(a)) * Fraction(float(v))
+                                                  for a, v in zip(certifier.A[i], x, strict=True))
+            for i in range(certifier.b.size)]
+
+
+def test_a_slater_point_outside_its_own_block_is_refused_where_the_step_would_leave_k(monkeypatch):
+    """An implicit equality among the inequalities (x_0 + x_1 <= 1 and >= 1, not a singleton slab that
+    `freeze_slabs` would freeze) leaves no strictly feasible point: Clarabel's Slater point x0 has one of those two
+    slacks exactly negative (about -1.1e-16, rationals), so its proven ball is short (slater_margin < 0). The answer
+    (0.5, 0.5, OFFSET, 1) has both slacks exactly 0 and the wedge's second slack -2e-17 exactly (floating point: all
+    0), which only a step theta > 0 toward x0 repairs; but every theta > 0 puts the short block outside K exactly
+    ((1 - theta) 0 + theta s(x0) < 0), so no x'' of step 3 meets (C) and the certificate must be infinite. Without the
+    "short" check of `ExactFeasibility.slater_move` it was 5.5e-15 (theta 2.8e-17, x'' outside K)."""
+    x = cp.Variable(4)
+    local = _local([x[0] + x[1] <= 1.0, x[0] + x[1] >= 1.0, x[3] >= 1.0, x[3] >= SLOPE * x[2] + 1.0], x)
+    certifier = local.certifier
+    assert certifier is not None and not certifier.frozen.size and not certifier.zero_terms
+    at_slater = _exact_slack(certifier, certifier.x0)
+    short = np.flatnonzero(certifier.slater_margin < 0.0)
+    assert short.size == 1 and at_slater[short[0]] < 0  # the Slater point's own block outside K, exactly
+    answer = np.array([0.5, 0.5, OFFSET, 1.0])
+    at_answer = _exact_slack(certifier, answer)
+    wedge = int(np.argmin(at_answer))
+    assert at_answer[short[0]] == 0 and at_answer[wedge] < 0 and certifier.slater_margin[wedge] > 0.5
+    assert np.all(certifier.b - certifier.A @ answer == 0.0)  # the repair (step 2) sees nothing to do
+    theta = -at_answer[wedge] / (at_slater[wedge] - at_answer[wedge])  # the least theta that repairs the wedge
+    repaired = [(1 - theta) * mine + theta * slater for mine, slater in zip(at_answer, at_slater, strict=True)]
+    assert repaired[wedge] == 0 and repaired[short[0]] < 0  # ... and puts the short block outside K
+    moves, slater_move = [], ExactFeasibility.slater_move
+
+    def spy(self, delta, reach, drift):
+        moves.append(slater_move(self, delta, reach, drift))
+        return moves[-1]
+
+    monkeypatch.setattr(ExactFeasibility, "slater_move", spy)
+    certifier.set_hessian(2.0 * sp.identity(4, format="csc"))
+    assert certifier.bound(answer, np.zeros(4), -2.0 * answer, 2.0).distance == np.inf
+    assert moves and moves[-1].delta == np.inf

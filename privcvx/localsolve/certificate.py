@@ -4,10 +4,10 @@ The local-solve layer's solvers answer (LS) in Clarabel's form (`cvxpy_adapter.C
 
     min g(x) = 1/2 x'Px + q'x   s.t.   Ax + s = b,  s in K = {0}^m0 x R_+^m1 x SOC x ... x SOC,     (C)
 
-z = x[columns], and P - diag(w on the penalized columns) is PSD (proven as built: `Certifier.set_hessian`), so g is
-(min w)-strongly convex in the penalized coordinates z_pen. Its exact solution x* is unique in z_pen. Given an answer
-x and a dual y (Clarabel's z; OSQP's y), `Certifier.certify` returns a point x_f with slack in K and a number c with
-||z_pen,f - z*_pen||_2 <= c:
+z = x[columns], and P - diag(w on the penalized columns) >= -l I on them (l, the loss to P_f's round-off and P's,
+proven as built: `Certifier.set_hessian`), so g is mu = (min w - l)-strongly convex in the penalized coordinates z_pen
+(l = 0 for a diagonal P_f). Its exact solution x* is unique in z_pen. Given an answer x and a dual y (Clarabel's z;
+OSQP's y), `Certifier.certify` returns a point x_f with slack in K and a number c with ||z_pen,f - z*_pen||_2 <= c:
 
 1. **Active-set polish** (`polish.ActiveSetPolish`): Newton's method on the KKT system of the constraints the answer
    holds active, the active set corrected one change at a time, gives a second pair (x, y) with y in K* and y's and
@@ -56,8 +56,8 @@ x and a dual y (Clarabel's z; OSQP's y), `Certifier.certify` returns a point x_f
    `LocalProblem.error_bound` is infinite, which the private calibrations refuse (fail closed). x'' is not formed:
    ||r_S(x'')|| <= ||r_S(x_f)|| + ||P|| E, and y's'' = y_K's_K(x'') (its zero rows are 0) <= y_K's_K(x_f) + drift +
    theta (y_K's_K(x0) + ||A_K'y_K|| ||d0||), the drift from the rows that d moves (`Move`).
-5. **Distance.** x'' feasible and x* optimal: g(x'') - g* >= <grad g(x*), x'' - x*> + (min w / 2) ||z_pen'' -
-   z*_pen||^2 >= (min w / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / min w) + E = c.
+5. **Distance.** x'' feasible and x* optimal: g(x'') - g* >= <grad g(x*), x'' - x*> + (mu / 2) ||z_pen'' -
+   z*_pen||^2 >= (mu / 2) ||...||^2, so ||z_pen,f - z*_pen||_2 <= sqrt(2 (gap) / mu) + E = c.
 
 Round-off: the rounding of r_S is bounded (gamma = (k + 2) eps on sums of k terms, added to |r_S|); |c_N|'W is
 evaluated in rational arithmetic, and y's_f in floating point plus its rounding bound, or in rational arithmetic
@@ -68,9 +68,10 @@ block it does not place inside K): a block that lies outside K by round-off is o
 The dual is put in K* exactly (`ProvenCones.proven_dual`: an SOC block's y_0 raised, in extended precision, when
 rational arithmetic finds it short); lambda_min(P_SS) is a proven lower bound (`proven.eigenvalue_floor`: exact for a
 diagonal P, the projections' case; a shifted Cholesky factorization with Higham's bound otherwise), and the widths W
-of auxiliary columns are proven from Clarabel's duals (`auxiliary_widths`). P - diag(w) is PSD as built (P = P_f +
-diag(w) in floating point; `proven.objective_margin`: exact for a diagonal P_f, Higham's bound otherwise; a P_f not
-shown PSD, a singular non-diagonal one included, is not certified). Not covered: x86's extended precision is assumed
+of auxiliary columns are proven from Clarabel's duals (`auxiliary_widths`). P - diag(w) >= -l I as built (P = P_f +
+diag(w) in floating point; `proven.objective_margin`: l = 0 for a diagonal P_f >= 0, else l = (u max P_jj - m)^+ with
+m a proven lower bound on lambda_min(P_f), negative for a singular P_f; not certified: an m < 0 on a column without
+the penalty, and an f_p not convex). Not covered: x86's extended precision is assumed
 to round as IEEE does.
 """
 
@@ -94,6 +95,8 @@ from privcvx.localsolve.proven import (
     eigenvalue_floor,
     exact,
     objective_margin,
+    quadratic_rows,
+    rounded_down,
     rounded_up,
     soc_projection,
 )
@@ -149,13 +152,14 @@ def certifier_for(data: ConicData | None, penalized: np.ndarray) -> Certifier | 
     """The problem's `Certifier`, or None when its answers cannot be certified: no conic data (CVXPY's public path),
     a cone other than zero, nonneg and SOC, an auxiliary column (no quadratic term in f_p and no penalty: the dual
     bound of step 4 is then -inf up to round-off) in a feasible set not shown bounded, or a quadratic term P_f not
-    shown PSD (`proven.objective_margin`). ``penalized``: the positions in z of the penalized entries."""
+    shown PSD up to its round-off, or so only with a negative m on an entry without the penalty
+    (`proven.objective_margin`). ``penalized``: the positions in z of the penalized entries."""
     if data is None or not certifiable_cones(data.cones):
         return None
     quadratic = data.P.diagonal() != 0.0  # P is PSD: a zero diagonal entry is a zero row
     quadratic[data.columns[penalized]] = True
-    certifier = Certifier(data, np.flatnonzero(~quadratic))
-    return certifier if np.all(np.isfinite(certifier.width)) and certifier.objective_margin > 0.0 else None
+    certifier = Certifier(data, np.flatnonzero(~quadratic), data.columns[penalized])
+    return certifier if np.all(np.isfinite(certifier.width)) and certifier.objective_margin > -math.inf else None
 
 
 def _separated_rank(matrix: np.ndarray) -> int | None:
@@ -192,11 +196,17 @@ class Certificate(NamedTuple):
 class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
     """One local problem's public certificate data: cone blocks, the zero rows' least-squares operator, a Slater point.
 
-    ``penalized_columns``: the columns of x that carry the penalty (their weights are passed to `certify`)."""
+    ``penalized``: the columns of x that carry the penalty (their weights are passed to `certify`; None: all)."""
 
-    def __init__(self, data: ConicData, auxiliary: np.ndarray) -> None:
+    def __init__(self, data: ConicData, auxiliary: np.ndarray, penalized: np.ndarray | None = None) -> None:
         self.data = data
-        self.objective_margin = objective_margin(data.P.toarray())  # `set_hessian`: P - diag(w) PSD as built
+        quadratic = data.P.toarray()
+        #: m of `proven` (-inf: P_f not shown PSD enough): m < 0 is of use only when every nonzero row of P_f is
+        #: penalized
+        self.objective_margin = objective_margin(quadratic)
+        if self.objective_margin < 0.0 and penalized is not None and np.setdiff1d(quadratic_rows(quadratic),
+                                                                                   penalized).size:
+            self.objective_margin = -math.inf
         self.blocks = cone_blocks(data.cones)
         self.A = data.A.toarray()
         self.abs_a = np.abs(self.A)
@@ -343,14 +353,21 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
 
     # ---- per weight vector -----------------------------------------------------------------------------------
     def set_hessian(self, hessian: sp.spmatrix, key: float | bytes | None = None) -> bool:
-        """Take the round's P = fl(P_f + diag(w)) (with the penalty), for the weights ``key``; False when P_SS is not
-        shown positive definite or P - diag(w) PSD (`proven.objective_margin`; every certificate is then infinite)."""
+        """Take the round's P = fl(P_f + diag(w)) (with the penalty), for the weights ``key``, and the strong convexity
+        it loses to P_f and rounding (`proven`: (u max_j P_jj - m)^+, taken from min w in `bound`); False when P_SS is
+        not shown positive definite or P_f not shown PSD enough (every certificate is then infinite)."""
         self.key = key
         dense = hessian.toarray()
         lowest = eigenvalue_floor(dense[np.ix_(self.quadratic, self.quadratic)])  # P_SS (P's other rows are 0)
         largest = float(np.max(np.abs(np.diag(dense)), initial=0.0))
-        if not (self.objective_margin > 0.0 and self.objective_margin >= 0.5 * float(np.finfo(float).eps) * largest):
-            lowest = min(lowest, 0.0)  # P - diag(w) not shown PSD: half an ulp of P's diagonal beyond the margin
+        margin = self.objective_margin
+        if not math.isfinite(margin):  # inf: a diagonal P_f >= 0 loses nothing; -inf: not certified
+            self.convexity_loss = 0.0 if margin > 0.0 else math.inf
+        else:  # half an ulp of P's diagonal (and a subnormal's), beyond the margin m
+            self.convexity_loss = rounded_up(max(exact(0.5 * float(np.finfo(float).eps) * largest)
+                                                 + Fraction(2.0 ** -1074) - exact(margin), Fraction(0)))
+        if self.convexity_loss == math.inf:
+            lowest = min(lowest, 0.0)
         self.hessian, self.lowest = dense, lowest
         self.damping = NEWTON_DAMPING * max(1.0, largest)
         self.abs_p = np.abs(dense)
@@ -416,7 +433,10 @@ class Certifier(ActiveSetPolish, ExactFeasibility, ProvenCones):
         gap = 0.5 * residual ** 2 / self.lowest + complementarity + auxiliary
         released = x_f.astype(np.float64)  # a refined x_f is rounded to the float64 that is released: + its distance
         rounding = float(np.sqrt(np.sum((released - x_f) ** 2))) if x_f.dtype != np.float64 else 0.0
-        return Certificate(released, (math.sqrt(2.0 * gap / min_weight) + move + rounding) * (1.0 + 1e-12))
+        modulus = rounded_down(exact(min_weight) - exact(self.convexity_loss))  # strong convexity in z_pen
+        if not modulus > 0.0:
+            return Certificate(released, math.inf)
+        return Certificate(released, (math.sqrt(2.0 * gap / modulus) + move + rounding) * (1.0 + 1e-12))
 
     def complementarity_bound(self, x: np.ndarray, y: np.ndarray) -> float:
         """An upper bound on y's with s = b - Ax: in floating point plus its rounding bound (gamma_k on sums of k

@@ -257,8 +257,8 @@ class LocalProblem:
         closed form; for a problem built with ``certified=True`` (or a number e), the largest over the chain
         (`certified_error` for a certified solver, `strategies.SMOOTH_TARGET` for L-BFGS-B), since any of
         them may answer; ``inf`` otherwise: answers not certified (not asked, or not certifiable: no conic data, a cone
-        other than zero, nonneg, SOC, or an auxiliary column on which the set is unbounded; docs/privacy.md), which
-        the private calibrations refuse."""
+        other than zero, nonneg, SOC, an auxiliary column on which the set is unbounded, or a quadratic term not
+        proven PSD as built (`certificate.certifier_for`); docs/privacy.md), which the private calibrations refuse."""
         if self.kind in ("free", "box"):
             return 0.0
         if not self.certified:

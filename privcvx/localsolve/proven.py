@@ -17,10 +17,17 @@ error bounds, exact rational arithmetic where those do not decide).
   the subtraction's rounding: lambda_min(M) >= mu - gamma / (1 - gamma) trace(fl(M - mu I)) - eps max_i a_ii.
 - **P - diag(w) PSD as built** (`objective_margin`, once per problem; `certificate.Certifier.set_hessian`, per
   weight vector): the Hessian is P = fl(P_f + diag(d)), d >= min w the penalty's diagonal, so P - diag(d) = P_f +
-  diag(delta) with |delta_j| <= u P_jj (u = eps / 2, one rounding to nearest per diagonal entry). For a diagonal
-  P_f >= 0 this is PSD exactly (rounding is monotone: fl(a + d) >= d for a >= 0 and a float d); otherwise it is PSD
-  when lambda_min(P_f) (`eigenvalue_floor` on P_f's nonzero rows and columns, P_f exactly symmetric) is at least
-  u max_j P_jj. A P_f not shown PSD so is not certified (fail closed): a singular non-diagonal one too.
+  diag(delta) with |delta_j| <= u P_jj (u = eps / 2, one rounding to nearest per diagonal entry; delta_j = 0 off
+  the penalized columns and off P_f's nonzero rows R, d_j being a float). For a diagonal P_f >= 0 this is PSD
+  exactly (rounding is monotone: fl(a + d) >= d for a >= 0 and a float d). Otherwise, with m a proven lower bound on
+  lambda_min(P_f) over R (P_f exactly symmetric; `eigenvalue_bound`), P - diag(d) >= m I_R - u max_j P_jj I_pen,
+  which is >= -(u max_j P_jj - m)^+ I_pen when m >= 0 or R lies in the penalized columns: g is then (min w - that
+  loss)-strongly convex in z_pen (`Certifier.set_hessian` takes the loss from min w). So a singular P_f (CVXPY's
+  2 M of `cp.quad_form(x, M)` with a rank-deficient M, which its rounding may leave indefinite by about n eps ||M||)
+  is certified when every column it touches is penalized (full consensus), with a loss of about n eps ||P_f||. Not
+  certified (fail closed): m < 0 on a column that is not penalized (a private variable), and m below
+  -`PSD_TOLERANCE` ||P_f||_inf (an f_p that is not convex, through `cp.psd_wrap`): the certificate would hold for
+  the problem as built, but the sensitivities assume f_p convex.
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ from privcvx.localsolve.polish import EXTENDED
 #: Shifts below eigvalsh's estimate tried by `eigenvalue_floor` (fractions of it), in turn until a Cholesky
 #: factorization of the shifted matrix completes.
 SHIFTS = (2.0 ** -10, 2.0 ** -4, 0.5)
+#: The most negative lambda_min(P_f), relative to ||P_f||_inf, taken for the rounding of a PSD matrix's construction
+#: (``A.T @ A`` of a wide A is indefinite by about k eps ||A||^2 as stored) rather than a nonconvex f_p (`cp.psd_wrap`
+#: of an indefinite matrix), which `objective_margin` refuses.
+PSD_TOLERANCE = 1e-10
 #: An absolute term in the float norm's upper bound that covers the underflow of squares (far below any margin).
 UNDERFLOW = 1e-150
 
@@ -141,17 +152,45 @@ def eigenvalue_floor(matrix: np.ndarray) -> float:
     return 0.0
 
 
+def eigenvalue_bound(matrix: np.ndarray) -> float:
+    """A proven lower bound on the smallest eigenvalue of a symmetric float matrix, negative too: `eigenvalue_floor`
+    when that is positive, else `eigenvalue_floor` of fl(M + sI) minus s and the shift's rounding (u |fl(M_ii + s)|
+    per diagonal entry), s above minus eigvalsh's estimate by 8 (n + 2) eps (sum_i |M_ii| + max_i sum_j |M_ij|)
+    (Cholesky's error term of `eigenvalue_floor`), doubled up to four times; -inf when none is shown positive."""
+    floor = eigenvalue_floor(matrix)
+    if floor > 0.0:
+        return floor
+    n, eps = matrix.shape[0], float(np.finfo(float).eps)
+    estimate = float(scipy.linalg.eigvalsh(matrix, subset_by_index=[0, 0])[0])
+    size = float(np.sum(np.abs(np.diag(matrix))) + np.max(np.abs(matrix).sum(axis=1)))
+    for doubling in range(5):
+        shift = max(-estimate, 0.0) + 8.0 * (n + 2) * eps * size * 2.0 ** doubling
+        shifted = matrix + shift * np.eye(n)
+        floor = eigenvalue_floor(shifted)
+        if floor > 0.0:
+            rounding = Fraction(float(np.max(np.abs(np.diag(shifted))))) * Fraction(eps) / 2 + Fraction(2.0 ** -1074)
+            return rounded_down(Fraction(floor) - Fraction(shift) - rounding)
+    return -math.inf
+
+
 def objective_margin(matrix: np.ndarray) -> float:
-    """How much rounding the diagonal of P_f + diag(d) may take with P - diag(d) still PSD (module docstring): inf for
-    a diagonal P_f with nonnegative entries, else a proven lower bound on lambda_min(P_f) over its nonzero rows; not
-    above 0 when P_f is not shown PSD (or is not symmetric)."""
+    """m of the module docstring: inf for a diagonal P_f with nonnegative entries, -inf for a diagonal one with a
+    negative entry, a P_f not exactly symmetric or one with m below -`PSD_TOLERANCE` ||P_f||_inf (not convex), else a
+    proven lower bound on lambda_min(P_f) over its nonzero rows (`eigenvalue_bound`: negative, about -n eps ||P_f||,
+    for a singular P_f)."""
     diagonal = np.diag(matrix)
     if not np.any(matrix - np.diag(diagonal)):
         return math.inf if np.all(diagonal >= 0.0) else -math.inf
     if not np.array_equal(matrix, matrix.T):
         return -math.inf
-    rows = np.flatnonzero(np.any(matrix != 0.0, axis=1))
-    return eigenvalue_floor(matrix[np.ix_(rows, rows)])
+    rows = quadratic_rows(matrix)
+    margin = eigenvalue_bound(matrix[np.ix_(rows, rows)])
+    return margin if margin >= -PSD_TOLERANCE * float(np.max(np.abs(matrix).sum(axis=1))) else -math.inf
+
+
+def quadratic_rows(matrix: np.ndarray) -> np.ndarray:
+    """The nonzero rows of P_f (R of the module docstring)."""
+    return np.flatnonzero(np.any(matrix != 0.0, axis=1))
 
 
 class ProvenCones:

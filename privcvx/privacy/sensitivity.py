@@ -65,9 +65,10 @@ def certified_solver_error(error: float, agent: str | None) -> float:
     """A local step's l2 error bound (`LocalProblem.error_bound`), refused when infinite (uncertifiable answers)."""
     if not math.isfinite(error):
         raise PrivacyError("its local step is computed by a solver whose answers cannot be certified (no conic data, "
-                           "a cone other than zero/nonneg/SOC, or an auxiliary variable on which the set is "
-                           "unbounded; docs/privacy.md, 'Solver error'): no sensitivity bound survives it", agent=agent,
-                           argument="constraints")
+                           "a cone other than zero/nonneg/SOC, an auxiliary variable on which the set is unbounded, "
+                           "or a quadratic term in the objective not proven PSD as built: indefinite, or singular "
+                           "on a private variable; docs/privacy.md, 'Solver error'): no sensitivity bound survives it",
+                           agent=agent, argument="constraints")
     return error
 
 
