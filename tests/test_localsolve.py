@@ -74,12 +74,19 @@ STEPS = {"ridge": "factorization", "equality": "factorization", "box": "osqp", "
 
 @pytest.mark.parametrize("kind", list(STEPS))
 def test_each_step_strategy_is_chosen_and_matches_a_fresh_solve(kind):
+    """The step of each strategy against a fresh CVXPY solve at the reference tolerances, at its own draws (the
+    module's generator made the draws depend on which tests ran before in the worker, and the test fail in some
+    orders). On the ball, an interior-point answer with the cone active is as close as the layer's stated tolerance
+    allows (`strategies.STANDARD_TOLERANCE` on the gap: sqrt(2 gap / weight) for a weight-strongly convex step; up to
+    1.6e-5 from a Clarabel solve at 1e-13 in 200 draws, SCS's reference up to 5.4e-6); elsewhere 1e-7."""
     agent, local = _local(kind, objective=True)
     assert local.strategy == STEPS[kind] and local.kind == "exact"
+    rng = np.random.default_rng(list(STEPS).index(kind))
     for weight in (0.5, 3.0):
-        linear = RNG.normal(size=4)
+        linear = rng.normal(size=4)
         step = local.step(linear, weight)
-        assert np.max(np.abs(step - _fresh_step(agent, linear, weight))) <= 1e-7
+        tolerance = math.sqrt(2 * strategies.STANDARD_TOLERANCE / weight) if kind == "soc" else 1e-7
+        assert np.max(np.abs(step - _fresh_step(agent, linear, weight))) <= tolerance
     assert local.stats.solves == 2 and local.stats.fallbacks == 0 and local.stats.inaccurate == 0
     assert local.stats.strategies == {STEPS[kind]: 2}
 
