@@ -31,7 +31,7 @@ from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator
 from privcvx.errors import ConvergenceWarning, SolverError
 from privcvx.gradients import GradientEvaluator, atom_rule
 from privcvx.privacy.mechanisms import Mechanism
-from privcvx.problem import Agent
+from privcvx.problem import Agent, DistributedProblem
 from privcvx.solver_warnings import warn_at_caller
 
 
@@ -79,6 +79,17 @@ def estimate_smoothness(evaluator: GradientEvaluator, z: np.ndarray, probes: int
     rng = np.random.default_rng(0)
     points = [z] + [z + 0.1 * rng.normal(size=z.size) for _ in range(probes - 1)]
     return max(hessian_lambda_max(evaluator, point) for point in points)
+
+
+def inverse_largest_smoothness(problem: DistributedProblem) -> float:
+    """1 / max_p L_p over the agents' declared smoothness, estimated where none is declared (`smoothness_of` at z = 0;
+    never under privacy, whose methods refuse an undeclared L_p); 1 when no L_p is finite and positive. The default
+    initial step c of the gradient methods (paper 001's, Q-DPSGD's)."""
+    smoothness = [agent.smoothness if agent.smoothness is not None else
+                  smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim))
+                  for agent, layout in zip(problem.agents, problem.layouts, strict=True)]
+    finite = [v for v in smoothness if math.isfinite(v) and v > 0]
+    return 1.0 / max(finite) if finite else 1.0
 
 
 def smoothness_of(agent: Agent, evaluator: GradientEvaluator, z: np.ndarray) -> float:

@@ -38,10 +38,9 @@ the excess. x_i(t) is released in y_i(t+1) with Laplace scale M_{t+1}.
   reported epsilon is valid (it is not nominal); only the requested one is exceeded, by 1/p.
 
 Both spend pure epsilon. With ``delta`` (safe calibration only) epsilon is the total at delta of the T = ``horizon``
-releases: their epsilon_t above times a public factor kappa, one per kind of set (a box or free set; a set projected
-by a solver, whose releases pay the solver's term), the largest at which that kind's releases compose to at most
-epsilon at delta (`laplace_multiplier`: basic, advanced or RDP), so M_t / kappa. Every private agent of a kind releases
-the same epsilons, so each composes to the total.
+releases: their epsilon_t above times a public factor kappa per kind of set (closed-form, or projected by a solver),
+the largest at which that kind's releases (every private agent's of that kind) compose to at most epsilon at delta
+(`laplace_multiplier`: basic, advanced or RDP), so M_t / kappa.
 
 Each release y_i(t+1) is recorded in the agent's ledger as a Laplace mechanism with
 epsilon_t = Delta(t) / M_{t+1}; y_i(1) perturbs the public x_i(0) and costs nothing. epsilon_t falls like
@@ -66,7 +65,6 @@ from privcvx.algorithms.base import AgentContext, Algorithm, StepMonitor
 from privcvx.algorithms.dp_gradient_accuracy import optimal_noise_decay
 from privcvx.algorithms.gradient_agents import ProjectedGradientAgent
 from privcvx.errors import ParameterError, PrivacyError, PrivcvxError, check_scalar, require_positive
-from privcvx.gradients import GradientEvaluator
 from privcvx.localsolve import set_kind
 from privcvx.messages import Message
 from privcvx.privacy.accounting import DEFAULT_LAPLACE_DELTA
@@ -81,7 +79,7 @@ from privcvx.privacy.total_budget import laplace_multiplier
 from privcvx.problem import Agent, AgentLayout, AgentSpec, DistributedProblem
 from privcvx.schedules import Geometric, Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
-from privcvx.tuning import smoothness_of, warn_nonsmooth
+from privcvx.tuning import inverse_largest_smoothness, warn_nonsmooth
 
 CALIBRATIONS = ("safe", "paper")
 STEPS = ("geometric", "diminishing")
@@ -153,8 +151,7 @@ class DPDistributedGradient(Algorithm):
         self._epsilon = None if epsilon is None else check_epsilon(epsilon)
         self._q = check_scalar(q, argument="q", kind=float, low=0.0, high=1.0, closed="neither")
         check_scalar(calibration, argument="calibration", choices=CALIBRATIONS)
-        # kappa of the module doc per kind of set (a solver's term or not), fixed by `prepare`
-        self._factor: dict[bool, float] | None = {False: 1.0, True: 1.0} if delta is None else None
+        self._factor = {False: 1.0, True: 1.0} if delta is None else None  # kappa per kind, fixed by `prepare`
         if delta is not None:
             self._delta = check_delta(delta)
             if calibration == "paper":
@@ -239,13 +236,10 @@ class DPDistributedGradient(Algorithm):
         return ready
 
     def factors(self, kinds: set[bool]) -> dict[bool, float]:
-        """kappa for each kind of set (``True``: projected by a solver, its releases paying the solver's term), the
-        largest at which that kind's releases compose to at most epsilon at delta (`laplace_multiplier`); a kind no
-        private agent has takes the smallest of the others' (1 without private agents): its agents release nothing
-        that is charged."""
+        """kappa per kind of set (``True``: solver-projected) in ``kinds`` (`laplace_multiplier`, module doc); another
+        kind, whose agents release nothing charged, takes the least of them (1 without private agents)."""
         factors = {kind: laplace_multiplier(self.release_epsilons(kind), self._epsilon, self._delta) for kind in kinds}
-        least = min(factors.values(), default=1.0)
-        return {kind: factors.get(kind, least) for kind in (False, True)}
+        return {kind: factors.get(kind, min(factors.values(), default=1.0)) for kind in (False, True)}
 
     def release_epsilons(self, solver_term: bool) -> list[float]:
         """The epsilons Delta(t-1) / M_t of the releases t = 2..T+1 (T the horizon) without ``delta``'s factor: an
@@ -264,14 +258,7 @@ class DPDistributedGradient(Algorithm):
                        "them (a subgradient step at c = 1 / max of the others' L_i, or 1)",
                        "Give c (a step for a subgradient method), or smooth the objective (e.g. a Huber or squared "
                        "hinge loss)")
-        smoothness = []
-        for agent, layout in zip(problem.agents, problem.layouts, strict=True):
-            if agent.smoothness is not None:
-                smoothness.append(agent.smoothness)
-            else:  # not private here: check() refused undeclared L_i under privacy
-                smoothness.append(smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim)))
-        finite = [v for v in smoothness if math.isfinite(v) and v > 0]
-        return 1.0 / max(finite) if finite else 1.0
+        return inverse_largest_smoothness(problem)
 
     def schedule(self) -> Schedule:
         """gamma_t: the step of round t."""

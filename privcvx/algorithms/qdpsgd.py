@@ -57,7 +57,7 @@ from privcvx.privacy.sensitivity import holds_no_private_data, projected_sensiti
 from privcvx.problem import Agent, DistributedProblem, SampledAgent
 from privcvx.schedules import Power, Schedule, as_schedule, checked_value
 from privcvx.topology import WEIGHT_RULES, Topology
-from privcvx.tuning import smoothness_of
+from privcvx.tuning import inverse_largest_smoothness
 
 VARIANTS = (1, 2)
 #: The exponent a of the default step c / t^a. Eq. (27) takes the gradient at x_i(t-1), before the projection
@@ -205,13 +205,7 @@ class QDPSGD(QDPSGDAccountant, Algorithm):
         self.check(problem, topology)
         ready = self.clone()
         if self._step is None:
-            smoothness = []
-            for agent, layout in zip(problem.agents, problem.layouts, strict=True):
-                declared = agent.smoothness
-                smoothness.append(declared if declared is not None else
-                                  smoothness_of(agent, GradientEvaluator(agent, layout), np.zeros(layout.dim)))
-            finite = [v for v in smoothness if math.isfinite(v) and v > 0]
-            ready._c = 1.0 / max(finite) if finite else 1.0
+            ready._c = inverse_largest_smoothness(problem)
         if self._epsilon is not None:
             ready._multiplier = self.calibrate(rounds)
         if self.variant == 2 and self.private and self._rate < 1.0:
