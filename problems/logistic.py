@@ -126,9 +126,12 @@ class LogisticLoss:
         gradient takes 18 against 26 us in the layout X_p W (docs/performance.md, "The logistic gradient's
         layout")."""
         constants = (cp.Constant(np.asarray(self.X, dtype=float).T), cp.Constant(np.asarray(self.Y, dtype=float).T))
-        transposed = (constants[0].value, constants[1].value)
         object.__setattr__(self, "_constants", constants)
-        object.__setattr__(self, "_transposed", transposed)  # read by the gradient at every local update
+        self._hold((constants[0].value, constants[1].value))
+
+    def _hold(self, transposed: tuple[np.ndarray, np.ndarray]) -> None:
+        """Keep X_p^T and Y_p^T (read by the gradient at every local update) and make ``X`` and ``Y`` their views."""
+        object.__setattr__(self, "_transposed", transposed)
         object.__setattr__(self, "X", transposed[0].T)
         object.__setattr__(self, "Y", transposed[1].T)
 
@@ -139,8 +142,7 @@ class LogisticLoss:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        object.__setattr__(self, "X", state["_transposed"][0].T)
-        object.__setattr__(self, "Y", state["_transposed"][1].T)
+        self._hold(state["_transposed"])
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -156,8 +158,9 @@ class LogisticLoss:
 
     def value(self, W: np.ndarray) -> float:
         """f_p evaluated in numpy."""
-        scores = W.T @ self.X.T
-        return float((logsumexp(scores, axis=0).sum() - np.sum(self.Y.T * scores)) / self.normalizer)
+        XT, YT = self._transposed
+        scores = W.T @ XT
+        return float((logsumexp(scores, axis=0).sum() - np.sum(YT * scores)) / self.normalizer)
 
     def gradient(self, W: np.ndarray) -> np.ndarray:
         """Gradient of f_p: (1/n_p) X_p^T (softmax(X_p W) - Y_p), shaped J x K like ``W``.
